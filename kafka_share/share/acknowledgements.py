@@ -1,0 +1,318 @@
+"""Per-partition acknowledgements and their wire batches.
+
+Theory of operation
+-------------------
+An :class:`Acknowledgements` holds, for one share-partition, the acknowledge
+type chosen for each offset. Besides the public types (ACCEPT, RELEASE,
+REJECT, RENEW) it can hold :data:`GAP` (0), which the client sends on its own
+for acquired offsets that carry no deliverable record (compacted away,
+transaction markers, aborted data).
+
+Before going on the wire the map is coalesced into
+:class:`AckBatch` values, following Java's
+``Acknowledgements.getAcknowledgementBatches``:
+
+1. contiguous offsets form one batch, a hole in the offsets starts a new one;
+2. inside a batch, a run of more than :data:`MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE`
+   identical types (Java triggers when it sees the 11th) is split out into its
+   own batch;
+3. every batch whose types are all equal is reduced to a one-element array,
+   which the broker applies to the whole range.
+
+The result always passes the broker's validation
+(``KafkaApis.validateAcknowledgementBatches``): first <= last, ascending and
+non-overlapping batches, and either one type or exactly one per offset.
+
+Once the broker answered, the caller records the per-partition outcome with
+:meth:`Acknowledgements.complete`, and :meth:`Acknowledgements.result` gives
+the :class:`AckResult` that is reported to the application.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Final
+
+import attrs
+
+from kafka_share.models import AcknowledgeType
+
+__all__ = [
+    "GAP",
+    "MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE",
+    "AckBatch",
+    "AckResult",
+    "Acknowledgements",
+    "batches_to_map",
+]
+
+#: Wire acknowledge type for an acquired offset that has no record. Internal only.
+GAP: Final = 0
+
+#: A run of identical types longer than this inside a mixed batch gets its own batch.
+MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE: Final = 10
+
+_RENEW: Final = int(AcknowledgeType.RENEW)
+_VALID_TYPES: Final = frozenset(int(t) for t in AcknowledgeType)
+#: Error code for "no error" in Kafka responses.
+_NONE: Final = 0
+
+
+@attrs.frozen(slots=True)
+class AckBatch:
+    """One wire ``AcknowledgementBatch``.
+
+    ``acknowledge_types`` has either one element (applies to every offset of the
+    range) or exactly ``last_offset - first_offset + 1`` elements.
+    """
+
+    first_offset: int
+    last_offset: int
+    acknowledge_types: tuple[int, ...]
+
+    def expand(self) -> Iterator[tuple[int, int]]:
+        """Yield ``(offset, type)`` for every offset of the batch."""
+        types = self.acknowledge_types
+        if len(types) == 1:
+            only = types[0]
+            for offset in range(self.first_offset, self.last_offset + 1):
+                yield offset, only
+        else:
+            yield from zip(range(self.first_offset, self.last_offset + 1), types, strict=True)
+
+
+@attrs.frozen(slots=True)
+class AckResult:
+    """The outcome of acknowledging one partition.
+
+    ``offsets`` are the offsets the application acknowledged (GAP offsets, which
+    the client added by itself, are left out). ``error_code`` is 0 on success.
+    """
+
+    offsets: frozenset[int]
+    error_code: int
+    error_message: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.error_code == _NONE
+
+
+class Acknowledgements:
+    """Acknowledge types of one share-partition, keyed by offset.
+
+    Adding the same offset twice keeps the last type (``add``), matching Java
+    where the last ``acknowledge`` call before a commit wins.
+    """
+
+    __slots__ = ("_completed", "_error_code", "_error_message", "_types")
+
+    def __init__(self) -> None:
+        self._types: dict[int, int] = {}
+        self._completed = False
+        self._error_code = _NONE
+        self._error_message: str | None = None
+
+    # -- building ---------------------------------------------------------
+
+    def add(self, offset: int, acknowledge_type: AcknowledgeType | int) -> None:
+        """Set the type of ``offset``, replacing any earlier one.
+
+        Raises:
+            ValueError: ``offset`` is negative or the type is not ACCEPT, RELEASE,
+                REJECT or RENEW (use :meth:`add_gap` for gaps).
+        """
+        self._check_offset(offset)
+        value = int(acknowledge_type)
+        if value not in _VALID_TYPES:
+            raise ValueError(
+                f"invalid acknowledge type {acknowledge_type!r} for offset {offset}: "
+                "expected ACCEPT (1), RELEASE (2), REJECT (3) or RENEW (4)"
+            )
+        self._types[offset] = value
+
+    def add_if_absent(self, offset: int, acknowledge_type: AcknowledgeType | int) -> bool:
+        """Set the type of ``offset`` unless it already has one; True if it was set.
+
+        Implicit acknowledgement uses this so it never overrides an explicit choice.
+        """
+        if offset in self._types:
+            return False
+        self.add(offset, acknowledge_type)
+        return True
+
+    def add_gap(self, offset: int) -> None:
+        """Mark ``offset`` as a GAP (acquired, but no record to deliver)."""
+        self._check_offset(offset)
+        self._types[offset] = GAP
+
+    def add_gaps(self, offsets: Iterable[int]) -> None:
+        """Mark every offset of ``offsets`` as a GAP."""
+        for offset in offsets:
+            self.add_gap(offset)
+
+    def merge(self, other: Acknowledgements) -> None:
+        """Copy ``other``'s entries in; on a shared offset ``other`` wins."""
+        self._types.update(other._types)
+
+    def remove(self, offset: int) -> int | None:
+        """Drop ``offset``; returns its type, or None if it was not present."""
+        return self._types.pop(offset, None)
+
+    @staticmethod
+    def _check_offset(offset: int) -> None:
+        if offset < 0:
+            raise ValueError(f"acknowledged offset must be >= 0, got {offset}")
+
+    # -- reading ----------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def __bool__(self) -> bool:
+        return bool(self._types)
+
+    def __contains__(self, offset: object) -> bool:
+        return offset in self._types
+
+    def get(self, offset: int) -> int | None:
+        """The type of ``offset`` (0 for GAP), or None if it has none."""
+        return self._types.get(offset)
+
+    def items(self) -> list[tuple[int, int]]:
+        """``(offset, type)`` pairs in ascending offset order."""
+        return sorted(self._types.items())
+
+    def as_dict(self) -> dict[int, int]:
+        """A copy of the offset -> type map (GAP is 0)."""
+        return dict(self._types)
+
+    @property
+    def has_renew(self) -> bool:
+        """True if any offset is RENEW; such a request must set ``IsRenewAck``."""
+        return _RENEW in self._types.values()
+
+    @property
+    def has_non_gap(self) -> bool:
+        """True if at least one offset carries an application acknowledgement."""
+        return any(t != GAP for t in self._types.values())
+
+    def to_batches(self) -> list[AckBatch]:
+        """Coalesce into wire batches (see the module docstring for the rules)."""
+        if not self._types:
+            return []
+        offsets = sorted(self._types)
+        types = self._types
+        batches: list[AckBatch] = []
+        start = 0
+        n = len(offsets)
+        for i in range(1, n + 1):
+            if i == n or offsets[i] != offsets[i - 1] + 1:
+                first = offsets[start]
+                _split_contiguous(first, [types[o] for o in offsets[start:i]], batches)
+                start = i
+        return batches
+
+    # -- completion -------------------------------------------------------
+
+    def complete(self, error_code: int, error_message: str | None = None) -> None:
+        """Record the broker's answer for this partition (0 = success).
+
+        Completing twice keeps the first answer: a late duplicate (for example a
+        timeout after the real response) must not overwrite it.
+        """
+        if self._completed:
+            return
+        self._completed = True
+        self._error_code = error_code
+        self._error_message = error_message
+
+    @property
+    def is_completed(self) -> bool:
+        return self._completed
+
+    @property
+    def error_code(self) -> int:
+        """The error code once completed (0 = success); 0 before completion."""
+        return self._error_code
+
+    @property
+    def error_message(self) -> str | None:
+        return self._error_message
+
+    def result(self) -> AckResult:
+        """The outcome to report to the application.
+
+        Raises:
+            RuntimeError: the acknowledgements have not been completed yet.
+        """
+        if not self._completed:
+            raise RuntimeError("acknowledgements are not completed yet; no result to report")
+        return AckResult(
+            offsets=frozenset(o for o, t in self._types.items() if t != GAP),
+            error_code=self._error_code,
+            error_message=self._error_message,
+        )
+
+    def __repr__(self) -> str:
+        state = f"completed, error_code={self._error_code}" if self._completed else "pending"
+        return f"Acknowledgements({len(self._types)} offsets, {state})"
+
+
+def _split_contiguous(first_offset: int, types: list[int], out: list[AckBatch]) -> None:
+    """Append the batches for one contiguous range of offsets to ``out``.
+
+    Runs longer than MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE are emitted as
+    single-type batches; the mixed stretches between them stay together.
+    """
+    n = len(types)
+    pending_start = 0  # start of the mixed stretch not yet emitted
+    run_start = 0
+    for i in range(1, n + 1):
+        if i < n and types[i] == types[run_start]:
+            continue
+        # types[run_start:i] is a maximal run of one type.
+        if i - run_start > MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE:
+            if pending_start < run_start:
+                _emit(first_offset, types, pending_start, run_start, out)
+            out.append(
+                AckBatch(first_offset + run_start, first_offset + i - 1, (types[run_start],))
+            )
+            pending_start = i
+        run_start = i
+    if pending_start < n:
+        _emit(first_offset, types, pending_start, n, out)
+
+
+def _emit(first_offset: int, types: list[int], lo: int, hi: int, out: list[AckBatch]) -> None:
+    chunk = types[lo:hi]
+    head = chunk[0]
+    if all(t == head for t in chunk):
+        ack_types: tuple[int, ...] = (head,)
+    else:
+        ack_types = tuple(chunk)
+    out.append(AckBatch(first_offset + lo, first_offset + hi - 1, ack_types))
+
+
+def batches_to_map(batches: Iterable[AckBatch]) -> dict[int, int]:
+    """Expand wire batches back into an offset -> type map.
+
+    Raises:
+        ValueError: the batches break a broker validation rule (first > last,
+            overlapping or descending batches, wrong number of types).
+    """
+    out: dict[int, int] = {}
+    previous_last = -1
+    for batch in batches:
+        if batch.first_offset > batch.last_offset:
+            raise ValueError(f"batch {batch} has first_offset > last_offset")
+        if batch.first_offset <= previous_last:
+            raise ValueError(f"batch {batch} overlaps or precedes the previous batch")
+        size = batch.last_offset - batch.first_offset + 1
+        if len(batch.acknowledge_types) not in (1, size):
+            raise ValueError(
+                f"batch {batch} has {len(batch.acknowledge_types)} types for {size} offsets"
+            )
+        out.update(batch.expand())
+        previous_last = batch.last_offset
+    return out

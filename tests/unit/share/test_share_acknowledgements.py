@@ -1,0 +1,288 @@
+"""Acknowledgements: map semantics, wire batch coalescing and completion."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafka_share.models import AcknowledgeType
+from kafka_share.share.acknowledgements import (
+    GAP,
+    MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE,
+    AckBatch,
+    Acknowledgements,
+    batches_to_map,
+)
+
+A = int(AcknowledgeType.ACCEPT)
+RL = int(AcknowledgeType.RELEASE)
+RJ = int(AcknowledgeType.REJECT)
+RN = int(AcknowledgeType.RENEW)
+MAX = MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE
+
+
+def acks_of(entries: dict[int, int]) -> Acknowledgements:
+    acks = Acknowledgements()
+    for offset, t in entries.items():
+        if t == GAP:
+            acks.add_gap(offset)
+        else:
+            acks.add(offset, t)
+    return acks
+
+
+def test_empty_has_no_batches() -> None:
+    acks = Acknowledgements()
+    assert acks.to_batches() == []
+    assert len(acks) == 0
+    assert not acks
+
+
+def test_single_record_single_batch() -> None:
+    acks = acks_of({0: A})
+    assert acks.to_batches() == [AckBatch(0, 0, (A,))]
+    # Building batches does not consume the map (Java can call it twice).
+    assert acks.to_batches() == [AckBatch(0, 0, (A,))]
+
+
+def test_last_add_wins() -> None:
+    acks = Acknowledgements()
+    acks.add(5, AcknowledgeType.RELEASE)
+    acks.add(5, AcknowledgeType.ACCEPT)
+    assert acks.get(5) == A
+    assert len(acks) == 1
+
+
+def test_add_if_absent_never_overrides() -> None:
+    acks = Acknowledgements()
+    acks.add(1, AcknowledgeType.REJECT)
+    assert acks.add_if_absent(1, AcknowledgeType.ACCEPT) is False
+    assert acks.add_if_absent(2, AcknowledgeType.ACCEPT) is True
+    assert acks.as_dict() == {1: RJ, 2: A}
+
+
+def test_invalid_type_and_offset_rejected_with_clear_error() -> None:
+    acks = Acknowledgements()
+    with pytest.raises(ValueError, match="invalid acknowledge type"):
+        acks.add(1, 0)
+    with pytest.raises(ValueError, match="invalid acknowledge type"):
+        acks.add(1, 5)
+    with pytest.raises(ValueError, match=">= 0"):
+        acks.add(-1, AcknowledgeType.ACCEPT)
+    with pytest.raises(ValueError, match=">= 0"):
+        acks.add_gap(-3)
+    assert len(acks) == 0
+
+
+def test_single_type_multi_record_collapses() -> None:
+    acks = acks_of(dict.fromkeys(range(5), A))
+    assert acks.to_batches() == [AckBatch(0, 4, (A,))]
+
+
+def test_mixed_types_keep_full_array() -> None:
+    acks = acks_of({0: A, 1: A, 2: A, 3: RL, 4: RL})
+    assert acks.to_batches() == [AckBatch(0, 4, (A, A, A, RL, RL))]
+
+
+def test_gaps_mix_into_batches() -> None:
+    acks = acks_of({0: RL, 1: GAP, 2: GAP, 3: A, 4: A})
+    assert acks.to_batches() == [AckBatch(0, 4, (RL, GAP, GAP, A, A))]
+    only_gaps = acks_of({0: GAP, 1: GAP})
+    assert only_gaps.to_batches() == [AckBatch(0, 1, (GAP,))]
+
+
+def test_hole_in_offsets_starts_new_batch() -> None:
+    acks = acks_of({0: A, 1: RL, 3: RJ, 4: RJ, 6: RJ})
+    assert acks.to_batches() == [
+        AckBatch(0, 1, (A, RL)),
+        AckBatch(3, 4, (RJ,)),
+        AckBatch(6, 6, (RJ,)),
+    ]
+
+
+def test_out_of_order_adds_are_sorted() -> None:
+    acks = Acknowledgements()
+    for offset in (7, 3, 5, 4, 6):
+        acks.add(offset, AcknowledgeType.ACCEPT)
+    assert acks.to_batches() == [AckBatch(3, 7, (A,))]
+
+
+def test_run_of_exactly_max_is_not_split() -> None:
+    # Java splits only when it sees the 11th identical type in a row.
+    entries = dict.fromkeys(range(MAX), A)
+    entries[MAX] = RJ
+    assert acks_of(entries).to_batches() == [AckBatch(0, MAX, (A,) * MAX + (RJ,))]
+
+
+def test_run_longer_than_max_is_split_out() -> None:
+    entries = dict.fromkeys(range(MAX + 1), A)
+    entries[MAX + 1] = RJ
+    assert acks_of(entries).to_batches() == [
+        AckBatch(0, MAX, (A,)),
+        AckBatch(MAX + 1, MAX + 1, (RJ,)),
+    ]
+
+
+def test_two_long_runs_become_two_single_type_batches() -> None:
+    # Java testSingleAcknowledgeTypeExceedingLimit: 12 ACCEPT then 11 REJECT.
+    entries = dict.fromkeys(range(MAX + 2), A)
+    entries.update(dict.fromkeys(range(MAX + 2, 2 * MAX + 3), RJ))
+    assert acks_of(entries).to_batches() == [
+        AckBatch(0, MAX + 1, (A,)),
+        AckBatch(MAX + 2, 2 * MAX + 2, (RJ,)),
+    ]
+
+
+def test_optimise_batches_like_java() -> None:
+    # Java testOptimiseBatches: 10 A, RJ, A, RL, GAP, 11 A, RJ, RL.
+    types = [A] * MAX + [RJ, A, RL, GAP] + [A] * (MAX + 1) + [RJ, RL]
+    batches = acks_of(dict(enumerate(types))).to_batches()
+    assert batches == [
+        AckBatch(0, MAX + 3, tuple([A] * MAX + [RJ, A, RL, GAP])),
+        AckBatch(MAX + 4, 2 * MAX + 4, (A,)),
+        AckBatch(2 * MAX + 5, 2 * MAX + 6, (RJ, RL)),
+    ]
+
+
+def test_long_run_in_the_middle_splits_three_ways() -> None:
+    types = [RL, RJ] + [A] * 15 + [RJ, RJ]
+    batches = acks_of(dict(enumerate(types, start=100))).to_batches()
+    assert batches == [
+        AckBatch(100, 101, (RL, RJ)),
+        AckBatch(102, 116, (A,)),
+        AckBatch(117, 118, (RJ,)),
+    ]
+
+
+def test_long_gap_run_is_split() -> None:
+    types = [A] + [GAP] * 12 + [A]
+    batches = acks_of(dict(enumerate(types))).to_batches()
+    assert batches == [AckBatch(0, 0, (A,)), AckBatch(1, 12, (GAP,)), AckBatch(13, 13, (A,))]
+
+
+def test_has_renew_and_has_non_gap() -> None:
+    acks = acks_of({0: GAP})
+    assert not acks.has_renew
+    assert not acks.has_non_gap
+    acks.add(1, AcknowledgeType.RENEW)
+    assert acks.has_renew
+    assert acks.has_non_gap
+    acks.add(1, AcknowledgeType.ACCEPT)
+    assert not acks.has_renew
+
+
+def test_merge_other_wins() -> None:
+    a = acks_of({1: A, 2: RL})
+    b = acks_of({2: RJ, 3: GAP})
+    a.merge(b)
+    assert a.as_dict() == {1: A, 2: RJ, 3: GAP}
+    assert len(b) == 2  # the source is untouched
+
+
+def test_remove_and_contains() -> None:
+    acks = acks_of({1: A})
+    assert 1 in acks
+    assert acks.remove(1) == A
+    assert 1 not in acks
+    assert acks.remove(1) is None
+
+
+def test_completion_and_result() -> None:
+    acks = acks_of({1: A, 2: GAP, 3: RJ})
+    assert not acks.is_completed
+    with pytest.raises(RuntimeError, match="not completed"):
+        acks.result()
+    acks.complete(121, "Invalid record state")
+    # A later duplicate completion does not overwrite the broker's answer.
+    acks.complete(0)
+    result = acks.result()
+    assert acks.is_completed
+    assert result.error_code == 121
+    assert result.error_message == "Invalid record state"
+    assert not result.succeeded
+    assert result.offsets == frozenset({1, 3})  # the GAP is internal
+
+
+def test_successful_result() -> None:
+    acks = acks_of({4: A})
+    acks.complete(0)
+    assert acks.result().succeeded
+    assert acks.error_code == 0
+
+
+def test_batches_to_map_rejects_invalid_batches() -> None:
+    with pytest.raises(ValueError, match="first_offset > last_offset"):
+        batches_to_map([AckBatch(5, 4, (A,))])
+    with pytest.raises(ValueError, match="overlaps"):
+        batches_to_map([AckBatch(0, 4, (A,)), AckBatch(4, 5, (A,))])
+    with pytest.raises(ValueError, match="types for"):
+        batches_to_map([AckBatch(0, 4, (A, RL))])
+    assert batches_to_map([AckBatch(0, 1, (A, RL)), AckBatch(3, 4, (GAP,))]) == {
+        0: A,
+        1: RL,
+        3: GAP,
+        4: GAP,
+    }
+
+
+ack_maps = st.dictionaries(
+    keys=st.integers(min_value=0, max_value=300),
+    values=st.sampled_from([GAP, A, RL, RJ, RN]),
+    max_size=200,
+)
+
+# Long same-type runs are rare under plain dictionaries(); build them on purpose.
+run_lists = st.lists(
+    st.tuples(st.sampled_from([GAP, A, RL, RJ, RN]), st.integers(1, 25), st.integers(0, 3)),
+    max_size=12,
+)
+
+
+def _runs_to_map(runs: list[tuple[int, int, int]]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    offset = 0
+    for t, length, hole in runs:
+        offset += hole
+        for _ in range(length):
+            out[offset] = t
+            offset += 1
+    return out
+
+
+def _check_broker_rules(batches: list[AckBatch]) -> None:
+    previous_last = -1
+    for b in batches:
+        assert b.first_offset <= b.last_offset
+        assert b.first_offset > previous_last
+        assert len(b.acknowledge_types) >= 1
+        assert len(b.acknowledge_types) in (1, b.last_offset - b.first_offset + 1)
+        assert all(0 <= t <= 4 for t in b.acknowledge_types)
+        # The client never wastes a full array on a single-type batch.
+        if len(b.acknowledge_types) > 1:
+            assert len(set(b.acknowledge_types)) > 1
+        previous_last = b.last_offset
+
+
+@settings(max_examples=300)
+@given(ack_maps)
+def test_property_batches_valid_and_round_trip(entries: dict[int, int]) -> None:
+    batches = acks_of(entries).to_batches()
+    _check_broker_rules(batches)
+    assert batches_to_map(batches) == entries
+
+
+@settings(max_examples=300)
+@given(run_lists)
+def test_property_long_runs_split_and_round_trip(runs: list[tuple[int, int, int]]) -> None:
+    entries = _runs_to_map(runs)
+    batches = acks_of(entries).to_batches()
+    _check_broker_rules(batches)
+    assert batches_to_map(batches) == entries
+    # No mixed batch contains a run longer than the limit.
+    for b in batches:
+        if len(b.acknowledge_types) > 1:
+            run = 1
+            for prev, cur in zip(b.acknowledge_types, b.acknowledge_types[1:], strict=False):
+                run = run + 1 if cur == prev else 1
+                assert run <= MAX
