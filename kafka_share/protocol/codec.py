@@ -1,0 +1,266 @@
+"""KafkaCodec: sans-IO framing and correlation for one broker connection.
+
+Modelled on h11: the codec never touches a socket. The caller:
+
+1. calls :meth:`KafkaCodec.send_request` and writes the returned bytes;
+2. feeds whatever the socket returned into :meth:`KafkaCodec.receive_data`
+   (any chunking, down to one byte at a time);
+3. calls :meth:`KafkaCodec.next_response` until it returns :data:`NEED_DATA`.
+
+Kafka answers requests on a connection strictly in order, so each response
+must carry the correlation id of the oldest in-flight request. Anything else
+(a mismatched id, a frame larger than ``max_frame_bytes``, an undecodable
+body) raises :class:`~kafka_share.errors.CorruptMessageError`, after which the
+codec refuses further use: the connection must be closed.
+
+Frame: int32 size, then the response header, then the body.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import Any, Final, NoReturn, Protocol
+
+import attrs
+
+from kafka_share.errors import CorruptMessageError
+from kafka_share.protocol.headers import (
+    RequestHeader,
+    ResponseHeader,
+    request_header_version,
+    response_header_version,
+)
+from kafka_share.protocol.messages import RESPONSE_DECODERS, ApiVersionsResponse
+
+__all__ = [
+    "NEED_DATA",
+    "InFlightRequest",
+    "KafkaCodec",
+    "NeedData",
+    "RequestMessage",
+]
+
+_SIZE = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_API_VERSIONS_KEY = 18
+_UNSUPPORTED_VERSION = 35
+_MAX_CORRELATION_ID = 0x7FFFFFFF
+
+
+class NeedData(enum.Enum):
+    """Sentinel type: the codec needs more bytes before it can return a response."""
+
+    NEED_DATA = "NEED_DATA"
+
+
+NEED_DATA: Final = NeedData.NEED_DATA
+
+
+class RequestMessage(Protocol):
+    """What :meth:`KafkaCodec.send_request` needs from a generated request class."""
+
+    @property
+    def API_KEY(self) -> int: ...  # noqa: N802 (Kafka-style class constant)
+
+    @property
+    def FLEXIBLE_MIN_VERSION(self) -> int | None: ...  # noqa: N802
+
+    def encode(self, version: int) -> bytes: ...
+
+
+@attrs.define(slots=True, kw_only=True)
+class InFlightRequest:
+    """A request sent on this connection that still awaits its response."""
+
+    correlation_id: int
+    api_key: int
+    api_version: int
+    request: object
+    tag: Any = None
+    """Anything the caller wants back with the response (e.g. a future)."""
+
+    def _flexible(self) -> bool:
+        flex = getattr(self.request, "FLEXIBLE_MIN_VERSION", None)
+        return flex is not None and self.api_version >= flex
+
+
+class KafkaCodec:
+    """Frames requests and matches responses for one connection.
+
+    Args:
+        client_id: sent in every request header (``None`` sends a null id).
+        max_frame_bytes: largest response frame accepted; a bigger size prefix
+            is treated as corruption before anything is buffered for it.
+        first_correlation_id: the correlation id of the first request.
+    """
+
+    def __init__(
+        self,
+        client_id: str | None,
+        max_frame_bytes: int = 104857600,
+        first_correlation_id: int = 0,
+    ) -> None:
+        if max_frame_bytes <= 0:
+            raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
+        self.client_id = client_id
+        self.max_frame_bytes = max_frame_bytes
+        self._next_correlation_id = first_correlation_id
+        self._in_flight: list[InFlightRequest] = []
+        self._buf = bytearray()
+        self._pos = 0  # start of unconsumed bytes in _buf
+        self._broken: CorruptMessageError | None = None
+
+    @property
+    def in_flight_count(self) -> int:
+        """Requests sent whose responses have not been returned yet."""
+        return len(self._in_flight)
+
+    @property
+    def in_flight(self) -> tuple[InFlightRequest, ...]:
+        """The in-flight requests, oldest first."""
+        return tuple(self._in_flight)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Received bytes not yet consumed as a complete response."""
+        return len(self._buf) - self._pos
+
+    def send_request(
+        self, request: RequestMessage, version: int, *, tag: Any = None
+    ) -> tuple[int, bytes]:
+        """Frame ``request`` at ``version`` and record it as in flight.
+
+        Returns:
+            ``(correlation_id, frame)``: the bytes to write to the socket.
+
+        Raises:
+            UnsupportedVersionError / ValueError: the request cannot be
+                encoded at ``version`` (from the message's ``encode``).
+        """
+        self._check_usable()
+        api_key = request.API_KEY
+        if api_key not in RESPONSE_DECODERS:
+            raise ValueError(f"no response decoder for API key {api_key}")
+        body = request.encode(version)
+        flex = request.FLEXIBLE_MIN_VERSION
+        flexible = flex is not None and version >= flex
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (
+            0 if correlation_id >= _MAX_CORRELATION_ID else correlation_id + 1
+        )
+        header = RequestHeader(
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=correlation_id,
+            client_id=self.client_id,
+        ).encode(request_header_version(api_key, flexible))
+        frame = b"".join((_SIZE.pack(len(header) + len(body)), header, body))
+        self._in_flight.append(
+            InFlightRequest(
+                correlation_id=correlation_id,
+                api_key=api_key,
+                api_version=version,
+                request=request,
+                tag=tag,
+            )
+        )
+        return correlation_id, frame
+
+    def receive_data(self, data: bytes) -> None:
+        """Buffer bytes read from the socket (any chunk size, including empty)."""
+        self._check_usable()
+        if self._pos and self._pos >= len(self._buf) // 2:
+            # Compact occasionally so consumed frames do not pin memory, without
+            # shifting the buffer on every response.
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next_response(self) -> tuple[InFlightRequest, object] | NeedData:
+        """Return the next complete ``(in_flight_request, response)``, or :data:`NEED_DATA`.
+
+        Raises:
+            CorruptMessageError: oversized or negative frame size, response
+                without a matching in-flight request, mismatched correlation id,
+                or an undecodable header/body. The codec is unusable afterwards.
+        """
+        self._check_usable()
+        avail = len(self._buf) - self._pos
+        if avail < 4:
+            return NEED_DATA
+        (size,) = _SIZE.unpack_from(self._buf, self._pos)
+        if size < 4 or size > self.max_frame_bytes:
+            self._fail(
+                f"response frame size {size} is outside the accepted range "
+                f"4..{self.max_frame_bytes} (max_frame_bytes)"
+            )
+        if avail < 4 + size:
+            return NEED_DATA
+        start = self._pos + 4
+        # One copy per frame into an immutable bytes object: decoded ``records``
+        # fields are memoryview slices of it and must not see later buffer edits.
+        frame = bytes(self._buf[start : start + size])
+        self._pos = start + size
+        if not self._in_flight:
+            (cid,) = _SIZE.unpack_from(frame, 0)
+            self._fail(f"received a response (correlation id {cid}) with no request in flight")
+        req = self._in_flight[0]
+        view = memoryview(frame)
+        try:
+            header, body_pos = ResponseHeader.decode(
+                view, response_header_version(req.api_key, req._flexible())
+            )
+        except CorruptMessageError as exc:
+            self._fail(f"bad response header for correlation id {req.correlation_id}: {exc}")
+        if header.correlation_id != req.correlation_id:
+            self._fail(
+                f"correlation id mismatch: expected {req.correlation_id} "
+                f"(api key {req.api_key} v{req.api_version}), got {header.correlation_id}"
+            )
+        body = view[body_pos:]
+        version = req.api_version
+        if (
+            req.api_key == _API_VERSIONS_KEY
+            and len(body) >= 2
+            and _INT16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION
+        ):
+            # KIP-511: a broker that does not know our ApiVersions version replies
+            # with a v0 body; see api_keys.api_versions_retry_version.
+            version = 0
+        try:
+            response = RESPONSE_DECODERS[req.api_key](body, version)
+        except CorruptMessageError as exc:
+            self._fail(f"correlation id {req.correlation_id}: {exc}")
+        self._in_flight.pop(0)
+        return req, response
+
+    def receive_eof(self) -> None:
+        """Tell the codec the peer closed the connection.
+
+        Raises:
+            CorruptMessageError: the connection closed in the middle of a frame.
+        """
+        if self._broken is None and self.buffered_bytes:
+            self._fail(
+                f"connection closed with {self.buffered_bytes} bytes of an incomplete frame"
+            )
+
+    def _check_usable(self) -> None:
+        if self._broken is not None:
+            raise CorruptMessageError(
+                f"codec unusable after an earlier protocol error: {self._broken}"
+            )
+
+    def _fail(self, message: str) -> NoReturn:
+        err = CorruptMessageError(message)
+        self._broken = err
+        raise err
+
+
+def is_api_versions_fallback(response: object) -> bool:
+    """True if ``response`` is an ApiVersions v0 fallback body (error 35)."""
+    return (
+        isinstance(response, ApiVersionsResponse)
+        and response.error_code == _UNSUPPORTED_VERSION
+    )
