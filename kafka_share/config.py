@@ -1,0 +1,930 @@
+"""Configuration of the share consumer: parsing, coercion and validation.
+
+``parse_config`` turns Kafka's dotted keys (``{"bootstrap.servers": ...}``)
+and/or Python keyword names (``bootstrap_servers=...``; an underscore stands
+for a dot) into a frozen, fully typed :class:`ShareConsumerConfig`.
+
+Rules, following the Java client's ``ShareConsumerConfig`` (Kafka 4.1+):
+
+* Values are coerced the way Java's ``ConfigDef`` does: integer keys take an
+  ``int`` or a decimal string (``"500"``); boolean keys take a ``bool`` or
+  ``"true"``/``"false"`` in any case; strings are stripped. A ``bool`` is not
+  an integer and a ``float`` is never silently truncated.
+* The consumer-group keys a share group has no use for (``auto.offset.reset``,
+  ``isolation.level``, ...) are rejected even when set to their defaults, with
+  the group or broker config that replaces each one.
+* Unknown keys are errors (Java ignores them; a typo then silently does
+  nothing), with the closest known key suggested.
+* A value of ``None`` means "use the default" for every supported key.
+* Every problem found is reported in one :class:`~kafka_share.errors.ConfigError`.
+  Cross-field checks run once every single key is valid.
+* Secrets (``sasl.password``, ``sasl.jaas.config``, ``ssl.key.password``)
+  never appear in error messages, ``repr`` or :meth:`ShareConsumerConfig.to_properties`.
+
+Where Java only warns, so do we (``logging``), and the value Java would
+effectively use is stored:
+
+* ``retry.backoff.ms`` greater than ``retry.backoff.max.ms``: Java applies a
+  static backoff of ``retry.backoff.max.ms``
+  (``CommonClientConfigs.warnDisablingExponentialBackoff``), so
+  ``retry_backoff_ms`` is lowered to ``retry_backoff_max_ms``. The same holds
+  for ``socket.connection.setup.timeout.ms`` and its ``.max.ms``.
+* ``reconnect.backoff.ms`` given without ``reconnect.backoff.max.ms``: Java
+  disables exponential reconnect backoff
+  (``CommonClientConfigs.postProcessReconnectBackoffConfigs``), so
+  ``reconnect_backoff_max_ms`` becomes ``reconnect_backoff_ms``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import ipaddress
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from kafka_share.errors import ConfigError
+
+__all__ = [
+    "IMPLEMENTED_SECURITY_PROTOCOLS",
+    "REJECTED_KEYS",
+    "AcknowledgementMode",
+    "AcquireMode",
+    "Deserializer",
+    "SaslMechanism",
+    "SecurityProtocol",
+    "ShareConsumerConfig",
+    "parse_config",
+]
+
+_log = logging.getLogger(__name__)
+
+#: A key or value deserializer: raw bytes from the record -> the object handed to the app.
+Deserializer = Callable[[bytes], object]
+
+_INT32_MAX: Final = 2**31 - 1
+_INT64_MAX: Final = 2**63 - 1
+_HIDDEN: Final = "[hidden]"  # what Java's Password.toString() prints
+
+
+class AcknowledgementMode(enum.StrEnum):
+    """``share.acknowledgement.mode``: how delivered records get acknowledged."""
+
+    #: Every record of a poll is accepted by the next poll, commit_sync or commit_async.
+    IMPLICIT = "implicit"
+    #: The application acknowledges every record before the next poll.
+    EXPLICIT = "explicit"
+
+
+class AcquireMode(enum.IntEnum):
+    """``share.acquire.mode`` (KIP-1206). The values are the ShareFetch v2 wire bytes."""
+
+    #: The broker may hand out whole producer batches, so a poll can exceed max.poll.records.
+    BATCH_OPTIMIZED = 0
+    #: The broker acquires at most max.poll.records records (needs ShareFetch v2, Kafka 4.2+).
+    RECORD_LIMIT = 1
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class SecurityProtocol(enum.StrEnum):
+    """``security.protocol``: transport and authentication of broker connections."""
+
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+
+
+class SaslMechanism(enum.StrEnum):
+    """``sasl.mechanism``: the SASL mechanisms this client can speak."""
+
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+#: Security protocols the network layer implements today. Parsing accepts all
+#: four; :meth:`ShareConsumerConfig.validate_supported` refuses the others.
+IMPLEMENTED_SECURITY_PROTOCOLS: Final[frozenset[SecurityProtocol]] = frozenset(
+    {SecurityProtocol.PLAINTEXT}
+)
+
+_GROUP_CONFIG_HOW = "with IncrementalAlterConfigs on the GROUP resource"
+
+#: Keys Java's ShareConsumerConfig (4.1+) refuses even when set to their
+#: default value, each with what to do instead.
+REJECTED_KEYS: Final[Mapping[str, str]] = {
+    "auto.offset.reset": (
+        "set the group config share.auto.offset.reset "
+        f"(earliest|latest|by_duration:<ISO-8601 duration>) {_GROUP_CONFIG_HOW}"
+    ),
+    "enable.auto.commit": (
+        "share groups commit no offsets: records are acknowledged instead "
+        "(see share.acknowledgement.mode); remove it"
+    ),
+    "group.instance.id": "share groups have no static membership; remove it",
+    "isolation.level": (
+        "set the group config share.isolation.level (read_committed|read_uncommitted) "
+        f"{_GROUP_CONFIG_HOW}"
+    ),
+    "partition.assignment.strategy": (
+        "share groups are assigned by the broker's share assignor; remove it"
+    ),
+    "interceptor.classes": "share consumers do not support interceptors; remove it",
+    "session.timeout.ms": (
+        f"set the group config share.session.timeout.ms {_GROUP_CONFIG_HOW} "
+        "or the broker config group.share.session.timeout.ms"
+    ),
+    "heartbeat.interval.ms": (
+        f"set the group config share.heartbeat.interval.ms {_GROUP_CONFIG_HOW} "
+        "or the broker config group.share.heartbeat.interval.ms; "
+        "the broker sends the interval in every heartbeat response"
+    ),
+    "group.protocol": "a share consumer always uses the share group protocol; remove it",
+    "group.remote.assignor": (
+        "share groups use the broker's share assignor (broker config); remove it"
+    ),
+}
+
+_JAVA_KEYSTORE_HINT = (
+    "Java key stores are not supported: give PEM files with ssl.cafile, ssl.certfile, "
+    "ssl.keyfile and ssl.key.password"
+)
+
+#: Unknown keys people are likely to carry over from Java configs, with a
+#: better hint than a spelling suggestion.
+_UNKNOWN_KEY_HINTS: Final[Mapping[str, str]] = {
+    "ssl.truststore.location": _JAVA_KEYSTORE_HINT,
+    "ssl.truststore.password": _JAVA_KEYSTORE_HINT,
+    "ssl.truststore.type": _JAVA_KEYSTORE_HINT,
+    "ssl.truststore.certificates": _JAVA_KEYSTORE_HINT,
+    "ssl.keystore.location": _JAVA_KEYSTORE_HINT,
+    "ssl.keystore.password": _JAVA_KEYSTORE_HINT,
+    "ssl.keystore.type": _JAVA_KEYSTORE_HINT,
+    "ssl.keystore.key": _JAVA_KEYSTORE_HINT,
+    "ssl.keystore.certificate.chain": _JAVA_KEYSTORE_HINT,
+    "ssl.endpoint.identification.algorithm": (
+        "use ssl.check.hostname (True checks the broker's host name, False does not)"
+    ),
+    "auto.commit.interval.ms": "share groups commit no offsets; remove it",
+    "exclude.internal.topics": "it has no effect on a share consumer; remove it",
+    "metric.reporters": "metrics reporter classes are not supported; remove it",
+    **dict.fromkeys(
+        (
+            "acks",
+            "batch.size",
+            "compression.type",
+            "enable.idempotence",
+            "key.serializer",
+            "linger.ms",
+            "transactional.id",
+            "value.serializer",
+        ),
+        "it is a producer config; a share consumer does not use it",
+    ),
+}
+
+
+class _InvalidValueError(Exception):
+    """Raised by a value parser; the message says what the value must be."""
+
+
+# --------------------------------------------------------------------------
+# Value parsers. Each takes the raw value (never None) and returns the typed
+# value or raises _InvalidValueError. They are idempotent (a typed value parses to
+# itself), so ShareConsumerConfig can run them again on direct construction.
+# --------------------------------------------------------------------------
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _int_parser(minimum: int, maximum: int) -> Callable[[object], int]:
+    def parse(value: object) -> int:
+        if isinstance(value, bool):
+            # bool is an int subclass in Python; True for "500" is always a mistake.
+            raise _InvalidValueError(
+                f"expected an integer, got a boolean; allowed range [{minimum}, {maximum}]"
+            )
+        if isinstance(value, int):
+            number = value
+        elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?[0-9]+\s*", value, re.ASCII):
+            number = int(value)
+        elif isinstance(value, float):
+            raise _InvalidValueError(
+                f"expected an integer, got a float; allowed range [{minimum}, {maximum}]"
+            )
+        else:
+            raise _InvalidValueError(
+                f"expected an integer or a decimal string, got {_type_name(value)}; "
+                f"allowed range [{minimum}, {maximum}]"
+            )
+        if not minimum <= number <= maximum:
+            raise _InvalidValueError(f"the value must be in the range [{minimum}, {maximum}]")
+        return number
+
+    return parse
+
+
+def _parse_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+    raise _InvalidValueError("expected a boolean: True/False or the string 'true'/'false'")
+
+
+def _parse_str(value: object) -> str:
+    if not isinstance(value, str):
+        raise _InvalidValueError(f"expected a string, got {_type_name(value)}")
+    return value.strip()
+
+
+def _parse_optional_str(value: object) -> str | None:
+    """A string where empty means "not set" (Java's default "" for these keys)."""
+    return _parse_str(value) or None
+
+
+def _parse_group_id(value: object) -> str:
+    group_id = _parse_str(value)
+    if not group_id:
+        raise _InvalidValueError(_GROUP_ID_MESSAGE)
+    return group_id
+
+
+_GROUP_ID_MESSAGE: Final = (
+    "You must provide a valid group.id in the consumer configuration "
+    '(a non-empty string naming the share group, e.g. group_id="my-share-group")'
+)
+
+
+def _parse_ack_mode(value: object) -> AcknowledgementMode:
+    # Case-sensitive, as in Java: only the lower-case names are valid.
+    if isinstance(value, AcknowledgementMode):
+        return value
+    if isinstance(value, str):
+        for mode in AcknowledgementMode:
+            if value.strip() == mode.value:
+                return mode
+    raise _InvalidValueError("the value must be either 'implicit' or 'explicit'")
+
+
+def _parse_acquire_mode(value: object) -> AcquireMode:
+    # Case-insensitive, as in Java (ShareAcquireMode.valueOf(name.toUpperCase())).
+    if isinstance(value, AcquireMode):
+        return value
+    if isinstance(value, str):
+        try:
+            return AcquireMode[value.strip().upper()]
+        except KeyError:
+            pass
+    raise _InvalidValueError("the value must be either 'batch_optimized' or 'record_limit'")
+
+
+def _parse_security_protocol(value: object) -> SecurityProtocol:
+    if isinstance(value, SecurityProtocol):
+        return value
+    if isinstance(value, str):
+        try:
+            return SecurityProtocol(value.strip().upper())
+        except ValueError:
+            pass
+    raise _InvalidValueError(
+        "the value must be one of " + ", ".join(p.value for p in SecurityProtocol)
+    )
+
+
+def _parse_sasl_mechanism(value: object) -> SaslMechanism | None:
+    if isinstance(value, SaslMechanism):
+        return value
+    if isinstance(value, str):
+        name = value.strip().upper()
+        if not name:
+            return None
+        try:
+            return SaslMechanism(name)
+        except ValueError:
+            pass
+    raise _InvalidValueError(
+        "supported mechanisms are " + ", ".join(m.value for m in SaslMechanism)
+    )
+
+
+def _choice_parser(*choices: str) -> Callable[[object], str]:
+    """A case-sensitive string choice (Java's ``ConfigDef.ValidString``)."""
+
+    def parse(value: object) -> str:
+        if isinstance(value, str) and value.strip() in choices:
+            return value.strip()
+        raise _InvalidValueError("the value must be one of " + ", ".join(repr(c) for c in choices))
+
+    return parse
+
+
+def _parse_deserializer(value: object) -> Deserializer:
+    if isinstance(value, str):
+        raise _InvalidValueError(
+            "Java class names are not supported; pass a Python callable taking the raw "
+            "bytes, e.g. value_deserializer=lambda b: b.decode('utf-8')"
+        )
+    if not callable(value):
+        raise _InvalidValueError(
+            f"expected a callable (bytes -> object) or None, got {_type_name(value)}"
+        )
+    return value
+
+
+_HOSTNAME_RE: Final = re.compile(
+    r"[A-Za-z0-9_]([A-Za-z0-9_\-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_\-]{0,61}[A-Za-z0-9_])?)*\.?"
+)
+
+
+def _parse_address(entry: str) -> tuple[str, int]:
+    text = entry.strip()
+    if text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise _InvalidValueError(f"{text!r} is not host:port (IPv6 form is [::1]:9092)")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise _InvalidValueError(f"{host!r} in {text!r} is not an IPv6 address") from None
+    else:
+        host, sep, port_text = text.rpartition(":")
+        if not sep or not host:
+            raise _InvalidValueError(f"{text!r} is not host:port (e.g. localhost:9092)")
+        if ":" in host:
+            raise _InvalidValueError(f"{text!r}: put IPv6 addresses in brackets, e.g. [::1]:9092")
+        if not _HOSTNAME_RE.fullmatch(host):
+            raise _InvalidValueError(
+                f"{host!r} in {text!r} is not a valid host name or IPv4 address"
+            )
+    if not re.fullmatch(r"[0-9]{1,5}", port_text, re.ASCII) or not 1 <= int(port_text) <= 65535:
+        raise _InvalidValueError(f"port {port_text!r} in {text!r} must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def _parse_bootstrap(value: object) -> tuple[tuple[str, int], ...]:
+    """``"h1:p1,h2:p2"`` or a list of ``"host:port"`` (or ``(host, port)`` pairs)."""
+    entries: list[object]
+    if isinstance(value, str):
+        entries = [part for part in value.split(",") if part.strip()]
+    elif isinstance(value, (list, tuple)):
+        entries = list(value)
+    else:
+        raise _InvalidValueError(
+            f"expected 'host:port,host:port' or a list of 'host:port', got {_type_name(value)}"
+        )
+    servers: list[tuple[str, int]] = []
+    for entry in entries:
+        if isinstance(entry, str):
+            servers.append(_parse_address(entry))
+        elif (
+            isinstance(entry, tuple)
+            and len(entry) == 2
+            and isinstance(entry[0], str)
+            and isinstance(entry[1], int)
+            and not isinstance(entry[1], bool)
+        ):
+            host, port = entry
+            rendered = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            servers.append(_parse_address(rendered))
+        else:
+            raise _InvalidValueError(f"each server must be a 'host:port' string, got {entry!r}")
+    if not servers:
+        raise _InvalidValueError("at least one host:port is required, e.g. 'localhost:9092'")
+    return tuple(servers)
+
+
+def _format_bootstrap(servers: Iterable[tuple[str, int]]) -> str:
+    return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in servers)
+
+
+@attrs.frozen
+class _Spec:
+    parse: Callable[[object], object]
+    secret: bool = False
+
+
+# Every supported key. The attribute of ShareConsumerConfig is the key with
+# dots replaced by underscores; its default is the attrs default.
+_SPECS: Final[Mapping[str, _Spec]] = {
+    "bootstrap.servers": _Spec(_parse_bootstrap),
+    "group.id": _Spec(_parse_group_id),
+    "client.id": _Spec(_parse_str),
+    "client.rack": _Spec(_parse_optional_str),
+    "share.acknowledgement.mode": _Spec(_parse_ack_mode),
+    "share.acquire.mode": _Spec(_parse_acquire_mode),
+    "max.poll.records": _Spec(_int_parser(1, _INT32_MAX)),
+    "max.poll.interval.ms": _Spec(_int_parser(1, _INT32_MAX)),
+    "fetch.max.wait.ms": _Spec(_int_parser(0, _INT32_MAX)),
+    "fetch.min.bytes": _Spec(_int_parser(0, _INT32_MAX)),
+    "fetch.max.bytes": _Spec(_int_parser(0, _INT32_MAX)),
+    "max.partition.fetch.bytes": _Spec(_int_parser(0, _INT32_MAX)),
+    "check.crcs": _Spec(_parse_bool),
+    "request.timeout.ms": _Spec(_int_parser(0, _INT32_MAX)),
+    "default.api.timeout.ms": _Spec(_int_parser(0, _INT32_MAX)),
+    "retry.backoff.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "retry.backoff.max.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "reconnect.backoff.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "reconnect.backoff.max.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "socket.connection.setup.timeout.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "socket.connection.setup.timeout.max.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "connections.max.idle.ms": _Spec(_int_parser(-1, _INT64_MAX)),
+    "receive.buffer.bytes": _Spec(_int_parser(-1, _INT32_MAX)),
+    "send.buffer.bytes": _Spec(_int_parser(-1, _INT32_MAX)),
+    "metadata.max.age.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "metadata.recovery.strategy": _Spec(_choice_parser("none", "rebootstrap")),
+    "metadata.recovery.rebootstrap.trigger.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "allow.auto.create.topics": _Spec(_parse_bool),
+    "client.dns.lookup": _Spec(
+        _choice_parser("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")
+    ),
+    "security.protocol": _Spec(_parse_security_protocol),
+    "sasl.mechanism": _Spec(_parse_sasl_mechanism),
+    "sasl.username": _Spec(_parse_optional_str),
+    # Passwords are not stripped: leading/trailing spaces may be part of them.
+    "sasl.password": _Spec(lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True),
+    "ssl.cafile": _Spec(_parse_optional_str),
+    "ssl.certfile": _Spec(_parse_optional_str),
+    "ssl.keyfile": _Spec(_parse_optional_str),
+    "ssl.key.password": _Spec(
+        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
+    ),
+    "ssl.check.hostname": _Spec(_parse_bool),
+    "key.deserializer": _Spec(_parse_deserializer),
+    "value.deserializer": _Spec(_parse_deserializer),
+    "metrics.sample.window.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "metrics.num.samples": _Spec(_int_parser(1, _INT32_MAX)),
+    "metrics.recording.level": _Spec(_choice_parser("INFO", "DEBUG", "TRACE")),
+    "enable.metrics.push": _Spec(_parse_bool),
+}
+
+#: ``sasl.jaas.config`` is an input only: it is parsed into sasl_username/sasl_password.
+_JAAS_KEY: Final = "sasl.jaas.config"
+_SECRET_KEYS: Final = frozenset({_JAAS_KEY} | {k for k, s in _SPECS.items() if s.secret})
+_KNOWN_KEYS: Final = (*_SPECS, _JAAS_KEY)
+_REQUIRED_KEYS: Final = ("bootstrap.servers", "group.id")
+
+
+def _reject_secret(value: object) -> str:
+    raise _InvalidValueError(f"expected a string, got {_type_name(value)}")
+
+
+def _attr(key: str) -> str:
+    return key.replace(".", "_")
+
+
+def _shown(key: str, value: object) -> str:
+    return _HIDDEN if key in _SECRET_KEYS else repr(value)
+
+
+def _invalid_message(key: str, value: object, reason: str) -> str:
+    return f"Invalid value {_shown(key, value)} for configuration {key}: {reason}"
+
+
+# --------------------------------------------------------------------------
+# sasl.jaas.config
+# --------------------------------------------------------------------------
+
+_JAAS_MODULES: Final[Mapping[str, tuple[SaslMechanism, ...]]] = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": (SaslMechanism.PLAIN,),
+    "org.apache.kafka.common.security.scram.ScramLoginModule": (
+        SaslMechanism.SCRAM_SHA_256,
+        SaslMechanism.SCRAM_SHA_512,
+    ),
+}
+_JAAS_ENTRY_RE: Final = re.compile(
+    r"\s*(?P<module>[A-Za-z_$][\w$.]*)\s+(?P<flag>required|requisite|sufficient|optional)(?P<rest>.*)",
+    re.DOTALL,
+)
+_JAAS_OPTION_RE: Final = re.compile(
+    r'\s*(?P<name>[A-Za-z_][\w.\-]*)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s";=]+))',
+    re.DOTALL,
+)
+
+
+@attrs.frozen
+class _JaasLogin:
+    module: str
+    username: str
+    password: str
+
+
+def _parse_jaas(value: object) -> _JaasLogin:
+    """Parse ``<LoginModule> required username="..." password="...";``.
+
+    Only PlainLoginModule and ScramLoginModule are understood. Error messages
+    never quote the text, since it holds a password.
+    """
+    if not isinstance(value, str):
+        raise _InvalidValueError(f"expected a string, got {_type_name(value)}")
+    match = _JAAS_ENTRY_RE.fullmatch(value)
+    if match is None:
+        raise _InvalidValueError(
+            'expected \'<LoginModule class> required username="..." password="...";\''
+        )
+    module, rest = match["module"], match["rest"]
+    if module not in _JAAS_MODULES:
+        raise _InvalidValueError(
+            f"login module {module} is not supported; use PlainLoginModule or "
+            "ScramLoginModule, or give sasl.username and sasl.password"
+        )
+    options: dict[str, str] = {}
+    pos = 0
+    while True:
+        option = _JAAS_OPTION_RE.match(rest, pos)
+        if option is None:
+            break
+        quoted = option["quoted"]
+        text = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else option["bare"]
+        options[option["name"]] = text
+        pos = option.end()
+    if rest[pos:].strip() != ";":
+        raise _InvalidValueError(
+            "expected exactly one login module entry of the form "
+            '\'<LoginModule class> required username="..." password="...";\' ending with ";"'
+        )
+    extra = sorted(set(options) - {"username", "password"})
+    if extra:
+        raise _InvalidValueError(f"unsupported login module option(s): {', '.join(extra)}")
+    missing = [name for name in ("username", "password") if name not in options]
+    if missing:
+        raise _InvalidValueError(f"missing option(s): {', '.join(missing)}")
+    return _JaasLogin(module, options["username"], options["password"])
+
+
+# --------------------------------------------------------------------------
+# The config class
+# --------------------------------------------------------------------------
+
+
+def _redact(value: object) -> str:
+    return "None" if value is None else repr(_HIDDEN)
+
+
+@attrs.frozen
+class ShareConsumerConfig:
+    """The validated configuration of a share consumer. Build it with :func:`parse_config`.
+
+    Each attribute is one Kafka config key with the dots replaced by
+    underscores (``fetch.max.wait.ms`` -> ``fetch_max_wait_ms``); defaults are
+    Java's. Direct construction with Python values runs the same per-key and
+    cross-field validation as :func:`parse_config`, but not the checks for
+    rejected/unknown keys (an unknown keyword is a ``TypeError``) nor the
+    reconnect-backoff rule that depends on which keys were given.
+    """
+
+    #: (host, port) pairs; IPv6 hosts without brackets.
+    bootstrap_servers: tuple[tuple[str, int], ...]
+    group_id: str
+    #: "" means the consumer generates one per instance.
+    client_id: str = ""
+    #: Sent as the heartbeat RackId. None when unset (the broker refuses an empty RackId).
+    client_rack: str | None = None
+    share_acknowledgement_mode: AcknowledgementMode = AcknowledgementMode.IMPLICIT
+    share_acquire_mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED
+    #: ShareFetch MaxRecords and BatchSize; a soft bound in batch_optimized mode.
+    max_poll_records: int = 500
+    max_poll_interval_ms: int = 300_000
+    fetch_max_wait_ms: int = 500
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 52_428_800
+    #: Accepted for compatibility; share fetches have not used it since Kafka 4.1.
+    max_partition_fetch_bytes: int = 1_048_576
+    check_crcs: bool = True
+    request_timeout_ms: int = 30_000
+    default_api_timeout_ms: int = 60_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+    socket_connection_setup_timeout_ms: int = 10_000
+    socket_connection_setup_timeout_max_ms: int = 30_000
+    #: A negative value disables idle-connection expiry, as in Java.
+    connections_max_idle_ms: int = 540_000
+    #: Socket SO_RCVBUF; -1 uses the OS default.
+    receive_buffer_bytes: int = 65_536
+    #: Socket SO_SNDBUF; -1 uses the OS default.
+    send_buffer_bytes: int = 131_072
+    metadata_max_age_ms: int = 300_000
+    metadata_recovery_strategy: str = "rebootstrap"
+    metadata_recovery_rebootstrap_trigger_ms: int = 300_000
+    allow_auto_create_topics: bool = True
+    client_dns_lookup: str = "use_all_dns_ips"
+    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = attrs.field(default=None, repr=_redact)
+    #: PEM file of CA certificates to trust; None uses the system store.
+    ssl_cafile: str | None = None
+    #: PEM client certificate (mutual TLS).
+    ssl_certfile: str | None = None
+    #: PEM private key of ssl_certfile.
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = attrs.field(default=None, repr=_redact)
+    ssl_check_hostname: bool = True
+    key_deserializer: Deserializer | None = None
+    value_deserializer: Deserializer | None = None
+    metrics_sample_window_ms: int = 30_000
+    metrics_num_samples: int = 2
+    metrics_recording_level: str = "INFO"
+    #: Accepted for compatibility; client telemetry push is not implemented.
+    enable_metrics_push: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        problems: list[str] = []
+        values: dict[str, object] = {}
+        fields = attrs.fields_dict(type(self))
+        for key, spec in _SPECS.items():
+            raw = getattr(self, _attr(key))
+            if raw is None:
+                values[key] = None
+                if key in _REQUIRED_KEYS:
+                    problems.append(_missing_message(key))
+                elif fields[_attr(key)].default is not None:
+                    problems.append(
+                        f"Configuration {key} must not be None; leave it out to use "
+                        f"the default {fields[_attr(key)].default!r}"
+                    )
+                continue
+            try:
+                values[key] = spec.parse(raw)
+            except _InvalidValueError as exc:
+                problems.append(_invalid_message(key, raw, str(exc)))
+        if not problems:
+            problems.extend(_cross_field_problems(values))
+        if problems:
+            raise ConfigError(_join(problems))
+        _apply_java_clamps(values)
+        # Frozen to the outside; normalising our own fields during construction is fine.
+        for key, value in values.items():
+            object.__setattr__(self, _attr(key), value)
+
+    def to_properties(self, *, redact: bool = True) -> dict[str, object]:
+        """Every setting under its Kafka key, e.g. for logging the effective config.
+
+        Enums become their config strings and ``bootstrap.servers`` the
+        ``"host:port,..."`` string. With ``redact`` (the default) secrets read
+        ``"[hidden]"``; without it, ``parse_config(c.to_properties(redact=False)) == c``.
+        """
+        properties: dict[str, object] = {}
+        for key in _SPECS:
+            value: object = getattr(self, _attr(key))
+            if key == "bootstrap.servers":
+                value = _format_bootstrap(self.bootstrap_servers)
+            elif isinstance(value, enum.Enum):
+                value = str(value)
+            if redact and key in _SECRET_KEYS and value is not None:
+                value = _HIDDEN
+            properties[key] = value
+        return properties
+
+    def validate_supported(self) -> None:
+        """Raise ConfigError for settings that parse but this client does not implement yet."""
+        if self.security_protocol not in IMPLEMENTED_SECURITY_PROTOCOLS:
+            implemented = ", ".join(sorted(p.value for p in IMPLEMENTED_SECURITY_PROTOCOLS))
+            raise ConfigError(
+                f"security.protocol={self.security_protocol.value} is not implemented by "
+                f"this client yet; implemented: {implemented}"
+            )
+
+
+def _missing_message(key: str) -> str:
+    if key == "group.id":
+        return f"Missing configuration group.id: {_GROUP_ID_MESSAGE}"
+    return (
+        f'Missing required configuration "{key}" which has no default value; '
+        f'e.g. {_attr(key)}="localhost:9092"'
+    )
+
+
+def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
+    """Checks across keys. ``values`` holds every key, each already valid."""
+    problems: list[str] = []
+    wait, timeout = values["fetch.max.wait.ms"], values["request.timeout.ms"]
+    if wait >= timeout:
+        problems.append(
+            f"fetch.max.wait.ms ({wait}) must be less than request.timeout.ms ({timeout}): "
+            "the broker holds a ShareFetch for up to fetch.max.wait.ms, so the request "
+            "would time out first; lower fetch.max.wait.ms or raise request.timeout.ms"
+        )
+    protocol: SecurityProtocol = values["security.protocol"]
+    sasl_keys = ("sasl.mechanism", "sasl.username", "sasl.password")
+    if protocol.uses_sasl:
+        missing = [key for key in sasl_keys if values[key] is None]
+        if missing:
+            problems.append(
+                f"security.protocol={protocol.value} needs {', '.join(missing)}: set "
+                "sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) and the credentials "
+                "with sasl.username/sasl.password or sasl.jaas.config"
+            )
+    else:
+        given = [key for key in sasl_keys if values[key] is not None]
+        if given:
+            problems.append(
+                f"{', '.join(given)} set but security.protocol={protocol.value} does not use "
+                "SASL; set security.protocol to SASL_PLAINTEXT or SASL_SSL"
+            )
+    ssl_keys = ("ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.key.password")
+    if not protocol.uses_ssl:
+        given = [key for key in ssl_keys if values[key] is not None]
+        if given:
+            problems.append(
+                f"{', '.join(given)} set but security.protocol={protocol.value} does not use "
+                "TLS; set security.protocol to SSL or SASL_SSL"
+            )
+    if values["ssl.keyfile"] is not None and values["ssl.certfile"] is None:
+        problems.append("ssl.keyfile is set without ssl.certfile; give the client certificate too")
+    if values["ssl.key.password"] is not None and values["ssl.keyfile"] is None:
+        problems.append("ssl.key.password is set without ssl.keyfile; give the private key file")
+    return problems
+
+
+def _apply_java_clamps(values: dict[str, object]) -> None:
+    """Store the values Java would effectively use where it only warns."""
+    for low, high, what in (
+        ("retry.backoff.ms", "retry.backoff.max.ms", "backoff"),
+        (
+            "socket.connection.setup.timeout.ms",
+            "socket.connection.setup.timeout.max.ms",
+            "connection setup timeout",
+        ),
+    ):
+        low_value, high_value = values[low], values[high]
+        assert isinstance(low_value, int) and isinstance(high_value, int)
+        if low_value > high_value:
+            _log.warning(
+                "Configuration %s=%d is greater than %s=%d; a static %s of %d ms will be applied",
+                low,
+                low_value,
+                high,
+                high_value,
+                what,
+                high_value,
+            )
+            values[low] = high_value
+
+
+def _join(problems: list[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} configuration problems:\n" + "\n".join(f"  - {p}" for p in problems)
+
+
+def _same(first: object, second: object) -> bool:
+    if first is second:
+        return True
+    try:
+        return bool(first == second)
+    except Exception:  # a value with a broken __eq__ is simply "different"
+        return False
+
+
+def _unknown_key_message(written: str, key: str) -> str:
+    hint = _UNKNOWN_KEY_HINTS.get(key)
+    if hint is not None:
+        return f"Unknown configuration {written!r}: {hint}"
+    message = f"Unknown configuration {written!r}"
+    matches = difflib.get_close_matches(key.lower(), _KNOWN_KEYS, n=1, cutoff=0.7)
+    if matches:
+        suggestion = matches[0]
+        keyword = f" (keyword {_attr(suggestion)})" if "_" in written else ""
+        message += f": did you mean {suggestion!r}{keyword}?"
+    return message
+
+
+def parse_config(
+    config: Mapping[str, object] | None = None, /, **kwargs: object
+) -> ShareConsumerConfig:
+    """Build a validated :class:`ShareConsumerConfig`.
+
+    Args:
+        config: Kafka properties with dotted keys, e.g.
+            ``{"bootstrap.servers": "localhost:9092", "group.id": "g"}``.
+        **kwargs: the same settings as Python names, e.g.
+            ``group_id="g", share_acknowledgement_mode="explicit"``.
+
+    A key may be given both ways only with the same value. ``None`` means
+    "use the default". ``sasl.jaas.config`` (PlainLoginModule or
+    ScramLoginModule) is an alternative to ``sasl.username``/``sasl.password``.
+
+    Raises:
+        ConfigError: naming every invalid, rejected, unknown or missing key and
+            how to fix it.
+    """
+    problems: list[str] = []
+    given: dict[str, tuple[str, object]] = {}  # normalised key -> (key as written, value)
+    sources: list[Iterable[tuple[object, object]]] = []
+    if config is not None:
+        if not isinstance(config, Mapping):
+            raise ConfigError(
+                f"the configuration must be a mapping of keys to values, got {_type_name(config)}"
+            )
+        sources.append(config.items())
+    sources.append(kwargs.items())
+    for items in sources:
+        for written, value in items:
+            if not isinstance(written, str):
+                problems.append(f"Configuration keys must be strings, got {written!r}")
+                continue
+            if not written.strip():
+                problems.append(f"Configuration keys must be non-empty, got {written!r}")
+                continue
+            if written != written.strip():
+                problems.append(
+                    f"Configuration key {written!r} has surrounding whitespace; "
+                    f"use {written.strip()!r}"
+                )
+                continue
+            key = written.replace("_", ".")
+            if key in given:
+                first_written, first_value = given[key]
+                if not _same(first_value, value):
+                    problems.append(
+                        f"Configuration {key} is given twice with different values "
+                        f"({first_written!r}={_shown(key, first_value)} and "
+                        f"{written!r}={_shown(key, value)}); give it once"
+                    )
+                continue
+            given[key] = (written, value)
+
+    rejected = [key for key in given if key in REJECTED_KEYS]
+    if rejected:
+        problems.append(
+            f"{', '.join(rejected)} cannot be set when using a share group:\n"
+            + "\n".join(f"    {key}: {REJECTED_KEYS[key]}" for key in rejected)
+        )
+    for key, (written, _) in given.items():
+        if key not in REJECTED_KEYS and key not in _SPECS and key != _JAAS_KEY:
+            problems.append(_unknown_key_message(written, key))
+
+    typed: dict[str, Any] = {}
+    for key, (_, value) in given.items():
+        spec = _SPECS.get(key)
+        if spec is None or value is None:
+            continue
+        try:
+            typed[key] = spec.parse(value)
+        except _InvalidValueError as exc:
+            problems.append(_invalid_message(key, value, str(exc)))
+
+    jaas = given.get(_JAAS_KEY, ("", None))[1]
+    if jaas is not None:
+        try:
+            login = _parse_jaas(jaas)
+        except _InvalidValueError as exc:
+            problems.append(_invalid_message(_JAAS_KEY, jaas, str(exc)))
+        else:
+            problems.extend(_merge_jaas(login, typed))
+
+    for key in _REQUIRED_KEYS:
+        if key not in typed and given.get(key, ("", None))[1] is None:
+            problems.append(_missing_message(key))
+    if problems:
+        raise ConfigError(_join(problems))
+
+    # Java: reconnect.backoff.ms without reconnect.backoff.max.ms disables the
+    # exponential reconnect backoff.
+    if "reconnect.backoff.ms" in typed and "reconnect.backoff.max.ms" not in typed:
+        typed["reconnect.backoff.max.ms"] = typed["reconnect.backoff.ms"]
+    return ShareConsumerConfig(**{_attr(key): value for key, value in typed.items()})
+
+
+def _merge_jaas(login: _JaasLogin, typed: dict[str, Any]) -> list[str]:
+    """Move the JAAS credentials into sasl.username/sasl.password."""
+    problems: list[str] = []
+    both = [key for key in ("sasl.username", "sasl.password") if key in typed]
+    if both:
+        problems.append(
+            f"sasl.jaas.config and {', '.join(both)} are both set; "
+            "give the credentials one way only"
+        )
+    mechanism = typed.get("sasl.mechanism")
+    allowed = _JAAS_MODULES[login.module]
+    if isinstance(mechanism, SaslMechanism) and mechanism not in allowed:
+        problems.append(
+            f"sasl.jaas.config uses {login.module.rsplit('.', 1)[-1]}, which does not "
+            f"match sasl.mechanism={mechanism.value}; use " + " or ".join(m.value for m in allowed)
+        )
+    if not problems:
+        typed["sasl.username"] = login.username
+        typed["sasl.password"] = login.password
+    return problems
