@@ -1,0 +1,845 @@
+"""Decode the ``records`` bytes of a (share) fetch response into record batches.
+
+Theory of operation
+===================
+
+A fetch response carries, per partition, a byte string of concatenated
+*batches*. Every batch starts with ``base_offset: int64, batch_length: int32``
+and has its ``magic`` byte at position 16, whatever its format, so
+:func:`iter_batches` can frame batches without understanding them:
+
+* **magic 2** (RecordBatch v2, every Kafka >= 0.11 producer): the 61-byte
+  header is read with one ``struct.unpack_from``; the records are decoded only
+  when :meth:`RecordBatch.records` is called (a share consumer skips control
+  batches and batches it did not acquire without paying for them).
+* **magic 0 / 1** (legacy message sets, which may still sit in old segments of
+  long-lived topics; Kafka 4.x brokers no longer down- or up-convert them for
+  share fetch): **decoded**, including compressed wrapper messages (gzip,
+  snappy, lz4; magic-0 lz4 used a non-standard frame checksum, KAFKA-1493, and
+  is rejected by the lz4 library as corrupt). Each top-level legacy message,
+  or each compressed wrapper with its inner messages, is exposed as one
+  :class:`RecordBatch` with ``magic`` 0 or 1, ``partition_leader_epoch`` -1,
+  ``producer_id`` -1 and never transactional or control. Magic 0 records have
+  timestamp -1 and ``TimestampType.NO_TIMESTAMP_TYPE``. CRCs of legacy
+  messages are CRC-32 (zlib), checked when ``check_crcs`` is on.
+* any other magic raises :class:`~kafka_share.errors.CorruptMessageError`.
+
+The hot path of the share consumer::
+
+    for batch in iter_batches(records_bytes, check_crcs=True):
+        if batch.is_control:
+            ...  # GAP-ack batch.base_offset .. batch.last_offset if acquired
+            continue
+        for offset, timestamp, key, value, headers in batch.records():
+            ...
+
+A :data:`Record` is a plain tuple ``(offset, timestamp, key, value, headers)``
+(a tuple costs about a third of a NamedTuple or slotted instance to build,
+and every record is rebuilt into a ``ConsumerRecord`` anyway). ``key`` and
+``value`` are ``bytes`` or ``None``; ``headers`` is a tuple of ``(str key,
+bytes | None value)`` pairs in wire order (the shared empty tuple when there
+are none). The timestamp is ``base_timestamp + delta`` for CREATE_TIME, and the
+batch's ``max_timestamp`` for every record of a LOG_APPEND_TIME batch.
+
+Copies and views
+----------------
+``data`` may be ``bytes`` or a zero-copy ``memoryview`` of the response
+buffer. Headers are read straight from it and the CRC is computed over a view.
+Record keys and values must reach users as ``bytes``; slicing ``bytes``
+produces them directly and is the fastest option measured (slicing a
+memoryview and calling ``bytes()`` on each key and value is about 25% slower
+per record), so the records section is turned into ``bytes`` once per batch:
+the decompressed buffer already is ``bytes``; an uncompressed batch inside a
+``bytes`` input is sliced in place (no copy); an uncompressed batch inside a
+``memoryview`` costs one copy of that batch (a memcpy, cheap beside decoding).
+
+Errors
+------
+* A truncated **trailing** batch (the broker cuts the response at its byte
+  limit) ends iteration silently.
+* A framing problem (bad length, unknown magic) raises ``CorruptMessageError``
+  naming the byte position and base offset; iteration then stops, since the
+  following batch boundaries are unknown.
+* A problem confined to one batch whose framing is intact raises
+  :class:`CorruptBatchError` (a ``CorruptMessageError``) carrying
+  ``base_offset`` and ``last_offset``, so the share consumer can REJECT that
+  batch's acquired offsets and surface a corrupt-record error:
+
+  - :class:`BatchCrcError` (subclass) from ``next()`` on the iterator when
+    ``check_crcs`` is on and the CRC does not match. The iterator has already
+    moved past the bad batch, so the caller may catch it and keep iterating.
+  - ``CorruptBatchError`` from :meth:`RecordBatch.records` for malformed
+    record contents, failed decompression or a batch inflating beyond
+    ``max_decompressed_bytes``.
+
+Nothing else escapes: no ``IndexError``, ``struct.error`` or codec exception.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from typing import NamedTuple, NoReturn
+
+from kafka_share.errors import CorruptMessageError
+from kafka_share.models import TimestampType
+from kafka_share.records.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    CompressionType,
+    _codec,
+    decompress,
+)
+from kafka_share.records.crc32c import crc32c
+
+__all__ = [
+    "BATCH_HEADER_SIZE",
+    "BatchCrcError",
+    "BatchIterator",
+    "ControlRecord",
+    "ControlRecordType",
+    "CorruptBatchError",
+    "Header",
+    "Record",
+    "RecordBatch",
+    "iter_batches",
+]
+
+Header = tuple[str, bytes | None]
+"""One record header: ``(key, value)``."""
+
+Record = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
+"""One decoded record: ``(offset, timestamp, key, value, headers)``."""
+
+# base_offset q, batch_length i, partition_leader_epoch i, magic b, crc I,
+# attributes h, last_offset_delta i, base_timestamp q, max_timestamp q,
+# producer_id q, producer_epoch h, base_sequence i, record count i
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_HEADER_SIZE = _HEADER.size  # 61
+_PREFIX = struct.Struct(">qi")  # base_offset, length: common to every magic
+_PREFIX_SIZE = 12
+_MAGIC_POS = 16
+_CRC_START = 21  # v2 CRC covers attributes .. end of batch
+_MIN_V2_LENGTH = BATCH_HEADER_SIZE - _PREFIX_SIZE  # 49
+_MIN_RECORD_BODY = 6  # attributes + 5 one-byte varints
+
+_ATTR_CODEC = 0x07
+_ATTR_LOG_APPEND_TIME = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+_ATTR_DELETE_HORIZON = 0x40
+
+_NO_HEADERS: tuple[Header, ...] = ()
+_CONTROL_KEY = struct.Struct(">hh")
+
+# Legacy message: crc I, magic b, attributes b, [timestamp q (v1)], key length i
+_LEGACY_V0 = struct.Struct(">Ibbi")
+_LEGACY_V1 = struct.Struct(">Ibbqi")
+_INT32 = struct.Struct(">i")
+
+
+class CorruptBatchError(CorruptMessageError):
+    """One batch is corrupt but its framing is intact.
+
+    ``base_offset`` .. ``last_offset`` (inclusive) are the offsets the batch
+    covers, so a share consumer can REJECT the ones it acquired.
+    """
+
+    def __init__(self, message: str, *, base_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+
+
+class BatchCrcError(CorruptBatchError):
+    """The batch's stored CRC does not match its contents (only with ``check_crcs``)."""
+
+
+class ControlRecordType(enum.IntEnum):
+    """Type field of a control record key (transaction markers)."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+class ControlRecord(NamedTuple):
+    """A parsed control record: a transaction marker for ``ABORT`` / ``COMMIT``.
+
+    ``type`` is a plain ``int`` so unknown future types decode too; compare it
+    with :class:`ControlRecordType`.
+    """
+
+    offset: int
+    version: int
+    type: int
+
+
+class RecordBatch:
+    """One batch: header fields eagerly, records on demand.
+
+    Attributes mirror the v2 header (``base_offset``, ``batch_length``,
+    ``partition_leader_epoch``, ``magic``, ``crc``, ``attributes``,
+    ``last_offset_delta``, ``base_timestamp``, ``max_timestamp``,
+    ``producer_id``, ``producer_epoch``, ``base_sequence``, ``record_count``).
+    Instances are created by :func:`iter_batches`.
+    """
+
+    __slots__ = (
+        "_data",
+        "_end",
+        "_legacy_records",
+        "_max_decompressed_bytes",
+        "_start",
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "crc",
+        "last_offset_delta",
+        "magic",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+    )
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    def __init__(
+        self,
+        data: bytes | memoryview,
+        start: int,
+        end: int,
+        header: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int],
+        *,
+        max_decompressed_bytes: int,
+        legacy_records: list[Record] | None = None,
+    ) -> None:
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = header
+        self._data = data
+        self._start = start
+        self._end = end
+        self._max_decompressed_bytes = max_decompressed_bytes
+        self._legacy_records = legacy_records
+
+    # ------------------------------------------------------------------ header views
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the batch's last record (inclusive), even if compacted away."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """``last_offset + 1``."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes this batch occupies in the fetch response."""
+        return self._end - self._start
+
+    @property
+    def compression_type(self) -> CompressionType:
+        """Codec of the records section; an unknown id raises ``UnsupportedCodecError``."""
+        return _codec(self.attributes & _ATTR_CODEC)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        """CREATE_TIME or LOG_APPEND_TIME (NO_TIMESTAMP_TYPE for magic 0)."""
+        if self.magic == 0:
+            return TimestampType.NO_TIMESTAMP_TYPE
+        if self.attributes & _ATTR_LOG_APPEND_TIME:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        """Written by a transactional producer."""
+        return bool(self.attributes & _ATTR_TRANSACTIONAL) and self.magic >= 2
+
+    @property
+    def is_control(self) -> bool:
+        """Holds control records (transaction markers), not user data."""
+        return bool(self.attributes & _ATTR_CONTROL) and self.magic >= 2
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        """The log cleaner stored a delete horizon in ``base_timestamp``."""
+        return bool(self.attributes & _ATTR_DELETE_HORIZON) and self.magic >= 2
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon, when :attr:`has_delete_horizon`."""
+        return self.base_timestamp if self.has_delete_horizon else None
+
+    @property
+    def leader_epoch(self) -> int | None:
+        """``partition_leader_epoch``, or ``None`` when the batch carries none (-1)."""
+        return None if self.partition_leader_epoch < 0 else self.partition_leader_epoch
+
+    def __repr__(self) -> str:
+        flags = []
+        if self.is_control:
+            flags.append("control")
+        if self.is_transactional:
+            flags.append("transactional")
+        return (
+            f"<RecordBatch magic={self.magic} offsets={self.base_offset}..{self.last_offset} "
+            f"records={self.record_count} codec={self.attributes & _ATTR_CODEC}"
+            f"{' ' + ','.join(flags) if flags else ''}>"
+        )
+
+    # ------------------------------------------------------------------ contents
+
+    def _corrupt(self, why: str) -> CorruptBatchError:
+        return CorruptBatchError(
+            f"corrupt record batch at base offset {self.base_offset} "
+            f"(offsets {self.base_offset}..{self.last_offset}): {why}",
+            base_offset=self.base_offset,
+            last_offset=self.last_offset,
+        )
+
+    def compute_crc(self) -> int:
+        """CRC of the batch contents as stored (CRC32C for v2, CRC-32 for legacy)."""
+        view = memoryview(self._data)
+        if self.magic >= 2:
+            return crc32c(view[self._start + _CRC_START : self._end])
+        return zlib.crc32(view[self._start + _MAGIC_POS : self._end])
+
+    def verify_crc(self) -> None:
+        """Raise :class:`BatchCrcError` if the stored CRC does not match.
+
+        For a legacy compressed wrapper only the wrapper's CRC is covered here;
+        inner messages are checked while decoding when ``check_crcs`` is on.
+        """
+        actual = self.compute_crc()
+        if actual != self.crc:
+            raise BatchCrcError(
+                f"record batch at base offset {self.base_offset} "
+                f"(offsets {self.base_offset}..{self.last_offset}) failed its CRC check: "
+                f"stored 0x{self.crc:08x}, computed 0x{actual:08x}",
+                base_offset=self.base_offset,
+                last_offset=self.last_offset,
+            )
+
+    def records(self) -> list[Record]:
+        """Decode the records, in offset order.
+
+        Returns:
+            ``(offset, timestamp, key, value, headers)`` tuples (see :data:`Record`).
+
+        Raises:
+            CorruptBatchError: malformed records, bad compressed data, or a batch
+                inflating beyond ``max_decompressed_bytes``.
+        """
+        if self._legacy_records is not None:
+            return self._legacy_records
+        data = self._data
+        pos = self._start + BATCH_HEADER_SIZE
+        end = self._end
+        codec = self.attributes & _ATTR_CODEC
+        count = self.record_count
+        if count < 0:
+            raise self._corrupt(f"negative record count {count}")
+        buf: bytes
+        if codec == 0:
+            if isinstance(data, bytes):
+                buf = data
+            else:
+                buf = data[pos:end].tobytes()
+                pos, end = 0, len(buf)
+        else:
+            try:
+                buf = decompress(codec, data[pos:end], self._max_decompressed_bytes)
+            except CorruptMessageError as exc:
+                raise self._corrupt(str(exc)) from None
+            pos, end = 0, len(buf)
+        if count > end - pos:
+            raise self._corrupt(f"record count {count} cannot fit in {end - pos} bytes of records")
+        log_append = bool(self.attributes & _ATTR_LOG_APPEND_TIME)
+        start = pos
+        try:
+            return _decode_v2_records(
+                buf,
+                pos,
+                end,
+                count,
+                base_offset=self.base_offset,
+                base_timestamp=self.base_timestamp,
+                append_timestamp=self.max_timestamp if log_append else None,
+            )
+        except _RecordError as exc:
+            where = exc.args[1] - start
+            raise self._corrupt(f"{exc.args[0]} (record section byte {where})") from None
+        except (IndexError, ValueError) as exc:
+            # IndexError: a varint ran past the buffer; ValueError: bad UTF-8
+            # in a header key.
+            raise self._corrupt(f"records section is malformed ({exc})") from None
+
+    def control_records(self) -> list[ControlRecord]:
+        """Parse the records of a control batch as transaction markers.
+
+        Raises:
+            CorruptBatchError: not a control batch, or a key shorter than 4 bytes.
+        """
+        if not self.is_control:
+            raise self._corrupt("control_records() called on a data batch")
+        result = []
+        for offset, _ts, key, _value, _headers in self.records():
+            if key is None or len(key) < _CONTROL_KEY.size:
+                raise self._corrupt(f"control record at offset {offset} has a short key {key!r}")
+            version, kind = _CONTROL_KEY.unpack_from(key)
+            result.append(ControlRecord(offset, version, kind))
+        return result
+
+
+class _RecordError(Exception):
+    """Internal: malformed record; args are (reason, byte position)."""
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zig-zag varint/varlong at ``pos``; returns (value, next position)."""
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        b = buf[pos]  # IndexError past the end: converted by the caller
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise _RecordError("varint longer than 10 bytes", start)
+
+
+def _read_headers(buf: bytes, pos: int, count: int, rec_end: int) -> tuple[tuple[Header, ...], int]:
+    # Each header needs at least 2 bytes, which bounds a hostile count.
+    if count < 0 or count * 2 > rec_end - pos:
+        raise _RecordError(f"header count {count} does not fit in the record", pos)
+    headers = []
+    for _ in range(count):
+        klen, pos = _read_varint(buf, pos)
+        if klen < 0 or pos + klen > rec_end:
+            raise _RecordError(f"bad header key length {klen}", pos)
+        hkey = buf[pos : pos + klen].decode()
+        pos += klen
+        vlen, pos = _read_varint(buf, pos)
+        if vlen < 0:
+            if vlen != -1:
+                raise _RecordError(f"bad header value length {vlen}", pos)
+            hval = None
+        else:
+            if pos + vlen > rec_end:
+                raise _RecordError(f"header value length {vlen} overruns the record", pos)
+            hval = buf[pos : pos + vlen]
+            pos += vlen
+        headers.append((hkey, hval))
+    return tuple(headers), pos
+
+
+def _decode_v2_records(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    append_timestamp: int | None,
+) -> list[Record]:
+    # The hot loop. Varints are decoded inline with 1- and 2-byte fast paths
+    # (almost every length, delta and size in practice), falling back to
+    # _read_varint for longer ones; zig-zag decode is (u >> 1) ^ -(u & 1).
+    # Lengths are validated only where a bad one could move backwards or read
+    # past the record: a final "pos == rec_end" check catches the rest.
+    records: list[Record] = []
+    append = records.append
+    read_varint = _read_varint
+    no_headers = _NO_HEADERS
+    for _ in range(count):
+        b = buf[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            b2 = buf[pos + 1]
+            if b2 < 0x80:
+                u = (b & 0x7F) | (b2 << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = read_varint(buf, pos)
+        rec_end = pos + length
+        if length < _MIN_RECORD_BODY or rec_end > end:
+            raise _RecordError(f"record length {length} does not fit", pos)
+        # buf[pos] is the record attributes byte, unused in v2.
+        pos += 1
+        b = buf[pos]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            b2 = buf[pos + 1]
+            if b2 < 0x80:
+                u = (b & 0x7F) | (b2 << 7)
+                ts_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                ts_delta, pos = read_varint(buf, pos)
+        b = buf[pos]
+        if b < 0x80:
+            offset_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            b2 = buf[pos + 1]
+            if b2 < 0x80:
+                u = (b & 0x7F) | (b2 << 7)
+                offset_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                offset_delta, pos = read_varint(buf, pos)
+        b = buf[pos]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            klen, pos = read_varint(buf, pos)
+        key: bytes | None
+        if klen >= 0:
+            key = buf[pos : pos + klen]
+            pos += klen
+        elif klen == -1:
+            key = None
+        else:
+            raise _RecordError(f"bad key length {klen}", pos)
+        b = buf[pos]
+        if b < 0x80:
+            vlen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            b2 = buf[pos + 1]
+            if b2 < 0x80:
+                u = (b & 0x7F) | (b2 << 7)
+                vlen = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                vlen, pos = read_varint(buf, pos)
+        value: bytes | None
+        if vlen >= 0:
+            value = buf[pos : pos + vlen]
+            pos += vlen
+        elif vlen == -1:
+            value = None
+        else:
+            raise _RecordError(f"bad value length {vlen}", pos)
+        if buf[pos] == 0:
+            headers = no_headers
+            pos += 1
+        else:
+            header_count, pos = read_varint(buf, pos)
+            headers, pos = _read_headers(buf, pos, header_count, rec_end)
+        if pos != rec_end:
+            raise _RecordError(
+                f"record fields end at byte {pos} but its length says {rec_end}", rec_end
+            )
+        append(
+            (
+                base_offset + offset_delta,
+                base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
+                key,
+                value,
+                headers,
+            )
+        )
+    if pos != end:
+        raise _RecordError(f"{end - pos} bytes left over after {count} records", pos)
+    return records
+
+
+# ---------------------------------------------------------------------- iteration
+
+
+class BatchIterator:
+    """Iterator over the batches of one fetch response; see :func:`iter_batches`.
+
+    After a :class:`BatchCrcError` it remains usable (it has moved past the bad
+    batch). After any other ``CorruptMessageError`` it is exhausted.
+    """
+
+    __slots__ = ("_check_crcs", "_data", "_max_decompressed_bytes", "_pos", "_size")
+
+    def __init__(
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        check_crcs: bool,
+        max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    ) -> None:
+        if not isinstance(data, bytes):
+            data = memoryview(data).cast("B")
+        self._data: bytes | memoryview = data
+        self._pos = 0
+        self._size = len(data)
+        self._check_crcs = check_crcs
+        self._max_decompressed_bytes = max_decompressed_bytes
+
+    @property
+    def position(self) -> int:
+        """Byte position of the next batch in the input."""
+        return self._pos
+
+    def __iter__(self) -> BatchIterator:
+        return self
+
+    def __next__(self) -> RecordBatch:
+        data = self._data
+        pos = self._pos
+        remaining = self._size - pos
+        if remaining < _PREFIX_SIZE:
+            self._pos = self._size
+            raise StopIteration
+        base_offset, length = _PREFIX.unpack_from(data, pos)
+        end = pos + _PREFIX_SIZE + length
+        if length >= 0 and end > self._size:
+            # Truncated trailing batch: the broker stops at its byte limit.
+            self._pos = self._size
+            raise StopIteration
+        if length < _MAGIC_POS + 1 - _PREFIX_SIZE:
+            self._fail(pos, base_offset, f"batch length {length} is too small")
+        magic = data[pos + _MAGIC_POS]
+        if magic == 2:
+            if length < _MIN_V2_LENGTH:
+                self._fail(pos, base_offset, f"v2 batch length {length} is below the minimum 49")
+            header = _HEADER.unpack_from(data, pos)
+            batch = RecordBatch(
+                data, pos, end, header, max_decompressed_bytes=self._max_decompressed_bytes
+            )
+            self._pos = end
+            if self._check_crcs:
+                batch.verify_crc()
+            return batch
+        if magic in (0, 1):
+            self._pos = end
+            return _legacy_batch(
+                data,
+                pos,
+                end,
+                magic=magic,
+                check_crcs=self._check_crcs,
+                max_decompressed_bytes=self._max_decompressed_bytes,
+            )
+        self._fail(pos, base_offset, f"unknown magic byte {magic} (expected 0, 1 or 2)")
+
+    def _fail(self, pos: int, base_offset: int, why: str) -> NoReturn:
+        self._pos = self._size
+        raise CorruptMessageError(
+            f"corrupt record batch at byte {pos} (base offset {base_offset}): {why}"
+        )
+
+
+def iter_batches(
+    data: bytes | bytearray | memoryview,
+    *,
+    check_crcs: bool,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> BatchIterator:
+    """Iterate over the batches in a fetch response's ``records`` bytes.
+
+    Args:
+        data: the ``records`` field (``bytes`` or a zero-copy ``memoryview``).
+        check_crcs: verify each batch's CRC (``check.crcs``) as it is reached.
+        max_decompressed_bytes: cap on one batch's decompressed size.
+
+    Returns:
+        A :class:`BatchIterator` yielding :class:`RecordBatch` objects. A
+        truncated trailing batch ends the iteration silently.
+
+    Raises (from ``next()``):
+        BatchCrcError: CRC mismatch; iteration may continue past it.
+        CorruptBatchError: a legacy message set with malformed contents.
+        CorruptMessageError: broken framing; iteration ends.
+    """
+    return BatchIterator(data, check_crcs=check_crcs, max_decompressed_bytes=max_decompressed_bytes)
+
+
+# ---------------------------------------------------------------------- legacy v0/v1
+
+
+def _legacy_message(
+    data: bytes | memoryview, pos: int, end: int, magic: int
+) -> tuple[int, int, int, int, int, bytes | None, bytes | None]:
+    """Parse one legacy message in ``data[pos:end]`` (after offset + size).
+
+    Returns (crc, attributes, timestamp, crc_start, next_pos, key, value).
+    Raises _RecordError.
+    """
+    fixed = _LEGACY_V1 if magic == 1 else _LEGACY_V0
+    if pos + fixed.size > end:
+        raise _RecordError("message shorter than its fixed fields", pos)
+    if magic == 1:
+        crc, _magic, attributes, timestamp, klen = _LEGACY_V1.unpack_from(data, pos)
+    else:
+        crc, _magic, attributes, klen = _LEGACY_V0.unpack_from(data, pos)
+        timestamp = -1
+    crc_start = pos + 4
+    pos += fixed.size
+    key: bytes | None = None
+    if klen >= 0:
+        if pos + klen > end:
+            raise _RecordError(f"key length {klen} overruns the message", pos)
+        key = bytes(data[pos : pos + klen])
+        pos += klen
+    elif klen != -1:
+        raise _RecordError(f"bad key length {klen}", pos)
+    if pos + 4 > end:
+        raise _RecordError("message truncated before its value length", pos)
+    (vlen,) = _INT32.unpack_from(data, pos)
+    pos += 4
+    value: bytes | None = None
+    if vlen >= 0:
+        if pos + vlen > end:
+            raise _RecordError(f"value length {vlen} overruns the message", pos)
+        value = bytes(data[pos : pos + vlen])
+        pos += vlen
+    elif vlen != -1:
+        raise _RecordError(f"bad value length {vlen}", pos)
+    if pos != end:
+        raise _RecordError(f"{end - pos} unexpected bytes at the end of the message", pos)
+    return crc, attributes, timestamp, crc_start, pos, key, value
+
+
+def _legacy_batch(
+    data: bytes | memoryview,
+    pos: int,
+    end: int,
+    *,
+    magic: int,
+    check_crcs: bool,
+    max_decompressed_bytes: int,
+) -> RecordBatch:
+    offset, length = _PREFIX.unpack_from(data, pos)
+
+    def corrupt(why: str, cls: type[CorruptBatchError] = CorruptBatchError) -> CorruptBatchError:
+        return cls(
+            f"corrupt legacy (magic {magic}) message at byte {pos} (offset {offset}): {why}",
+            base_offset=offset,
+            last_offset=offset,
+        )
+
+    try:
+        crc, attributes, timestamp, crc_start, _, key, value = _legacy_message(
+            data, pos + _PREFIX_SIZE, end, magic
+        )
+    except _RecordError as exc:
+        raise corrupt(str(exc.args[0])) from None
+    if check_crcs:
+        actual = zlib.crc32(memoryview(data)[crc_start:end])
+        if actual != crc:
+            raise corrupt(
+                f"CRC mismatch: stored 0x{crc:08x}, computed 0x{actual:08x}", BatchCrcError
+            )
+    codec = attributes & _ATTR_CODEC
+    log_append = magic == 1 and bool(attributes & _ATTR_LOG_APPEND_TIME)
+    records: list[Record]
+    if codec == 0:
+        records = [(offset, timestamp, key, value, _NO_HEADERS)]
+        base_offset = offset
+    else:
+        if value is None:
+            raise corrupt("compressed wrapper message has a null value")
+        try:
+            inner = decompress(codec, value, max_decompressed_bytes)
+        except CorruptMessageError as exc:
+            raise corrupt(str(exc)) from None
+        records = []
+        ipos = 0
+        isize = len(inner)
+        while ipos < isize:
+            if ipos + _PREFIX_SIZE > isize:
+                raise corrupt(f"inner message set truncated at byte {ipos}")
+            ioffset, ilength = _PREFIX.unpack_from(inner, ipos)
+            iend = ipos + _PREFIX_SIZE + ilength
+            if ilength < 6 or iend > isize:
+                raise corrupt(f"inner message at byte {ipos} has bad size {ilength}")
+            imagic = inner[ipos + _MAGIC_POS]
+            if imagic not in (0, 1):
+                raise corrupt(f"inner message at byte {ipos} has magic {imagic}")
+            try:
+                icrc, iattrs, its, icrc_start, _, ikey, ivalue = _legacy_message(
+                    inner, ipos + _PREFIX_SIZE, iend, imagic
+                )
+            except _RecordError as exc:
+                raise corrupt(f"inner message at byte {ipos}: {exc.args[0]}") from None
+            if iattrs & _ATTR_CODEC:
+                raise corrupt(f"inner message at byte {ipos} is itself compressed")
+            if check_crcs:
+                iactual = zlib.crc32(memoryview(inner)[icrc_start:iend])
+                if iactual != icrc:
+                    raise corrupt(
+                        f"inner message at byte {ipos} CRC mismatch: stored 0x{icrc:08x}, "
+                        f"computed 0x{iactual:08x}",
+                        BatchCrcError,
+                    )
+            records.append((ioffset, timestamp if log_append else its, ikey, ivalue, _NO_HEADERS))
+            ipos = iend
+        if not records:
+            raise corrupt("compressed wrapper message holds no messages")
+        if magic == 1:
+            # v1 inner offsets are relative; the wrapper carries the absolute
+            # offset of the last inner message.
+            shift = offset - records[-1][0]
+            records = [(o + shift, t, k, v, h) for o, t, k, v, h in records]
+        base_offset = records[0][0]
+    header = (
+        base_offset,
+        length,
+        -1,
+        magic,
+        crc,
+        attributes,
+        offset - base_offset,
+        timestamp,
+        timestamp,
+        -1,
+        -1,
+        -1,
+        len(records),
+    )
+    return RecordBatch(
+        data,
+        pos,
+        end,
+        header,
+        max_decompressed_bytes=max_decompressed_bytes,
+        legacy_records=records,
+    )

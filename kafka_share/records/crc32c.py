@@ -1,0 +1,52 @@
+"""CRC32C (Castagnoli), the checksum of Kafka RecordBatch v2.
+
+:func:`crc32c` uses the C implementation from the ``crc32c`` package when it is
+importable (it uses SSE4.2 / ARMv8 CRC instructions where the CPU has them) and
+otherwise a table-driven pure-Python fallback, :func:`crc32c_pure`, which is
+about two orders of magnitude slower. With the fallback, leave ``check_crcs``
+on only if the throughput is acceptable (see ``benchmarks/bench_records.py``).
+
+:data:`ACCELERATED` tells which one is in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["ACCELERATED", "crc32c", "crc32c_pure"]
+
+_POLY_REFLECTED = 0x82F63B78
+
+
+def _make_table() -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ _POLY_REFLECTED if crc & 1 else crc >> 1
+        table.append(crc)
+    return tuple(table)
+
+
+_TABLE = _make_table()
+
+
+def crc32c_pure(data: bytes | bytearray | memoryview, value: int = 0) -> int:
+    """CRC32C of ``data`` in pure Python, continuing from ``value`` (0 to start)."""
+    table = _TABLE
+    crc = value ^ 0xFFFFFFFF
+    for byte in bytes(data):
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+crc32c: Callable[[bytes | bytearray | memoryview], int]
+
+try:
+    from crc32c import crc32c as _c_crc32c
+except ImportError:  # pragma: no cover - depends on the environment
+    crc32c = crc32c_pure
+    ACCELERATED = False
+else:
+    crc32c = _c_crc32c
+    ACCELERATED = True

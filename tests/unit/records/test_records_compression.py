@@ -1,0 +1,143 @@
+import gzip
+import os
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+
+from kafka_share.errors import CorruptMessageError
+from kafka_share.records import compression
+from kafka_share.records.compression import (
+    XERIAL_MAGIC,
+    CompressionType,
+    UnsupportedCodecError,
+    compress,
+    decompress,
+)
+
+CODECS = [c for c in CompressionType]
+PAYLOADS = [b"", b"a", os.urandom(1000), b"abc" * 50_000, os.urandom(100_000)]
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: str(len(p)))
+def test_round_trip(codec: CompressionType, payload: bytes) -> None:
+    assert decompress(codec, compress(codec, payload)) == payload
+    assert decompress(codec, memoryview(compress(codec, payload))) == payload
+
+
+def test_decodes_other_libraries_output() -> None:
+    data = b"hello kafka " * 1000
+    assert decompress(CompressionType.GZIP, gzip.compress(data)) == data
+    assert decompress(CompressionType.GZIP, zlib.compress(data)) == data
+    assert decompress(CompressionType.LZ4, lz4.frame.compress(data)) == data
+    assert decompress(CompressionType.ZSTD, zstandard.ZstdCompressor().compress(data)) == data
+    assert decompress(CompressionType.SNAPPY, bytes(cramjam.snappy.compress_raw(data))) == data
+
+
+def test_gzip_concatenated_members() -> None:
+    assert decompress(CompressionType.GZIP, gzip.compress(b"ab") + gzip.compress(b"cd")) == b"abcd"
+
+
+def test_zstd_streamed_frame_without_content_size() -> None:
+    data = os.urandom(10) * 100_000
+    cobj = zstandard.ZstdCompressor().compressobj()
+    frame = cobj.compress(data) + cobj.flush()
+    assert zstandard.frame_content_size(frame) == -1
+    assert decompress(CompressionType.ZSTD, frame) == data
+
+
+def test_xerial_snappy_framing_decodes_multiple_blocks() -> None:
+    # Build the framing by hand as Java's SnappyOutputStream does.
+    blocks = [b"first block " * 100, b"second", b"third" * 7]
+    framed = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+    for block in blocks:
+        raw = bytes(cramjam.snappy.compress_raw(block))
+        framed += struct.pack(">i", len(raw)) + raw
+    assert decompress(CompressionType.SNAPPY, framed) == b"".join(blocks)
+
+
+def test_xerial_written_by_compress() -> None:
+    data = os.urandom(100_000)
+    framed = compress(CompressionType.SNAPPY, data, xerial=True)
+    assert framed.startswith(XERIAL_MAGIC)
+    raw = compress(CompressionType.SNAPPY, data, xerial=False)
+    assert not raw.startswith(XERIAL_MAGIC)
+    assert decompress(CompressionType.SNAPPY, framed) == data
+    assert decompress(CompressionType.SNAPPY, raw) == data
+
+
+@pytest.mark.parametrize(
+    "framed",
+    [
+        XERIAL_MAGIC + b"\x00\x00\x00\x01",  # header cut short
+        XERIAL_MAGIC + struct.pack(">ii", 1, 1) + b"\x00\x00",  # block length cut
+        XERIAL_MAGIC + struct.pack(">iii", 1, 1, 50) + b"abc",  # block overruns
+        XERIAL_MAGIC + struct.pack(">iii", 1, 1, -1),  # negative block length
+    ],
+)
+def test_xerial_malformed(framed: bytes) -> None:
+    with pytest.raises(CorruptMessageError, match="xerial"):
+        decompress(CompressionType.SNAPPY, framed)
+
+
+@pytest.mark.parametrize("codec", CODECS[1:], ids=lambda c: c.name)
+def test_decompression_bomb_over_cap_is_refused(codec: CompressionType) -> None:
+    bomb = compress(codec, b"\x00" * 5_000_000)
+    assert len(bomb) < 300_000
+    with pytest.raises(CorruptMessageError, match="max_decompressed_bytes=1000000"):
+        decompress(codec, bomb, max_decompressed_bytes=1_000_000)
+    # Exactly at the cap is fine.
+    assert len(decompress(codec, bomb, max_decompressed_bytes=5_000_000)) == 5_000_000
+
+
+def test_uncompressed_over_cap_is_refused() -> None:
+    with pytest.raises(CorruptMessageError, match="max_decompressed_bytes=10"):
+        decompress(CompressionType.NONE, b"x" * 11, max_decompressed_bytes=10)
+
+
+def test_zstd_declared_size_over_cap_refused_before_inflating() -> None:
+    frame = zstandard.ZstdCompressor(write_content_size=True).compress(b"\x00" * 2_000_000)
+    with pytest.raises(CorruptMessageError, match="max_decompressed_bytes=1000"):
+        decompress(CompressionType.ZSTD, frame, max_decompressed_bytes=1000)
+
+
+@pytest.mark.parametrize("codec", CODECS[1:], ids=lambda c: c.name)
+def test_garbage_raises_corrupt_message_error(codec: CompressionType) -> None:
+    with pytest.raises(CorruptMessageError):
+        decompress(codec, b"\x01\x02\x03 this is not compressed data \xff\xff")
+
+
+@pytest.mark.parametrize("codec", CODECS[1:], ids=lambda c: c.name)
+def test_truncated_input_raises_corrupt_message_error(codec: CompressionType) -> None:
+    full = compress(codec, os.urandom(5000))
+    with pytest.raises(CorruptMessageError):
+        decompress(codec, full[: len(full) // 2])
+
+
+def test_unknown_codec_id() -> None:
+    with pytest.raises(UnsupportedCodecError, match="unknown compression codec id 5"):
+        decompress(5, b"")
+    assert issubclass(UnsupportedCodecError, CorruptMessageError)
+
+
+@pytest.mark.parametrize(
+    ("codec", "attr", "package"),
+    [
+        (CompressionType.SNAPPY, "_snappy", "cramjam"),
+        (CompressionType.LZ4, "_lz4_frame", "lz4"),
+        (CompressionType.ZSTD, "_zstandard", "zstandard"),
+    ],
+)
+def test_missing_library_names_the_package(
+    monkeypatch: pytest.MonkeyPatch, codec: CompressionType, attr: str, package: str
+) -> None:
+    data = compress(codec, b"payload")
+    monkeypatch.setattr(compression, attr, None)
+    with pytest.raises(UnsupportedCodecError, match=f"pip install {package}"):
+        decompress(codec, data)
+    with pytest.raises(UnsupportedCodecError, match=f"pip install {package}"):
+        compress(codec, b"payload")
