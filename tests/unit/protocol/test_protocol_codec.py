@@ -1,0 +1,195 @@
+"""KafkaCodec framing, correlation, limits, and ApiVersions negotiation."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kafka_share.errors import CorruptMessageError, UnsupportedVersionError
+from kafka_share.protocol import messages as m
+from kafka_share.protocol.api_keys import (
+    API_VERSIONS_FIRST_VERSION,
+    ApiKey,
+    ApiVersionsTable,
+    api_versions_retry_version,
+)
+from kafka_share.protocol.codec import NEED_DATA, InFlightRequest, KafkaCodec
+from kafka_share.protocol.headers import RequestHeader, ResponseHeader
+
+
+def frame(correlation_id: int, body: bytes, header_version: int) -> bytes:
+    payload = ResponseHeader(correlation_id=correlation_id).encode(header_version) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_request_framing_uses_header_v2_for_flexible() -> None:
+    codec = KafkaCodec("client-1", first_correlation_id=7)
+    cid, data = codec.send_request(m.ShareGroupHeartbeatRequest(group_id="g"), 1)
+    assert cid == 7
+    (size,) = struct.unpack_from(">i", data)
+    assert size == len(data) - 4
+    header, pos = RequestHeader.decode(memoryview(data)[4:], 2)
+    assert (header.request_api_key, header.request_api_version) == (76, 1)
+    assert header.correlation_id == 7 and header.client_id == "client-1"
+    body = m.ShareGroupHeartbeatRequest.decode(memoryview(data)[4 + pos :], 1)
+    assert body.group_id == "g"
+    # Non-flexible request: header v1, no tagged-field byte.
+    _, data0 = codec.send_request(m.SaslHandshakeRequest(mechanism="PLAIN"), 1)
+    header0, pos0 = RequestHeader.decode(memoryview(data0)[4:], 1)
+    assert header0.correlation_id == 8
+    assert m.SaslHandshakeRequest.decode(memoryview(data0)[4 + pos0 :], 1).mechanism == "PLAIN"
+    assert codec.in_flight_count == 2
+
+
+def test_one_byte_chunks_and_in_order_matching() -> None:
+    codec = KafkaCodec(None)
+    c1, _ = codec.send_request(m.ShareGroupHeartbeatRequest(), 1, tag="hb")
+    c2, _ = codec.send_request(m.FindCoordinatorRequest(key="g"), 0)
+    hb = m.ShareGroupHeartbeatResponse(member_id="abc", member_epoch=3)
+    fc = m.FindCoordinatorResponse(node_id=2, host="h", port=9092)
+    stream = frame(c1, hb.encode(1), 1) + frame(c2, fc.encode(0), 0)
+    got: list[tuple[InFlightRequest, object]] = []
+    for b in stream:
+        codec.receive_data(bytes([b]))
+        while (item := codec.next_response()) is not NEED_DATA:
+            assert not isinstance(item, type(NEED_DATA))
+            got.append(item)
+    assert [(r.correlation_id, r.tag) for r, _ in got] == [(c1, "hb"), (c2, None)]
+    assert got[0][1] == hb and got[1][1] == fc
+    assert codec.in_flight_count == 0 and codec.buffered_bytes == 0
+
+
+def test_correlation_mismatch() -> None:
+    codec = KafkaCodec("c")
+    cid, _ = codec.send_request(m.SaslHandshakeRequest(), 0)
+    codec.receive_data(frame(cid + 5, m.SaslHandshakeResponse().encode(0), 0))
+    with pytest.raises(CorruptMessageError, match="correlation id mismatch"):
+        codec.next_response()
+    with pytest.raises(CorruptMessageError, match="unusable"):
+        codec.next_response()
+
+
+def test_response_without_request() -> None:
+    codec = KafkaCodec("c")
+    codec.receive_data(frame(0, b"", 0))
+    with pytest.raises(CorruptMessageError, match="no request in flight"):
+        codec.next_response()
+
+
+def test_oversized_frame_rejected_before_buffering() -> None:
+    codec = KafkaCodec("c", max_frame_bytes=1000)
+    codec.send_request(m.SaslHandshakeRequest(), 0)
+    codec.receive_data(struct.pack(">i", 1001))
+    with pytest.raises(CorruptMessageError, match="max_frame_bytes"):
+        codec.next_response()
+
+
+def test_truncated_frame_body() -> None:
+    codec = KafkaCodec("c")
+    cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
+    body = m.ShareFetchResponse().encode(1)[:-3]
+    codec.receive_data(frame(cid, body, 1))
+    with pytest.raises(CorruptMessageError, match="ShareFetchResponse v1"):
+        codec.next_response()
+
+
+def test_eof_mid_frame() -> None:
+    codec = KafkaCodec("c")
+    codec.send_request(m.SaslHandshakeRequest(), 0)
+    codec.receive_data(b"\x00\x00\x00\x10\x00")
+    assert codec.next_response() is NEED_DATA
+    with pytest.raises(CorruptMessageError, match="incomplete frame"):
+        codec.receive_eof()
+
+
+def test_api_versions_response_uses_header_v0_and_fallback_to_v0_body() -> None:
+    codec = KafkaCodec("c")
+    cid, _ = codec.send_request(m.ApiVersionsRequest(), API_VERSIONS_FIRST_VERSION)
+    # An older broker rejects v4 with a v0-format body listing ApiVersions v0-2.
+    fallback = m.ApiVersionsResponse(
+        error_code=35,
+        api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)],
+    ).encode(0)
+    codec.receive_data(frame(cid, fallback, 0))
+    item = codec.next_response()
+    assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
+    resp = item[1]
+    assert isinstance(resp, m.ApiVersionsResponse)
+    assert api_versions_retry_version(resp, API_VERSIONS_FIRST_VERSION) == 2
+    # Retry at v2, then the normal (header v0) v3 path.
+    cid2, _ = codec.send_request(m.ApiVersionsRequest(), 3)
+    ok = m.ApiVersionsResponse(
+        api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=78, min_version=1, max_version=2)]
+    )
+    codec.receive_data(frame(cid2, ok.encode(3), 0))
+    item2 = codec.next_response()
+    assert item2 is not NEED_DATA and not isinstance(item2, type(NEED_DATA))
+    assert item2[1] == ok
+    assert api_versions_retry_version(ok, 3) is None
+
+
+def test_retry_version_terminates() -> None:
+    resp = m.ApiVersionsResponse(error_code=35)
+    assert api_versions_retry_version(resp, 4) == 0
+    assert api_versions_retry_version(resp, 0) is None
+    odd = m.ApiVersionsResponse(
+        error_code=35,
+        api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=9)],
+    )
+    assert api_versions_retry_version(odd, 3) == 2
+
+
+def _table(versions: dict[int, tuple[int, int]], **features: int) -> ApiVersionsTable:
+    resp = m.ApiVersionsResponse(
+        api_keys=[
+            m.ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in versions.items()
+        ],
+        finalized_features_epoch=1 if features else -1,
+        finalized_features=[
+            m.ApiVersionsResponse.FinalizedFeatureKey(name=n.replace("_", "."), max_version_level=v)
+            for n, v in features.items()
+        ],
+    )
+    return ApiVersionsTable.from_response(resp)
+
+
+def test_version_negotiation() -> None:
+    table = _table({78: (1, 1), 3: (0, 12), 10: (0, 6)}, share_version=1)
+    assert table.version_for(ApiKey.SHARE_FETCH) == 1
+    assert table.version_for(ApiKey.METADATA) == 12
+    assert table.max_version(ApiKey.SHARE_ACKNOWLEDGE) is None
+    assert table.supports(ApiKey.FIND_COORDINATOR, 4)
+    assert not table.supports(ApiKey.SHARE_FETCH, 2)
+    assert table.finalized_features == {"share.version": 1}
+    with pytest.raises(UnsupportedVersionError, match=r"LIST_GROUPS.*broker none"):
+        table.version_for(ApiKey.LIST_GROUPS)
+
+
+def test_share_v0_only_broker_is_refused_with_guidance() -> None:
+    table = _table({76: (0, 0), 78: (0, 0), 79: (0, 0)})
+    with pytest.raises(UnsupportedVersionError) as info:
+        table.version_for(ApiKey.SHARE_FETCH)
+    text = str(info.value)
+    assert "SHARE_FETCH" in text and "v1-v2" in text and "v0-v0" in text
+    assert "Kafka >= 4.1" in text and "share.version=1" in text
+    with pytest.raises(UnsupportedVersionError, match=r"share\.version"):
+        _table({}).version_for(ApiKey.SHARE_GROUP_HEARTBEAT)
+
+
+def test_require_share_groups_checks_feature() -> None:
+    apis = {76: (1, 1), 78: (1, 2), 79: (1, 2)}
+    _table(apis, share_version=1).require_share_groups()
+    with pytest.raises(UnsupportedVersionError, match=r"finalized share\.version is 0"):
+        _table(apis, metadata_version=27).require_share_groups()
+
+
+def test_headers_round_trip() -> None:
+    h = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=9, client_id=None)
+    assert h.encode(1) == bytes.fromhex("0003000c00000009ffff")
+    assert h.encode(2) == bytes.fromhex("0003000c00000009ffff00")
+    assert RequestHeader.decode(memoryview(h.encode(2)), 2) == (h, 11)
+    assert ResponseHeader.decode(memoryview(b"\x00\x00\x00\x05\x00"), 1)[0].correlation_id == 5
+    with pytest.raises(CorruptMessageError):
+        ResponseHeader.decode(memoryview(b"\x00"), 0)
