@@ -492,7 +492,7 @@ class MembershipManager:
         self._next_heartbeat_ms = now_ms
         self._reset_sent_fields()
 
-    def on_heartbeat_response(  # noqa: PLR0917 - mirrors the response fields in order
+    def on_heartbeat_response(
         self,
         now_ms: int,
         error_code: int,
