@@ -16,7 +16,7 @@ def main() -> None:
 def _register() -> None:
     # Subcommands live next to the code they drive; imported here so that
     # `kafka-share --help` lists them all.
-    from kafka_share.testing.cli import broker
+    from kafka_share.testing.cli import broker  # noqa: PLC0415
 
     main.add_command(broker)
 

@@ -1,0 +1,285 @@
+"""Turn completed fetches into the records one ``poll`` returns.
+
+Application thread only (Java's ``ShareFetchCollector`` + ``ShareCompletedFetch``).
+A completed fetch is decoded once, when first reached: every batch is walked
+against the acquired offset ranges (:mod:`kafka_share.share.acquired`), which
+yields the records to deliver with their delivery counts, and the acquired
+offsets without a record (GAP acknowledgements, sent with the next acks).
+Records are then handed out in offset order, at most ``max.poll.records`` per
+poll, and deserialized as they are handed out.
+
+Poison records:
+
+* A deserializer that raises: the records before it are returned, the
+  offending offset is acknowledged RELEASE (so it is redelivered until the
+  delivery limit archives it) and :class:`RecordDeserializationError` is
+  raised by this poll when nothing precedes it, else by the next one. In
+  explicit mode the application may REJECT it by coordinates instead.
+* A batch that fails its CRC (``check.crcs``) or cannot be decoded: every
+  acquired offset in it is acknowledged REJECT and a ``CorruptRecordError``
+  is reported the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from kafka_share._app.events import CompletedShareFetch
+from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._app.in_flight import InFlightBatch
+from kafka_share.errors import (
+    CorruptMessageError,
+    CorruptRecordError,
+    KafkaError,
+    RecordDeserializationError,
+)
+from kafka_share.models import (
+    AcknowledgeType,
+    ConsumerRecord,
+    ConsumerRecords,
+    TimestampType,
+    TopicIdPartition,
+)
+from kafka_share.records.batch import CorruptBatchError, iter_batches
+from kafka_share.share.acquired import AcquiredRecords
+
+__all__ = ["CollectResult", "FetchCollector"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+Deserializer = Callable[[bytes], Any]
+
+# (offset, timestamp, key, value, headers, delivery_count, leader_epoch, timestamp_type)
+_Pending = tuple[int, int, bytes | None, bytes | None, Any, int, int | None, TimestampType]
+
+
+@attrs.define
+class CollectResult(Generic[K, V]):
+    records: ConsumerRecords[K, V]
+    #: raised by this poll if ``records`` is empty, else by the next one
+    error: KafkaError | None = None
+    acquisition_lock_timeout_ms: int | None = None
+
+
+class _PartitionData:
+    """One completed fetch, decoded, with a cursor over its deliverable records."""
+
+    __slots__ = ("errors_at", "lock_timeout_ms", "next_index", "node_id", "partition", "pending")
+
+    def __init__(self, fetch: CompletedShareFetch) -> None:
+        self.partition = fetch.partition
+        self.node_id = fetch.node_id
+        self.lock_timeout_ms = fetch.acquisition_lock_timeout_ms
+        self.pending: list[_Pending] = []
+        #: index in ``pending`` -> error to report when delivery reaches it
+        self.errors_at: dict[int, KafkaError] = {}
+        self.next_index = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.next_index >= len(self.pending) and not any(
+            i >= self.next_index for i in self.errors_at
+        )
+
+
+class FetchCollector(Generic[K, V]):
+    def __init__(
+        self,
+        *,
+        buffer: FetchBuffer[CompletedShareFetch],
+        in_flight: InFlightBatch,
+        key_deserializer: Deserializer | None,
+        value_deserializer: Deserializer | None,
+        check_crcs: bool,
+        max_poll_records: int,
+    ) -> None:
+        self._buffer = buffer
+        self._in_flight = in_flight
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._check_crcs = check_crcs
+        self._max_poll_records = max_poll_records
+        self._current: _PartitionData | None = None
+
+    def has_buffered(self) -> bool:
+        return self._current is not None or not self._buffer.is_empty()
+
+    def collect(self) -> CollectResult[K, V]:
+        """Take up to ``max.poll.records`` records from the buffered fetches."""
+        out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
+        budget = self._max_poll_records
+        lock_timeout: int | None = None
+        error: KafkaError | None = None
+        while budget > 0 and error is None:
+            data = self._current
+            if data is None:
+                fetch = self._buffer.take()
+                if fetch is None:
+                    break
+                data = self._decode(fetch)
+                self._current = data
+            if data.lock_timeout_ms is not None:
+                lock_timeout = data.lock_timeout_ms
+            records, error = self._deliver(data, budget)
+            if records:
+                out.setdefault(data.partition, []).extend(records)
+                self._in_flight.add_records(data.partition, data.node_id, records)
+                budget -= len(records)
+            if data.exhausted:
+                self._current = None
+        return CollectResult(ConsumerRecords(out), error, lock_timeout)
+
+    # -- decoding --------------------------------------------------------------
+
+    def _decode(self, fetch: CompletedShareFetch) -> _PartitionData:
+        data = _PartitionData(fetch)
+        tip = fetch.partition
+        acquired = AcquiredRecords.from_ranges(fetch.acquired)
+        if not acquired:
+            return data
+        cursor = acquired.cursor()
+        gaps: list[int] = []
+        rejects: list[int] = []
+        pending = data.pending
+        take = cursor.take
+        batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except CorruptBatchError as exc:
+                self._reject_batch(data, cursor, exc, rejects)
+                continue
+            except CorruptMessageError as exc:
+                # Framing is lost: nothing after this point can be trusted, so the
+                # rest of what we acquired is rejected rather than left locked.
+                first = cursor.next_offset
+                cursor.finish(rejects)
+                data.errors_at[len(pending)] = CorruptRecordError(
+                    f"Record batch for partition {tip.topic}-{tip.partition} at offset "
+                    f"{first} is corrupt and was rejected: {exc}"
+                )
+                break
+            next_offset = cursor.next_offset
+            if next_offset is None:
+                break
+            if batch.last_offset < next_offset:
+                continue
+            if batch.is_control:
+                continue  # its acquired offsets become GAPs as the cursor passes them
+            try:
+                records = batch.records()
+            except CorruptBatchError as exc:
+                self._reject_batch(data, cursor, exc, rejects)
+                continue
+            epoch = batch.partition_leader_epoch
+            leader_epoch = epoch if epoch >= 0 else None
+            ts_type = batch.timestamp_type
+            for offset, timestamp, key, value, headers in records:
+                count = take(offset, gaps)
+                if count is not None:
+                    pending.append(
+                        (offset, timestamp, key, value, headers, count, leader_epoch, ts_type)
+                    )
+        cursor.finish(gaps)
+        if gaps:
+            self._in_flight.add_gaps(tip, data.node_id, gaps)
+        if rejects:
+            self._in_flight.add_failed(tip, data.node_id, rejects, AcknowledgeType.REJECT)
+        return data
+
+    def _reject_batch(
+        self,
+        data: _PartitionData,
+        cursor: Any,
+        exc: CorruptBatchError,
+        rejects: list[int],
+    ) -> None:
+        gaps_before: list[int] = []
+        cursor.drain_before(exc.base_offset, gaps_before)
+        if gaps_before:
+            self._in_flight.add_gaps(data.partition, data.node_id, gaps_before)
+        before = len(rejects)
+        cursor.drain_before(exc.last_offset + 1, rejects)
+        if len(rejects) == before:
+            return  # nothing of that batch was acquired by us: not our problem
+        tip = data.partition
+        data.errors_at[len(data.pending)] = CorruptRecordError(
+            f"Record batch for partition {tip.topic}-{tip.partition} at offset "
+            f"{exc.base_offset} is invalid and its acquired records were rejected: {exc}"
+        )
+
+    # -- delivery ----------------------------------------------------------------
+
+    def _deliver(
+        self, data: _PartitionData, budget: int
+    ) -> tuple[list[ConsumerRecord[K, V]], KafkaError | None]:
+        out: list[ConsumerRecord[K, V]] = []
+        tip = data.partition
+        topic, partition = tip.topic, tip.partition
+        kd, vd = self._key_deserializer, self._value_deserializer
+        pending = data.pending
+        errors_at = data.errors_at
+        i = data.next_index
+        end = min(len(pending), i + budget)
+        new: Any = ConsumerRecord
+        while i < end or i in errors_at:
+            err = errors_at.pop(i, None)
+            if err is not None:
+                data.next_index = i
+                return out, err
+            offset, ts, key, value, headers, count, epoch, ts_type = pending[i]
+            try:
+                k = kd(key) if kd is not None and key is not None else key
+            except Exception as exc:
+                data.next_index = i + 1
+                return out, self._poison(data, pending[i], exc, is_key=True)
+            try:
+                v = vd(value) if vd is not None and value is not None else value
+            except Exception as exc:
+                data.next_index = i + 1
+                return out, self._poison(data, pending[i], exc, is_key=False)
+            out.append(
+                new(
+                    topic,
+                    partition,
+                    offset,
+                    ts,
+                    ts_type,
+                    k,
+                    v,
+                    headers,
+                    epoch,
+                    count,
+                    -1 if key is None else len(key),
+                    -1 if value is None else len(value),
+                )
+            )
+            i += 1
+        data.next_index = i
+        return out, None
+
+    def _poison(
+        self, data: _PartitionData, item: _Pending, exc: Exception, *, is_key: bool
+    ) -> RecordDeserializationError:
+        offset, _ts, key, value = item[0], item[1], item[2], item[3]
+        tip = data.partition
+        self._in_flight.add_failed(tip, data.node_id, [offset], AcknowledgeType.RELEASE)
+        what = "key" if is_key else "value"
+        err = RecordDeserializationError(
+            f"Error deserializing {what} for partition {tip.topic}-{tip.partition} at offset "
+            f"{offset}: {type(exc).__name__}: {exc}. The record has been released.",
+            topic=tip.topic,
+            partition=tip.partition,
+            offset=offset,
+            key=key,
+            value=value,
+            is_key=is_key,
+        )
+        err.__cause__ = exc
+        return err

@@ -1,0 +1,171 @@
+"""Events exchanged between the application thread and the network thread.
+
+Application events go app -> network through one queue; the network thread
+applies them in order. Completable events carry a ``concurrent.futures.Future``
+and an absolute deadline (``deadline_ms``, on the monotonic clock); the
+network thread completes every future by its deadline at the latest (the
+"reaper"), so no application call can wait past its timeout.
+
+Background events go network -> app: errors to raise from ``poll`` and the
+results of acknowledgements (for the commit callback and ``commit_sync``).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+import attrs
+
+from kafka_share.errors import KafkaError
+from kafka_share.models import TopicIdPartition
+
+if TYPE_CHECKING:
+    from kafka_share.share.acknowledgements import Acknowledgements
+
+__all__ = [
+    "AckResults",
+    "AcknowledgeAsyncEvent",
+    "AcknowledgeOnCloseEvent",
+    "AcknowledgeSyncEvent",
+    "AcknowledgementCompletion",
+    "ApplicationEvent",
+    "CallbackRegistrationEvent",
+    "CompletableEvent",
+    "ErrorEvent",
+    "FetchEvent",
+    "LeaveGroupEvent",
+    "NodeAcknowledgements",
+    "PollEvent",
+    "StopEvent",
+    "SubscriptionChangeEvent",
+]
+
+#: Per-partition outcome of a commit: ``None`` for success, else the error.
+AckResults = dict[TopicIdPartition, KafkaError | None]
+
+
+@attrs.frozen
+class NodeAcknowledgements:
+    """Acknowledgements of one partition, routed to the node that delivered the records.
+
+    The acquisition locks live on that broker's share-partition, so the acks
+    must go there and nowhere else, even if leadership has moved since.
+    """
+
+    node_id: int
+    acknowledgements: Acknowledgements
+
+
+AcksByPartition = dict[TopicIdPartition, NodeAcknowledgements]
+
+
+@attrs.define(eq=False)
+class CompletableEvent:
+    deadline_ms: int
+    future: Future[object] = attrs.field(factory=Future)
+
+
+@attrs.define(eq=False)
+class SubscriptionChangeEvent(CompletableEvent):
+    topics: frozenset[str] = frozenset()
+
+
+@attrs.define(eq=False)
+class LeaveGroupEvent(CompletableEvent):
+    """Unsubscribe (or close): leave the group with a final heartbeat at epoch -1."""
+
+    on_close: bool = False
+
+
+@attrs.define(eq=False)
+class PollEvent:
+    """The application called ``poll``: resets the poll timer, (re)joins if needed."""
+
+    now_ms: int
+
+
+@attrs.define(eq=False)
+class FetchEvent:
+    """Fetch more records; ``acks`` ride on the next ShareFetch to their node."""
+
+    acks: AcksByPartition
+
+
+@attrs.define(eq=False)
+class AcknowledgeAsyncEvent:
+    acks: AcksByPartition
+    deadline_ms: int
+
+
+@attrs.define(eq=False)
+class AcknowledgeSyncEvent(CompletableEvent):
+    """``commit_sync``: the future's result is an :data:`AckResults`."""
+
+    acks: AcksByPartition = attrs.field(factory=dict)
+
+
+@attrs.define(eq=False)
+class AcknowledgeOnCloseEvent(CompletableEvent):
+    """Final acks plus a ShareAcknowledge at epoch -1 to every node with a session."""
+
+    acks: AcksByPartition = attrs.field(factory=dict)
+
+
+@attrs.define(eq=False)
+class CallbackRegistrationEvent:
+    enabled: bool
+
+
+@attrs.define(eq=False)
+class StopEvent:
+    """Stop the network thread's loop (after close has flushed what it could)."""
+
+
+ApplicationEvent = (
+    SubscriptionChangeEvent
+    | LeaveGroupEvent
+    | PollEvent
+    | FetchEvent
+    | AcknowledgeAsyncEvent
+    | AcknowledgeSyncEvent
+    | AcknowledgeOnCloseEvent
+    | CallbackRegistrationEvent
+    | StopEvent
+)
+
+
+@attrs.frozen
+class ErrorEvent:
+    """An error the application thread raises from its next call (e.g. fatal membership)."""
+
+    error: KafkaError
+
+
+@attrs.frozen
+class AcknowledgementCompletion:
+    """The broker's answer (or a local failure) for one acknowledgement batch of a partition."""
+
+    partition: TopicIdPartition
+    offsets: frozenset[int]
+    error: KafkaError | None
+    #: Offsets that were RENEWed successfully and go back to the application.
+    renewed_offsets: frozenset[int] = frozenset()
+    #: Lock duration reported with the answer (ShareAcknowledge v2), if any.
+    acquisition_lock_timeout_ms: int | None = None
+
+
+@attrs.define(eq=False)
+class CompletedShareFetch:
+    """One partition's data from one ShareFetch response (network -> application).
+
+    Decoding and deserialization happen on the application thread, like Java's
+    ShareCompletedFetch, so the network thread stays free for heartbeats.
+    """
+
+    node_id: int
+    partition: TopicIdPartition
+    records: bytes | memoryview
+    #: (first_offset, last_offset, delivery_count) ranges the broker acquired for us
+    acquired: list[tuple[int, int, int]]
+    acquisition_lock_timeout_ms: int | None = None

@@ -1,0 +1,195 @@
+"""The records handed to the application by the last ``poll`` and their acknowledgements.
+
+Application thread only. This is Java's ``ShareFetch``/``ShareInFlightBatch``:
+it knows which records may still be acknowledged (only those of the current
+batch), which node delivered each partition's records (acks must go back to
+that node), and which records are being RENEWed (they come back from a later
+``poll`` once the broker has extended their locks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka_share.errors import IllegalStateError
+from kafka_share.models import AcknowledgeType, ConsumerRecord, TopicIdPartition
+
+__all__ = ["GAP", "InFlightBatch"]
+
+#: Wire acknowledge type for acquired offsets without a record (not public).
+GAP = 0
+
+_NOT_IN_BATCH = "The record cannot be acknowledged."
+
+
+class _PartitionInFlight:
+    __slots__ = ("acks", "failed_offsets", "node_id", "records", "renewing")
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        #: offset -> record still awaiting (or holding) an acknowledgement
+        self.records: dict[int, ConsumerRecord[Any, Any]] = {}
+        #: offset -> wire acknowledge type (GAP=0 included)
+        self.acks: dict[int, int] = {}
+        #: offsets that could not become records (deserialization or CRC failure);
+        #: only these may be acknowledged by coordinates.
+        self.failed_offsets: set[int] = set()
+        #: offset -> record whose RENEW is on its way to the broker
+        self.renewing: dict[int, ConsumerRecord[Any, Any]] = {}
+
+
+class InFlightBatch:
+    """Acknowledgement bookkeeping for the current batch of records."""
+
+    def __init__(self) -> None:
+        self._partitions: dict[TopicIdPartition, _PartitionInFlight] = {}
+        self._by_name: dict[tuple[str, int], TopicIdPartition] = {}
+
+    # -- filling ---------------------------------------------------------------
+
+    def _partition(self, tip: TopicIdPartition, node_id: int) -> _PartitionInFlight:
+        p = self._partitions.get(tip)
+        if p is None or p.node_id != node_id:
+            if p is not None and (p.records or p.acks or p.renewing):
+                # Records of one partition delivered by a new node: the old node's
+                # acks must still go to the old node, so keep them apart.
+                raise IllegalStateError(
+                    f"partition {tip} has in-flight records from node {p.node_id} and new "
+                    f"records from node {node_id}"
+                )
+            p = _PartitionInFlight(node_id)
+            self._partitions[tip] = p
+            self._by_name[(tip.topic, tip.partition)] = tip
+        return p
+
+    def add_records(
+        self, tip: TopicIdPartition, node_id: int, records: list[ConsumerRecord[Any, Any]]
+    ) -> None:
+        p = self._partition(tip, node_id)
+        for r in records:
+            p.records[r.offset] = r
+
+    def add_gaps(self, tip: TopicIdPartition, node_id: int, offsets: list[int]) -> None:
+        p = self._partition(tip, node_id)
+        for o in offsets:
+            p.acks[o] = GAP
+
+    def add_failed(
+        self, tip: TopicIdPartition, node_id: int, offsets: list[int], ack_type: AcknowledgeType
+    ) -> None:
+        """Offsets that failed to become records: auto-acknowledged (RELEASE or REJECT)."""
+        p = self._partition(tip, node_id)
+        for o in offsets:
+            p.failed_offsets.add(o)
+            p.acks[o] = int(ack_type)
+
+    # -- acknowledging ----------------------------------------------------------------
+
+    def acknowledge(self, record: ConsumerRecord[Any, Any], ack_type: AcknowledgeType) -> None:
+        tip = self._by_name.get((record.topic, record.partition))
+        p = self._partitions.get(tip) if tip is not None else None
+        if p is None:
+            raise IllegalStateError(_NOT_IN_BATCH)
+        held = p.records.get(record.offset)
+        if held is None or held.delivery_count != record.delivery_count:
+            raise IllegalStateError(_NOT_IN_BATCH)
+        p.acks[record.offset] = int(ack_type)
+
+    def acknowledge_offset(
+        self, topic: str, partition: int, offset: int, ack_type: AcknowledgeType
+    ) -> None:
+        tip = self._by_name.get((topic, partition))
+        p = self._partitions.get(tip) if tip is not None else None
+        if p is None or offset not in p.failed_offsets:
+            raise IllegalStateError(_NOT_IN_BATCH)
+        p.acks[offset] = int(ack_type)
+
+    def acknowledge_all(self, ack_type: AcknowledgeType) -> None:
+        """Implicit mode: every record not yet acknowledged gets ``ack_type``."""
+        for p in self._partitions.values():
+            for offset in p.records:
+                p.acks.setdefault(offset, int(ack_type))
+
+    # -- queries -------------------------------------------------------------------
+
+    def all_acknowledged(self) -> bool:
+        return all(
+            all(o in p.acks for o in p.records) for p in self._partitions.values()
+        )
+
+    def unacknowledged_count(self) -> int:
+        return sum(
+            sum(1 for o in p.records if o not in p.acks) for p in self._partitions.values()
+        )
+
+    def has_renewing(self) -> bool:
+        return any(p.renewing for p in self._partitions.values())
+
+    def has_records(self) -> bool:
+        return any(p.records for p in self._partitions.values())
+
+    def has_pending_acks(self) -> bool:
+        return any(p.acks for p in self._partitions.values())
+
+    def is_empty(self) -> bool:
+        return not any(p.records or p.acks or p.renewing for p in self._partitions.values())
+
+    # -- hand-off to the network thread ------------------------------------------------
+
+    def take_acknowledged(self) -> dict[TopicIdPartition, tuple[int, dict[int, int]]]:
+        """Remove and return the acknowledged offsets: tip -> (node_id, {offset: type}).
+
+        Acknowledged records leave the batch (they can no longer be acknowledged).
+        RENEWed records move to the renewing set until the broker answers.
+        """
+        out: dict[TopicIdPartition, tuple[int, dict[int, int]]] = {}
+        for tip, p in self._partitions.items():
+            if not p.acks:
+                continue
+            acks = p.acks
+            p.acks = {}
+            for offset, t in acks.items():
+                record = p.records.pop(offset, None)
+                if t == AcknowledgeType.RENEW and record is not None:
+                    p.renewing[offset] = record
+                p.failed_offsets.discard(offset)
+            out[tip] = (p.node_id, acks)
+        self._compact()
+        return out
+
+    def on_renew_completed(
+        self, tip: TopicIdPartition, renewed: frozenset[int], failed: frozenset[int]
+    ) -> None:
+        """Renewed records come back into the batch; failed renewals are dropped."""
+        p = self._partitions.get(tip)
+        if p is None:
+            return
+        for offset in renewed:
+            record = p.renewing.pop(offset, None)
+            if record is not None:
+                p.records[offset] = record
+        for offset in failed:
+            p.renewing.pop(offset, None)
+        self._compact()
+
+    def current_records(self) -> dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]:
+        return {
+            tip: [p.records[o] for o in sorted(p.records)]
+            for tip, p in self._partitions.items()
+            if p.records
+        }
+
+    def node_of(self, tip: TopicIdPartition) -> int | None:
+        p = self._partitions.get(tip)
+        return p.node_id if p is not None else None
+
+    def clear(self) -> None:
+        self._partitions.clear()
+        self._by_name.clear()
+
+    def _compact(self) -> None:
+        for tip in [t for t, p in self._partitions.items()
+                    if not (p.records or p.acks or p.renewing or p.failed_offsets)]:
+            del self._partitions[tip]
+            if self._by_name.get((tip.topic, tip.partition)) == tip:
+                del self._by_name[(tip.topic, tip.partition)]

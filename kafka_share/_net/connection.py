@@ -1,0 +1,309 @@
+"""One TCP connection to one broker: non-blocking socket + the sans-IO codec.
+
+Lifecycle: CONNECTING -> (socket connected) -> NEGOTIATING (ApiVersions in
+flight) -> READY -> CLOSED. Requests queued before READY wait and go out in
+order once versions are known, so every request is encoded at the highest
+version both sides support.
+
+Everything here runs on the network thread; nothing blocks. A request that
+gets no answer within ``request_timeout_ms`` closes the connection, as in
+Java's NetworkClient, because the broker answers in order and a missing
+answer means the connection can no longer be trusted.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import logging
+import socket
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from kafka_share._version import __version__
+from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError, UnsupportedVersionError
+from kafka_share.protocol.api_keys import ApiKey, ApiVersionsTable, api_versions_retry_version
+from kafka_share.protocol.codec import NEED_DATA, KafkaCodec
+from kafka_share.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from kafka_share.share.unsent import VersionedRequest
+
+__all__ = ["BrokerConnection", "ConnectionState", "ResponseHandler"]
+
+log = logging.getLogger("kafka_share.net")
+
+#: Called with (response, None) on success or (None, error) on failure.
+ResponseHandler = Callable[[Any, KafkaError | None], None]
+
+_RECV_BYTES = 1 << 20
+
+
+class ConnectionState(enum.Enum):
+    CONNECTING = "connecting"
+    NEGOTIATING = "negotiating"
+    READY = "ready"
+    CLOSED = "closed"
+
+
+@attrs.define(eq=False)
+class _Pending:
+    request: Any
+    handler: ResponseHandler
+    version: int | None
+    deadline_ms: int
+    sent_ms: int = 0
+
+
+class BrokerConnection:
+    """A connection to ``host:port`` identified by ``node_id`` (negative for bootstrap)."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        host: str,
+        port: int,
+        client_id: str,
+        now_ms: int,
+        connect_timeout_ms: int,
+        request_timeout_ms: int,
+        max_frame_bytes: int = 104857600,
+    ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.state = ConnectionState.CONNECTING
+        self.api_versions: ApiVersionsTable | None = None
+        self.close_reason: KafkaError | None = None
+        self._client_id = client_id
+        self._codec = KafkaCodec(client_id=client_id, max_frame_bytes=max_frame_bytes)
+        self._request_timeout_ms = request_timeout_ms
+        self._connect_deadline_ms = now_ms + connect_timeout_ms
+        self._queued: deque[_Pending] = deque()
+        self._in_flight: dict[int, _Pending] = {}
+        self._out = bytearray()
+        self._api_versions_version = ApiVersionsRequest.MAX_VERSION
+        self.last_activity_ms = now_ms
+        self.sock = self._open_socket()
+
+    # -- socket setup -----------------------------------------------------
+
+    def _open_socket(self) -> socket.socket:
+        try:
+            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise NetworkError(f"cannot resolve broker {self.host}:{self.port}: {exc}") from exc
+        family, socktype, proto, _, addr = infos[0]
+        sock = socket.socket(family, socktype, proto)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        err = sock.connect_ex(addr)
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+            sock.close()
+            raise NetworkError(
+                f"cannot connect to broker {self.host}:{self.port}: {errno.errorcode.get(err, err)}"
+            )
+        return sock
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state is ConnectionState.READY
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight) + len(self._queued)
+
+    def wants_write(self) -> bool:
+        return self.state is ConnectionState.CONNECTING or bool(self._out)
+
+    def send(
+        self,
+        request: Any,
+        handler: ResponseHandler,
+        *,
+        now_ms: int,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Queue ``request``; ``handler`` is called exactly once with the outcome."""
+        if self.state is ConnectionState.CLOSED:
+            handler(None, self.close_reason or NetworkError(f"connection to {self.address} closed"))
+            return
+        deadline = now_ms + (self._request_timeout_ms if timeout_ms is None else timeout_ms)
+        pending = _Pending(request, handler, version, deadline)
+        if self.state is ConnectionState.READY:
+            self._encode(pending, now_ms)
+        else:
+            self._queued.append(pending)
+
+    def on_writable(self, now_ms: int) -> None:
+        if self.state is ConnectionState.CONNECTING:
+            err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err != 0:
+                self.close(NetworkError(
+                    f"cannot connect to broker {self.address}: {errno.errorcode.get(err, err)}"
+                ))
+                return
+            self.state = ConnectionState.NEGOTIATING
+            self._send_api_versions(now_ms)
+        self._flush()
+
+    def on_readable(self, now_ms: int) -> None:
+        try:
+            data = self.sock.recv(_RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.close(NetworkError(f"connection to {self.address} failed: {exc}"))
+            return
+        if not data:
+            self.close(NetworkError(f"connection to broker {self.address} was closed by the peer"))
+            return
+        self.last_activity_ms = now_ms
+        try:
+            self._codec.receive_data(data)
+            while True:
+                event = self._codec.next_response()
+                if event is NEED_DATA:
+                    break
+                in_flight, response = event
+                pending = self._in_flight.pop(in_flight.correlation_id, None)
+                if pending is None:
+                    continue
+                pending.handler(response, None)
+                if self.state is ConnectionState.CLOSED:
+                    return
+        except KafkaError as exc:
+            self.close(exc)
+
+    def check_timeouts(self, now_ms: int) -> None:
+        if self.state is ConnectionState.CONNECTING and now_ms >= self._connect_deadline_ms:
+            self.close(KafkaTimeoutError(f"connecting to broker {self.address} timed out"))
+            return
+        for pending in self._in_flight.values():
+            if now_ms >= pending.deadline_ms:
+                self.close(KafkaTimeoutError(
+                    f"request {type(pending.request).__name__} to broker {self.address} "
+                    f"got no response within {pending.deadline_ms - pending.sent_ms} ms"
+                ))
+                return
+        for pending in list(self._queued):
+            if now_ms >= pending.deadline_ms:
+                self._queued.remove(pending)
+                pending.handler(None, KafkaTimeoutError(
+                    f"request {type(pending.request).__name__} to broker {self.address} "
+                    "timed out before the connection was ready"
+                ))
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [p.deadline_ms for p in self._in_flight.values()]
+        deadlines.extend(p.deadline_ms for p in self._queued)
+        if self.state is ConnectionState.CONNECTING:
+            deadlines.append(self._connect_deadline_ms)
+        return min(deadlines) if deadlines else None
+
+    def close(self, reason: KafkaError | None = None) -> None:
+        """Close the socket and fail everything pending with ``reason``."""
+        if self.state is ConnectionState.CLOSED:
+            return
+        self.state = ConnectionState.CLOSED
+        self.close_reason = reason or NetworkError(f"connection to {self.address} closed")
+        if reason is not None:
+            log.info("connection to node %s (%s) closed: %s", self.node_id, self.address, reason)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        pending = list(self._in_flight.values()) + list(self._queued)
+        self._in_flight.clear()
+        self._queued.clear()
+        for p in pending:
+            try:
+                p.handler(None, self.close_reason)
+            except Exception:  # a handler bug must not stop the others from completing
+                log.exception("response handler failed while closing connection")
+
+    # -- internals ------------------------------------------------------------
+
+    def _send_api_versions(self, now_ms: int) -> None:
+        request = ApiVersionsRequest(
+            client_software_name="kafka-share", client_software_version=_version()
+        )
+        pending = _Pending(
+            request, self._on_api_versions, self._api_versions_version,
+            now_ms + self._request_timeout_ms,
+        )
+        self._encode(pending, now_ms)
+
+    def _on_api_versions(self, response: Any, error: KafkaError | None) -> None:
+        if error is not None:
+            self.close(error)
+            return
+        assert isinstance(response, ApiVersionsResponse)
+        retry = api_versions_retry_version(response, self._api_versions_version)
+        if retry is not None:
+            # The broker does not know our ApiVersions version; retry at the
+            # version it advertised (KIP-511).
+            self._api_versions_version = retry
+            self._send_api_versions(self.last_activity_ms)
+            self._flush()
+            return
+        try:
+            self.api_versions = ApiVersionsTable.from_response(response)
+        except KafkaError as exc:
+            self.close(exc)
+            return
+        self.state = ConnectionState.READY
+        queued = list(self._queued)
+        self._queued.clear()
+        for pending in queued:
+            self._encode(pending, self.last_activity_ms)
+        self._flush()
+
+    def _encode(self, pending: _Pending, now_ms: int) -> None:
+        request = pending.request
+        try:
+            versioned = isinstance(request, VersionedRequest)
+            api_key = request.api_key if versioned else request.API_KEY
+            if pending.version is not None:
+                version = pending.version
+            else:
+                assert self.api_versions is not None
+                version = self.api_versions.version_for(ApiKey(api_key))
+            if versioned:
+                request = request.build(version)
+                pending.request = request
+            correlation_id, frame = self._codec.send_request(request, version)
+        except (KafkaError, ValueError) as exc:
+            err = exc if isinstance(exc, KafkaError) else UnsupportedVersionError(str(exc))
+            pending.handler(None, err)
+            return
+        pending.sent_ms = now_ms
+        self._in_flight[correlation_id] = pending
+        self._out += frame
+        self._flush()
+
+    def _flush(self) -> None:
+        if not self._out or self.state in (ConnectionState.CONNECTING, ConnectionState.CLOSED):
+            return
+        try:
+            sent = self.sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.close(NetworkError(f"sending to broker {self.address} failed: {exc}"))
+            return
+        del self._out[:sent]
+
+
+def _version() -> str:
+    # ApiVersions requires [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in __version__)

@@ -1,0 +1,672 @@
+"""``ShareConsumer``: the application-thread facade of a Kafka share-group consumer.
+
+Theory of operation
+-------------------
+Two threads. The *application thread* (whoever calls ``poll``) owns this
+object, the batch of records it handed out (:class:`InFlightBatch`) and the
+acknowledgement-commit callback. A *network thread* owns every socket and the
+share engine: metadata, coordinator discovery, the ShareGroupHeartbeat
+membership state machine, one share session per broker, ShareFetch and
+ShareAcknowledge.
+
+They meet at three points only:
+
+* an event queue (app -> network), see :mod:`kafka_share._app.events`;
+* the fetch buffer (network -> app), which also carries background events
+  (errors to raise, acknowledgement results);
+* futures with deadlines for the calls that wait for an answer
+  (``subscribe``, ``commit_sync``, ``unsubscribe``, ``close``). The network
+  thread completes each by its deadline, so no call waits past its timeout.
+
+Acknowledgements are recorded locally by ``acknowledge`` and shipped on the
+next ``poll`` (riding on the next ShareFetch to the node that delivered the
+records, or as a standalone ShareAcknowledge), ``commit_sync``,
+``commit_async`` or ``close``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Generic, TypeVar
+
+from kafka_share._app.collector import FetchCollector
+from kafka_share._app.events import (
+    AcknowledgeAsyncEvent,
+    AcknowledgementCompletion,
+    AcknowledgeOnCloseEvent,
+    AcknowledgeSyncEvent,
+    AcksByPartition,
+    ApplicationEvent,
+    CallbackRegistrationEvent,
+    CompletableEvent,
+    CompletedShareFetch,
+    ErrorEvent,
+    FetchEvent,
+    LeaveGroupEvent,
+    NodeAcknowledgements,
+    PollEvent,
+    SubscriptionChangeEvent,
+)
+from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._app.in_flight import GAP, InFlightBatch
+from kafka_share._net.thread import NetworkThread
+from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
+from kafka_share.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+    WakeupError,
+)
+from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
+from kafka_share.share.acknowledgements import Acknowledgements
+
+__all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
+
+log = logging.getLogger("kafka_share.consumer")
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+#: ``callback(offsets, error)``: offsets by partition of one acknowledgement batch,
+#: and ``None`` on success or the error that made it fail.
+AcknowledgementCommitCallback = Callable[
+    [dict[TopicIdPartition, set[int]], KafkaError | None], None
+]
+
+_client_numbers = itertools.count(1)
+_COMPLETABLE = (
+    SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
+)
+_DEFAULT_CLOSE_TIMEOUT_S = 30.0
+
+
+class _State(enum.Enum):
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _timeout_ms(timeout: float | None, default_ms: int, what: str) -> int:
+    if timeout is None:
+        return default_ms
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{what} timeout must be a number of seconds, got {timeout!r}")
+    if timeout < 0:
+        raise ValueError(f"{what} timeout must not be negative, got {timeout!r}")
+    if timeout == float("inf"):
+        return 2**62
+    return int(timeout * 1000)
+
+
+class ShareConsumer(Generic[K, V]):
+    """A consumer in a Kafka share group (KIP-932), like Java's ``KafkaShareConsumer``.
+
+    Configuration takes Kafka's dotted keys, Python keyword names, or both::
+
+        ShareConsumer({"bootstrap.servers": "localhost:9092", "group.id": "workers"})
+        ShareConsumer(bootstrap_servers="localhost:9092", group_id="workers",
+                      share_acknowledgement_mode="explicit")
+
+    Records are acknowledged implicitly (ACCEPT on the next ``poll`` or commit)
+    unless ``share.acknowledgement.mode`` is ``explicit``, in which case every
+    record returned by ``poll`` must be acknowledged before the next ``poll``.
+
+    A ``ShareConsumer`` is not thread-safe: one thread uses it, except for
+    :meth:`wakeup`, which any thread may call. Use it as a context manager or
+    call :meth:`close`.
+
+    Raises:
+        ConfigError: a configuration key or value is invalid; the message names it.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        /,
+        *,
+        key_deserializer: Callable[[bytes], K] | None = None,
+        value_deserializer: Callable[[bytes], V] | None = None,
+        **kwargs: object,
+    ) -> None:
+        # Set first so __del__/close work even if parsing fails.
+        self._state = _State.CLOSED
+        if key_deserializer is not None:
+            kwargs["key_deserializer"] = key_deserializer
+        if value_deserializer is not None:
+            kwargs["value_deserializer"] = value_deserializer
+        self._config: ShareConsumerConfig = parse_config(config, **kwargs)
+        cfg = self._config
+        self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
+        self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
+        self._log = logging.LoggerAdapter(
+            log, {"client_id": self._client_id, "group_id": cfg.group_id}
+        )
+        self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
+        self._in_flight = InFlightBatch()
+        self._collector: FetchCollector[K, V] = FetchCollector(
+            buffer=self._fetch_buffer,
+            in_flight=self._in_flight,
+            key_deserializer=cfg.key_deserializer,
+            value_deserializer=cfg.value_deserializer,
+            check_crcs=cfg.check_crcs,
+            max_poll_records=cfg.max_poll_records,
+        )
+        self._subscription: frozenset[str] = frozenset()
+        self._callback: AcknowledgementCommitCallback | None = None
+        self._in_callback = False
+        self._owner: int | None = None
+        self._owner_depth = 0
+        self._guard = threading.Lock()
+        self._wakeup_requested = threading.Event()
+        self._wake_future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._pending_error: KafkaError | None = None
+        self._deferred_errors: list[KafkaError] = []
+        self._completions: list[AcknowledgementCompletion] = []
+        self._acquisition_lock_timeout_ms: int | None = None
+        self._thread = NetworkThread(
+            config=cfg, client_id=self._client_id, fetch_buffer=self._fetch_buffer
+        )
+        self._thread.start()
+        self._state = _State.OPEN
+        self._log.debug("share consumer created")
+
+    # -- context manager -------------------------------------------------------
+
+    def __enter__(self) -> ShareConsumer[K, V]:
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A consumer dropped without close() must not leave a thread behind.
+        if getattr(self, "_state", _State.CLOSED) is _State.OPEN:
+            try:
+                self._thread.stop_now()
+            except Exception:
+                pass
+
+    # -- identity --------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self._client_id
+
+    @property
+    def group_id(self) -> str:
+        return self._config.group_id
+
+    @property
+    def member_id(self) -> str:
+        """The member id this consumer generated for itself (kept for its lifetime)."""
+        return self._thread.member_id
+
+    @property
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """The acquisition lock duration the broker reported most recently, if any."""
+        return self._acquisition_lock_timeout_ms
+
+    # -- subscription ----------------------------------------------------------
+
+    def subscribe(self, topics: Collection[str]) -> None:
+        """Subscribe to ``topics``, replacing the previous subscription.
+
+        An empty collection is the same as :meth:`unsubscribe`. The group is
+        joined on the next :meth:`poll`.
+        """
+        with self._owned():
+            if isinstance(topics, (str, bytes)):
+                raise TypeError(
+                    f"subscribe() takes a collection of topic names, not a single string: "
+                    f"use subscribe([{topics!r}])"
+                )
+            names = list(topics)
+            for t in names:
+                if not isinstance(t, str) or not t.strip():
+                    raise ValueError(f"topic names must be non-empty strings, got {t!r}")
+            if not names:
+                self._unsubscribe_locked()
+                return
+            new = frozenset(names)
+            self._call(SubscriptionChangeEvent(deadline_ms=self._api_deadline(), topics=new))
+            self._subscription = new
+
+    def subscription(self) -> frozenset[str]:
+        """The current subscription (empty if none)."""
+        with self._owned():
+            return self._subscription
+
+    def unsubscribe(self) -> None:
+        """Clear the subscription and leave the group."""
+        with self._owned():
+            self._unsubscribe_locked()
+
+    def _unsubscribe_locked(self) -> None:
+        self._subscription = frozenset()
+        self._call(LeaveGroupEvent(deadline_ms=self._api_deadline()))
+
+    # -- polling -------------------------------------------------------------------
+
+    def poll(self, timeout: float | None = None) -> ConsumerRecords[K, V]:
+        """Fetch records, waiting up to ``timeout`` seconds (default: return at once
+        if nothing is buffered).
+
+        In implicit mode the records of the previous poll are accepted first.
+
+        Raises:
+            IllegalStateError: not subscribed; or, in explicit mode, records of the
+                previous poll are not all acknowledged.
+            WakeupError: :meth:`wakeup` was called.
+            RecordDeserializationError: a deserializer failed; that record was released.
+            CorruptRecordError: a record batch failed its CRC; its records were rejected.
+            KafkaError: a fatal group error (authorization, group full, share groups
+                not enabled on the cluster, ...).
+        """
+        timeout_ms = _timeout_ms(timeout, 0, "poll")
+        with self._owned():
+            deadline = _now_ms() + timeout_ms
+            self._raise_background()
+            self._handle_completions()
+            if self._pending_error is not None:
+                err, self._pending_error = self._pending_error, None
+                raise err
+            if self._explicit:
+                if not self._in_flight.all_acknowledged():
+                    raise IllegalStateError(
+                        "All records must be acknowledged in explicit acknowledgement mode."
+                    )
+            else:
+                self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+            if not self._subscription:
+                raise IllegalStateError("Consumer is not subscribed to any topics.")
+            self._submit(PollEvent(now_ms=_now_ms()))
+            fetch_sent = False
+            record_limit = self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT
+            while True:
+                self._maybe_raise_wakeup()
+                acks = self._take_acks()
+                if self._in_flight.has_renewing():
+                    # Renewed records come back first; no new records meanwhile.
+                    if acks:
+                        self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
+                    returned = self._in_flight.current_records()
+                    if returned:
+                        return self._records_of(returned)
+                else:
+                    buffered_before = not self._fetch_buffer.is_empty()
+                    try:
+                        batch = self._collector.collect()
+                    except KafkaError:
+                        self._send_acks(acks, fetch=False)
+                        self._send_acks(self._take_acks(), fetch=False)
+                        raise
+                    drained = self._fetch_buffer.is_empty()
+                    want_fetch = not fetch_sent and drained and not (
+                        record_limit and buffered_before
+                    )
+                    if batch.records or batch.error is not None:
+                        gap_acks = self._take_acks()
+                        self._send_acks(_merge_acks(acks, gap_acks), fetch=want_fetch)
+                        fetch_sent = fetch_sent or want_fetch
+                        if batch.error is not None:
+                            if not batch.records:
+                                raise batch.error
+                            self._pending_error = batch.error
+                        self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
+                        self._handle_completions()
+                        return batch.records
+                    if want_fetch or acks:
+                        self._send_acks(acks, fetch=want_fetch)
+                        fetch_sent = fetch_sent or want_fetch
+                remaining = deadline - _now_ms()
+                if remaining <= 0:
+                    self._handle_completions()
+                    return ConsumerRecords()
+                self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
+                self._raise_background()
+                self._handle_completions()
+
+    def _records_of(
+        self, by_partition: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]
+    ) -> ConsumerRecords[K, V]:
+        return ConsumerRecords(by_partition)
+
+    # -- acknowledging ---------------------------------------------------------------
+
+    def acknowledge(
+        self, record: ConsumerRecord[K, V], type: AcknowledgeType = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Acknowledge a record of the current batch (explicit mode only).
+
+        Acknowledging the same record twice before it is sent keeps the last type.
+        The acknowledgement is sent by the next ``poll``, ``commit_sync``,
+        ``commit_async`` or ``close``.
+
+        Raises:
+            IllegalStateError: implicit mode, or the record is not in the current batch.
+            UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
+        """
+        with self._owned():
+            ack_type = self._check_ack_type(type)
+            self._in_flight.acknowledge(record, ack_type)
+
+    def acknowledge_offset(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        type: AcknowledgeType = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """Acknowledge by coordinates a record that could not be returned by ``poll``
+        (deserialization failure or corrupt batch), e.g. to REJECT a poison record.
+
+        Raises:
+            IllegalStateError: implicit mode, or the offset is not such a record.
+        """
+        with self._owned():
+            ack_type = self._check_ack_type(type)
+            self._in_flight.acknowledge_offset(topic, partition, offset, ack_type)
+
+    def _check_ack_type(self, type: object) -> AcknowledgeType:
+        if not self._explicit:
+            raise IllegalStateError("Implicit acknowledgement of delivery is being used.")
+        try:
+            ack_type = AcknowledgeType(type)  # type: ignore[arg-type]
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"invalid acknowledge type {type!r}: use AcknowledgeType.ACCEPT, RELEASE, "
+                "REJECT or RENEW"
+            ) from None
+        if ack_type is AcknowledgeType.RENEW and not self._thread.supports_share_v2():
+            raise UnsupportedVersionError(
+                "AcknowledgeType.RENEW needs ShareAcknowledge v2 (Apache Kafka 4.2+); "
+                "the broker only supports v1"
+            )
+        return ack_type
+
+    def commit_sync(
+        self, timeout: float | None = None
+    ) -> dict[TopicIdPartition, KafkaError | None]:
+        """Send pending acknowledgements and wait for the broker's answer.
+
+        In implicit mode every record of the last poll is accepted first.
+        Returns one entry per partition that had acknowledgements: ``None`` on
+        success, else the error (an empty dict when there was nothing to commit).
+        Per-partition failures are returned, not raised.
+
+        Raises:
+            WakeupError: :meth:`wakeup` was called.
+            KafkaTimeoutError: no answer within ``timeout`` seconds
+                (default ``default.api.timeout.ms``).
+        """
+        timeout_ms = _timeout_ms(timeout, self._config.default_api_timeout_ms, "commit_sync")
+        with self._owned():
+            self._handle_completions()
+            if not self._explicit:
+                self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+            acks = self._take_acks()
+            if not acks:
+                return {}
+            event = AcknowledgeSyncEvent(deadline_ms=_now_ms() + timeout_ms, acks=acks)
+            result = self._call(event)
+            self._handle_completions()
+            assert isinstance(result, dict)
+            return result
+
+    def commit_async(self) -> None:
+        """Send pending acknowledgements without waiting; results reach the callback."""
+        with self._owned():
+            self._handle_completions()
+            if not self._explicit:
+                self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+            acks = self._take_acks()
+            if acks:
+                self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
+
+    def set_acknowledgement_commit_callback(
+        self, callback: AcknowledgementCommitCallback | None
+    ) -> None:
+        """Set (or clear with ``None``) the callback told about every acknowledgement
+        batch's outcome. It runs on the application thread, inside ``poll``,
+        ``commit_sync``, ``commit_async`` and ``close``. Exceptions it raises are
+        logged, not propagated. It must not call this consumer (except ``wakeup``).
+        """
+        with self._owned():
+            if callback is not None and not callable(callback):
+                raise TypeError(f"the callback must be callable, got {callback!r}")
+            self._callback = callback
+            self._submit(CallbackRegistrationEvent(callback is not None))
+
+    # -- wakeup and close -------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """Make the blocked (or next) ``poll`` or ``commit_sync`` raise ``WakeupError``.
+
+        Safe to call from any thread, and from inside the commit callback.
+        """
+        self._wakeup_requested.set()
+        self._fetch_buffer.wakeup()
+        fut = self._wake_future
+        if not fut.done():
+            fut.set_result(None)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send pending acknowledgements, close share sessions, leave the group and
+        stop the network thread, within ``timeout`` seconds (default 30, capped by
+        ``request.timeout.ms``).
+
+        Records of the last poll that were not acknowledged are released by the
+        broker for other consumers. Closing twice is harmless.
+        """
+        timeout_ms = _timeout_ms(timeout, int(_DEFAULT_CLOSE_TIMEOUT_S * 1000), "close")
+        if self._state is not _State.OPEN:
+            return
+        with self._owned(allow_closing=True):
+            self._state = _State.CLOSING
+            deadline = _now_ms() + min(timeout_ms, self._config.request_timeout_ms)
+            first_error: BaseException | None = None
+            try:
+                acks = self._take_acks()
+                try:
+                    self._call(AcknowledgeOnCloseEvent(deadline_ms=deadline, acks=acks),
+                               wakeable=False)
+                except KafkaError as exc:
+                    self._log.info("acknowledgements on close did not complete: %s", exc)
+                try:
+                    self._call(LeaveGroupEvent(deadline_ms=deadline, on_close=True),
+                               wakeable=False)
+                except KafkaError as exc:
+                    self._log.info("leaving the group on close did not complete: %s", exc)
+                self._handle_completions()
+            except BaseException as exc:  # run every step, then raise the first error
+                first_error = exc
+            finally:
+                self._thread.stop(max(0, deadline - _now_ms()))
+                self._state = _State.CLOSED
+                self._in_flight.clear()
+            if first_error is not None:
+                raise first_error
+
+    # -- internals: thread ownership ----------------------------------------------------
+
+    def _owned(self, *, allow_closing: bool = False) -> _Ownership:
+        return _Ownership(self, allow_closing)
+
+    def _check_open(self) -> None:
+        if self._state is not _State.OPEN:
+            raise IllegalStateError("This consumer has already been closed.")
+
+    # -- internals: events ------------------------------------------------------------
+
+    def _api_deadline(self) -> int:
+        return _now_ms() + self._config.default_api_timeout_ms
+
+    def _submit(self, event: ApplicationEvent) -> None:
+        self._thread.submit(event)
+
+    def _call(self, event: CompletableEvent, *, wakeable: bool = True) -> object:
+        """Submit a completable event and wait for its result (bounded by its deadline)."""
+        assert isinstance(event, _COMPLETABLE)
+        self._submit(event)
+        while True:
+            remaining_s = (event.deadline_ms - _now_ms()) / 1000.0
+            waiting: list[concurrent.futures.Future[Any]] = [event.future]
+            if wakeable:
+                self._maybe_raise_wakeup()
+                waiting.append(self._wake_future)
+            # A little slack past the deadline: the network thread completes the
+            # future by then at the latest; this only guards against a dead thread.
+            concurrent.futures.wait(
+                waiting, timeout=max(0.0, remaining_s) + 0.5,
+                return_when=concurrent.futures.FIRST_COMPLETED,
+            )
+            if event.future.done():
+                return event.future.result()
+            if wakeable and self._wakeup_requested.is_set():
+                self._maybe_raise_wakeup()
+            if _now_ms() >= event.deadline_ms + 500:
+                raise KafkaTimeoutError(
+                    f"{type(event).__name__} did not complete before its deadline"
+                )
+
+    def _maybe_raise_wakeup(self) -> None:
+        if self._wakeup_requested.is_set():
+            self._wakeup_requested.clear()
+            self._wake_future = concurrent.futures.Future()
+            raise WakeupError("the blocking call was interrupted by wakeup()")
+
+    def _take_acks(self) -> AcksByPartition:
+        taken = self._in_flight.take_acknowledged()
+        out: AcksByPartition = {}
+        for tip, (node_id, offsets) in taken.items():
+            acks = Acknowledgements()
+            for offset, ack_type in offsets.items():
+                if ack_type == GAP:
+                    acks.add_gap(offset)
+                else:
+                    acks.add(offset, ack_type)
+            out[tip] = NodeAcknowledgements(node_id, acks)
+        return out
+
+    def _send_acks(self, acks: AcksByPartition, *, fetch: bool) -> None:
+        if fetch:
+            self._submit(FetchEvent(acks))
+        elif acks:
+            self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
+
+    def _drain_background(self) -> None:
+        for event in self._fetch_buffer.take_background():
+            if isinstance(event, ErrorEvent):
+                self._deferred_errors.append(event.error)
+            else:
+                assert isinstance(event, AcknowledgementCompletion)
+                self._completions.append(event)
+
+    def _raise_background(self) -> None:
+        """Raise the oldest error the network thread reported (fatal group errors...)."""
+        self._drain_background()
+        if self._deferred_errors:
+            raise self._deferred_errors.pop(0)
+
+    def _handle_completions(self) -> None:
+        """Apply acknowledgement results: return renewed records, run the callback."""
+        self._drain_background()
+        completions, self._completions = self._completions, []
+        for c in completions:
+            if c.renewed_offsets or (c.error is not None and c.offsets):
+                failed = c.offsets - c.renewed_offsets if c.error is not None else frozenset()
+                self._in_flight.on_renew_completed(c.partition, c.renewed_offsets, failed)
+            if c.acquisition_lock_timeout_ms is not None and c.renewed_offsets:
+                self._note_lock_timeout(c.acquisition_lock_timeout_ms)
+            if self._callback is not None:
+                self._run_callback({c.partition: set(c.offsets)}, c.error)
+
+    def _run_callback(
+        self, offsets: dict[TopicIdPartition, set[int]], error: KafkaError | None
+    ) -> None:
+        assert self._callback is not None
+        self._in_callback = True
+        try:
+            self._callback(offsets, error)
+        except Exception:
+            self._log.exception("Exception thrown by acknowledgement commit callback")
+        finally:
+            self._in_callback = False
+
+    def _note_lock_timeout(self, timeout_ms: int | None) -> None:
+        if timeout_ms is not None and timeout_ms > 0:
+            self._acquisition_lock_timeout_ms = timeout_ms
+
+    def __repr__(self) -> str:
+        return (
+            f"ShareConsumer(client_id={self._client_id!r}, group_id={self._config.group_id!r}, "
+            f"state={self._state.value})"
+        )
+
+
+def _merge_acks(first: AcksByPartition, second: AcksByPartition) -> AcksByPartition:
+    if not second:
+        return first
+    merged = dict(first)
+    for tip, node_acks in second.items():
+        existing = merged.get(tip)
+        if existing is None:
+            merged[tip] = node_acks
+        else:
+            existing.acknowledgements.merge(node_acks.acknowledgements)
+    return merged
+
+
+class _Ownership:
+    """The single-thread guard (Java's "light lock").
+
+    Re-entrant for the owning thread; another thread gets an error instead of
+    corrupting state. Calls from inside the commit callback are refused.
+    """
+
+    __slots__ = ("_allow_closing", "_consumer")
+
+    def __init__(self, consumer: ShareConsumer[Any, Any], allow_closing: bool) -> None:
+        self._consumer = consumer
+        self._allow_closing = allow_closing
+
+    def __enter__(self) -> None:
+        c = self._consumer
+        me = threading.get_ident()
+        with c._guard:
+            if c._owner is not None and c._owner != me:
+                raise IllegalStateError(
+                    "ShareConsumer is not safe for multi-threaded access: it is in use by "
+                    "another thread (only wakeup() may be called from other threads)"
+                )
+            if c._in_callback:
+                raise IllegalStateError(
+                    "ShareConsumer methods are not accessible from the acknowledgement "
+                    "commit callback (except wakeup())."
+                )
+            if c._state is not _State.OPEN and not (
+                self._allow_closing and c._state is _State.CLOSING
+            ):
+                raise IllegalStateError("This consumer has already been closed.")
+            c._owner = me
+            c._owner_depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        c = self._consumer
+        with c._guard:
+            c._owner_depth -= 1
+            if c._owner_depth == 0:
+                c._owner = None
+

@@ -1,0 +1,824 @@
+"""ShareFetch and ShareAcknowledge for every broker node: the share consume manager.
+
+Theory of operation
+-------------------
+This is Java's ``ShareConsumeRequestManager``, sans-IO: :meth:`poll` is called
+on every network-thread loop with ``now_ms`` and returns the requests to send;
+each request carries a handler the network layer calls with the answer.
+
+Per node there is one :class:`~kafka_share.share.session.ShareSession` and at
+most one share request in flight. Each round:
+
+1. Acknowledgements first. For every node with no request in flight, send the
+   queued acknowledgements as a standalone ShareAcknowledge, in this order:
+   the merged asynchronous acks (``commit_async`` and acks that could not ride
+   on a fetch), then the ``commit_sync`` calls (FIFO), then the closing request.
+2. Then, only if the application asked for more records (``fetch_more``), one
+   ShareFetch per leader node of the assigned partitions, carrying the
+   piggyback acknowledgements for that node.
+
+Acknowledgements always go to the node that delivered the records: the
+acquisition locks live in that broker's share-partition. A session at epoch 0
+cannot carry acknowledgements, so acks that meet a new session (the
+connection dropped, the broker restarted) fail locally with a NetworkError:
+their records are redelivered after the lock expires.
+
+Every completable operation (``commit_sync``, close) finishes by its deadline:
+unanswered partitions complete with ``RequestTimedOutError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+import attrs
+
+from kafka_share._app.events import AcknowledgementCompletion, CompletedShareFetch
+from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader
+from kafka_share.errors import (
+    CorruptRecordError,
+    InvalidRecordStateError,
+    KafkaError,
+    NetworkError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kafka_share.models import AcknowledgeType, TopicIdPartition
+from kafka_share.protocol.messages import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
+from kafka_share.share import _codes
+from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
+from kafka_share.share.session import SESSION_RESET_ERRORS, ShareSession
+from kafka_share.share.unsent import Channel, Sink, UnsentRequest
+
+__all__ = ["FetchSettings", "ShareConsumeManager"]
+
+log = logging.getLogger("kafka_share.fetch")
+
+_NOT_LEADER = 6
+_FENCED_LEADER_EPOCH = 74
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_UNKNOWN_TOPIC_ID = 100
+_INCONSISTENT_TOPIC_ID = 103
+_CORRUPT_MESSAGE = 2
+_REFRESH_METADATA_ERRORS = frozenset(
+    {
+        _NOT_LEADER,
+        _FENCED_LEADER_EPOCH,
+        _UNKNOWN_TOPIC_OR_PARTITION,
+        _UNKNOWN_TOPIC_ID,
+        _INCONSISTENT_TOPIC_ID,
+        9,
+        56,
+        78,  # REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, OFFSET_NOT_AVAILABLE
+    }
+)
+#: Partition errors that are never retried: the locks are gone or the topic is.
+_NO_RETRY = frozenset(
+    {
+        _NOT_LEADER,
+        _FENCED_LEADER_EPOCH,
+        _UNKNOWN_TOPIC_OR_PARTITION,
+        _UNKNOWN_TOPIC_ID,
+        _codes.INVALID_RECORD_STATE,
+    }
+)
+
+
+@attrs.frozen
+class FetchSettings:
+    group_id: str
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    record_limit: bool
+    retry_backoff_ms: int
+
+
+@attrs.define(eq=False)
+class _SyncCommit:
+    """One ``commit_sync`` (or close) call spanning several nodes."""
+
+    deadline_ms: int
+    future: Future[object] | None
+    #: node -> acks still to send to that node
+    per_node: dict[int, dict[TopicIdPartition, Acknowledgements]]
+    results: dict[TopicIdPartition, KafkaError | None] = attrs.field(factory=dict)
+    in_flight_nodes: set[int] = attrs.field(factory=set)
+
+    def done(self) -> bool:
+        return not self.per_node and not self.in_flight_nodes
+
+
+@attrs.define(eq=False)
+class _NodeState:
+    session: ShareSession
+    #: acks to piggyback on the next ShareFetch to this node
+    piggyback: dict[TopicIdPartition, Acknowledgements] = attrs.field(factory=dict)
+    #: merged asynchronous acks and their deadline
+    async_acks: dict[TopicIdPartition, Acknowledgements] = attrs.field(factory=dict)
+    async_deadline_ms: int = 0
+    sync_queue: deque[_SyncCommit] = attrs.field(factory=deque)
+    close: _SyncCommit | None = None
+    not_before_ms: int = 0
+
+
+class ShareConsumeManager:
+    """Share sessions, fetching and acknowledging, for one consumer. Network thread only."""
+
+    def __init__(
+        self,
+        *,
+        settings: FetchSettings,
+        cluster: ClusterMetadata,
+        sink: Sink,
+        member_id: str,
+        share_fetch_version: Callable[[int], int | None],
+    ) -> None:
+        self._settings = settings
+        self._cluster = cluster
+        self._sink = sink
+        self._member_id = member_id
+        #: node -> negotiated ShareFetch version (None while unknown)
+        self._share_fetch_version = share_fetch_version
+        self._nodes: dict[int, _NodeState] = {}
+        self.assigned: list[TopicIdPartition] = []
+        self.fetch_more = False
+        self.member_ready = False
+        self._closing: _SyncCommit | None = None
+        self._record_limit_cursor = 0
+        self._reported_v1_limit = False
+
+    # -- inputs from the application ------------------------------------------------
+
+    def _node(self, node_id: int) -> _NodeState:
+        state = self._nodes.get(node_id)
+        if state is None:
+            state = _NodeState(ShareSession(node_id))
+            self._nodes[node_id] = state
+        return state
+
+    def on_fetch(self, acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]]) -> None:
+        """The application wants records; ``acks`` ride on the next ShareFetch."""
+        self.fetch_more = True
+        for tip, (node_id, a) in acks.items():
+            _merge_into(self._node(node_id).piggyback, tip, a)
+
+    def on_async(
+        self, acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]], deadline_ms: int
+    ) -> None:
+        for tip, (node_id, a) in acks.items():
+            state = self._node(node_id)
+            _merge_into(state.async_acks, tip, a)
+            state.async_deadline_ms = max(state.async_deadline_ms, deadline_ms)
+
+    def on_sync(
+        self,
+        acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
+        deadline_ms: int,
+        future: Future[object],
+    ) -> None:
+        per_node: dict[int, dict[TopicIdPartition, Acknowledgements]] = {}
+        for tip, (node_id, a) in acks.items():
+            per_node.setdefault(node_id, {})[tip] = a
+        commit = _SyncCommit(deadline_ms, future, per_node)
+        for node_id in per_node:
+            self._node(node_id).sync_queue.append(commit)
+        if commit.done():
+            _resolve(commit)
+
+    def on_close(
+        self,
+        acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
+        deadline_ms: int,
+        future: Future[object],
+    ) -> None:
+        """Final acks and a closing ShareAcknowledge (epoch -1) to every node with a session."""
+        self.fetch_more = False
+        per_node: dict[int, dict[TopicIdPartition, Acknowledgements]] = {}
+        for tip, (node_id, a) in acks.items():
+            per_node.setdefault(node_id, {})[tip] = a
+        for node_id, state in self._nodes.items():
+            pending = per_node.setdefault(node_id, {})
+            for source in (state.piggyback, state.async_acks):
+                for tip, a in source.items():
+                    _merge_into(pending, tip, a)
+            state.piggyback = {}
+            state.async_acks = {}
+            if not pending and state.session.is_new:
+                del per_node[node_id]  # no session was ever opened there
+        commit = _SyncCommit(deadline_ms, future, per_node)
+        for node_id in per_node:
+            self._node(node_id).close = commit
+        self._closing = commit
+        if commit.done():
+            _resolve(commit)
+
+    # -- the round ------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> list[UnsentRequest]:
+        out: list[UnsentRequest] = []
+        self._expire(now_ms)
+        if not self.member_ready and self._closing is None:
+            return out
+        for node_id, state in self._nodes.items():
+            if state.session.in_flight or now_ms < state.not_before_ms:
+                continue
+            req = self._next_ack_request(node_id, state, now_ms)
+            if req is not None:
+                out.append(req)
+        if self.fetch_more and self._closing is None:
+            out.extend(self._fetch_requests(now_ms))
+        return out
+
+    def time_until_next_ms(self, now_ms: int) -> int:
+        waits = [
+            max(0, s.not_before_ms - now_ms)
+            for s in self._nodes.values()
+            if s.not_before_ms > now_ms
+        ]
+        return min(waits) if waits else 5000
+
+    def on_disconnect(self, node_id: int) -> None:
+        """The share connection to ``node_id`` dropped: its session is gone."""
+        state = self._nodes.get(node_id)
+        if state is not None and not state.session.in_flight:
+            state.session.handle_error()
+
+    # -- acknowledgements ---------------------------------------------------------------
+
+    def _next_ack_request(
+        self, node_id: int, state: _NodeState, now_ms: int
+    ) -> UnsentRequest | None:
+        if state.async_acks:
+            acks, state.async_acks = state.async_acks, {}
+            return self._ack_request(node_id, state, acks, None, now_ms)
+        while state.sync_queue:
+            commit = state.sync_queue[0]
+            acks_for_node = commit.per_node.pop(node_id, None)
+            if acks_for_node is None:
+                state.sync_queue.popleft()
+                continue
+            req = self._ack_request(node_id, state, acks_for_node, commit, now_ms)
+            if req is not None:
+                return req
+            state.sync_queue.popleft()
+        if state.close is not None:
+            commit, state.close = state.close, None
+            acks_for_node = commit.per_node.pop(node_id, {})
+            if state.session.closed:
+                self._fail(acks_for_node, NetworkError("the share session is closed"), commit)
+                _maybe_resolve(commit)
+                return None
+            if state.session.is_new:
+                # Never established (or lost): there is nothing to close, and acks
+                # cannot open a session.
+                self._fail(acks_for_node, _session_lost(node_id), commit)
+                _maybe_resolve(commit)
+                return None
+            plan = state.session.build_close(acks_for_node)
+            commit.in_flight_nodes.add(node_id)
+            request = ShareAcknowledgeRequest(
+                group_id=self._settings.group_id,
+                member_id=self._member_id,
+                share_session_epoch=plan.epoch,
+                is_renew_ack=plan.is_renew_ack,
+                topics=_ack_topics(plan.topics),
+            )
+            return UnsentRequest(
+                node_id,
+                Channel.SHARE,
+                request,
+                self._ack_handler(node_id, state, plan.acknowledgements, commit, close=True),
+            )
+        return None
+
+    def _ack_request(
+        self,
+        node_id: int,
+        state: _NodeState,
+        acks: dict[TopicIdPartition, Acknowledgements],
+        commit: _SyncCommit | None,
+        now_ms: int,
+    ) -> UnsentRequest | None:
+        if self._v1_only(node_id) and any(a.has_renew for a in acks.values()):
+            self._fail(
+                acks,
+                UnsupportedVersionError(
+                    "AcknowledgeType.RENEW needs ShareAcknowledge v2 (Apache Kafka 4.2+)"
+                ),
+                commit,
+            )
+            _maybe_resolve(commit)
+            return None
+        plan = state.session.build_acknowledge(acks)
+        if plan is None:
+            self._fail(acks, _session_lost(node_id), commit)
+            _maybe_resolve(commit)
+            return None
+        if commit is not None:
+            commit.in_flight_nodes.add(node_id)
+        request = ShareAcknowledgeRequest(
+            group_id=self._settings.group_id,
+            member_id=self._member_id,
+            share_session_epoch=plan.epoch,
+            is_renew_ack=plan.is_renew_ack,
+            topics=_ack_topics(plan.topics),
+        )
+        return UnsentRequest(
+            node_id,
+            Channel.SHARE,
+            request,
+            self._ack_handler(node_id, state, plan.acknowledgements, commit, close=False),
+        )
+
+    def _ack_handler(
+        self,
+        node_id: int,
+        state: _NodeState,
+        acks: dict[TopicIdPartition, Acknowledgements],
+        commit: _SyncCommit | None,
+        *,
+        close: bool,
+    ) -> Callable[[Any, KafkaError | None], None]:
+        def handle(response: Any, error: KafkaError | None) -> None:
+            if commit is not None:
+                commit.in_flight_nodes.discard(node_id)
+            if error is not None:
+                state.session.handle_error()
+                self._fail(acks, _transport_failure(node_id, error), commit)
+                _maybe_resolve(commit)
+                return
+            assert isinstance(response, ShareAcknowledgeResponse)
+            state.session.handle_response(response.error_code)
+            if response.error_code != 0:
+                err = self._top_level_ack_error(
+                    node_id, response.error_code, response.error_message
+                )
+                self._fail(acks, err, commit)
+                _maybe_resolve(commit)
+                return
+            lock_ms = response.acquisition_lock_timeout_ms or None
+            self._apply_leader_hints(response.responses, response.node_endpoints)
+            names = {tip.topic_id: tip for tip in acks}
+            retry: dict[TopicIdPartition, Acknowledgements] = {}
+            answered: set[TopicIdPartition] = set()
+            by_key = {(tip.topic_id, tip.partition): tip for tip in names.values()}
+            by_key.update({(tip.topic_id, tip.partition): tip for tip in acks})
+            for topic in response.responses:
+                for p in topic.partitions:
+                    tip = by_key.get((topic.topic_id, p.partition_index))
+                    if tip is None or tip not in acks:
+                        continue
+                    answered.add(tip)
+                    a = acks[tip]
+                    if (
+                        p.error_code != 0
+                        and commit is not None
+                        and not close
+                        and _retriable(p.error_code)
+                    ):
+                        retry[tip] = a
+                        continue
+                    self._complete(tip, a, p.error_code, p.error_message, commit, lock_ms)
+            for tip, a in acks.items():
+                if tip not in answered:
+                    self._complete_error(
+                        tip,
+                        a,
+                        InvalidRecordStateError(
+                            "Acknowledgement not successful due to invalid response from broker"
+                        ),
+                        commit,
+                    )
+            if retry and commit is not None:
+                commit.per_node.setdefault(node_id, {}).update(retry)
+                state.sync_queue.appendleft(commit)
+                state.not_before_ms = 0  # retried on the next round, after backoff below
+            _maybe_resolve(commit)
+
+        return handle
+
+    def _top_level_ack_error(self, node_id: int, code: int, message: str | None) -> KafkaError:
+        if code in SESSION_RESET_ERRORS:
+            return _session_lost(node_id)
+        if code in (_codes.GROUP_AUTHORIZATION_FAILED, _codes.UNSUPPORTED_VERSION):
+            err = error_for_code(code, message)
+            self._sink.error(err)
+            return err
+        return error_for_code(code, message)
+
+    # -- fetching ------------------------------------------------------------------------
+
+    def _v1_only(self, node_id: int) -> bool:
+        version = self._share_fetch_version(node_id)
+        return version is not None and version < 2
+
+    def _fetch_requests(self, now_ms: int) -> list[UnsentRequest]:
+        wanted: dict[int, list[TopicIdPartition]] = {}
+        for tip in self.assigned:
+            leader = self._cluster.leader_of(tip.topic, tip.partition)
+            if leader is None:
+                self._cluster.request_update()
+                continue
+            wanted.setdefault(leader, []).append(tip)
+        candidates = set(wanted) | {
+            n for n, s in self._nodes.items() if s.piggyback or s.session.partitions
+        }
+        record_node: int | None = None
+        if self._settings.record_limit and wanted:
+            nodes = sorted(wanted)
+            record_node = nodes[self._record_limit_cursor % len(nodes)]
+            self._record_limit_cursor += 1
+        out: list[UnsentRequest] = []
+        for node_id in sorted(candidates):
+            state = self._node(node_id)
+            if state.session.in_flight or state.session.closed or now_ms < state.not_before_ms:
+                continue
+            parts = wanted.get(node_id, [])
+            if not parts and not state.piggyback and not state.session.partitions:
+                continue
+            if self._settings.record_limit and self._v1_only(node_id):
+                if not self._reported_v1_limit:
+                    self._reported_v1_limit = True
+                    self._sink.error(
+                        UnsupportedVersionError(
+                            "share.acquire.mode=record_limit needs ShareFetch v2 (Apache Kafka "
+                            "4.2+); the broker only supports v1. Use batch_optimized or upgrade "
+                            "the cluster."
+                        )
+                    )
+                continue
+            acks = state.piggyback
+            state.piggyback = {}
+            if self._v1_only(node_id) and any(a.has_renew for a in acks.values()):
+                renew = {t: a for t, a in acks.items() if a.has_renew}
+                self._fail(
+                    renew,
+                    UnsupportedVersionError(
+                        "AcknowledgeType.RENEW needs ShareFetch v2 (Apache Kafka 4.2+)"
+                    ),
+                    None,
+                )
+                acks = {t: a for t, a in acks.items() if not a.has_renew}
+            plan = state.session.build_fetch(parts, acks)
+            if plan.unsendable:
+                self._fail(plan.unsendable, _session_lost(node_id), None)
+            fetch_records = bool(parts) and (record_node is None or record_node == node_id)
+            s = self._settings
+            if plan.is_renew_ack or not fetch_records:
+                max_wait = min_bytes = max_bytes = max_records = batch_size = 0
+            else:
+                max_wait, min_bytes, max_bytes = s.max_wait_ms, s.min_bytes, s.max_bytes
+                max_records = batch_size = s.max_records
+            request = ShareFetchRequest(
+                group_id=s.group_id,
+                member_id=self._member_id,
+                share_session_epoch=plan.epoch,
+                max_wait_ms=max_wait,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                max_records=max_records,
+                batch_size=batch_size,
+                share_acquire_mode=1 if s.record_limit else 0,
+                is_renew_ack=plan.is_renew_ack,
+                topics=_fetch_topics(plan.topics),
+                forgotten_topics_data=_forgotten(plan.forgotten),
+            )
+            known = {tip.topic_id: tip.topic for tip in state.session.partitions}
+            known.update({tip.topic_id: tip.topic for tip in plan.forgotten})
+            known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
+            out.append(
+                UnsentRequest(
+                    node_id,
+                    Channel.SHARE,
+                    request,
+                    self._fetch_handler(node_id, state, plan.acknowledgements, known),
+                )
+            )
+        return out
+
+    def _fetch_handler(
+        self,
+        node_id: int,
+        state: _NodeState,
+        acks: dict[TopicIdPartition, Acknowledgements],
+        topic_names: dict[uuid.UUID, str],
+    ) -> Callable[[Any, KafkaError | None], None]:
+        def handle(response: Any, error: KafkaError | None) -> None:
+            if error is not None:
+                state.session.handle_error()
+                state.not_before_ms = 0
+                self._fail(acks, _transport_failure(node_id, error), None)
+                self._cluster.request_update()
+                return
+            assert isinstance(response, ShareFetchResponse)
+            state.session.handle_response(response.error_code)
+            if response.error_code != 0:
+                err = self._top_level_ack_error(
+                    node_id, response.error_code, response.error_message
+                )
+                self._fail(acks, err, None)
+                if response.error_code not in SESSION_RESET_ERRORS:
+                    log.warning("ShareFetch to node %s failed: %s", node_id, err)
+                return
+            self._apply_leader_hints(response.responses, response.node_endpoints)
+            lock_ms = response.acquisition_lock_timeout_ms
+            completed: list[CompletedShareFetch] = []
+            answered: set[TopicIdPartition] = set()
+            for topic in response.responses:
+                name = topic_names.get(topic.topic_id) or self._cluster.topic_names.get(
+                    topic.topic_id
+                )
+                if name is None:
+                    continue
+                for p in topic.partitions:
+                    tip = TopicIdPartition(topic.topic_id, name, p.partition_index)
+                    a = acks.get(tip)
+                    if a is not None:
+                        answered.add(tip)
+                        self._complete(
+                            tip,
+                            a,
+                            p.acknowledge_error_code,
+                            p.acknowledge_error_message,
+                            None,
+                            None,
+                        )
+                    if p.error_code != 0:
+                        self._partition_fetch_error(tip, p.error_code, p.error_message)
+                        continue
+                    if p.acquired_records:
+                        completed.append(
+                            CompletedShareFetch(
+                                node_id,
+                                tip,
+                                p.records,
+                                [
+                                    (r.first_offset, r.last_offset, r.delivery_count)
+                                    for r in p.acquired_records
+                                ],
+                                lock_ms if lock_ms > 0 else None,
+                            )
+                        )
+            for tip, a in acks.items():
+                if tip not in answered:
+                    self._complete_error(
+                        tip,
+                        a,
+                        InvalidRecordStateError(
+                            "Acknowledgement not successful due to invalid response from broker"
+                        ),
+                        None,
+                    )
+            if completed:
+                self.fetch_more = False
+                self._sink.add_fetches(completed)
+
+        return handle
+
+    def _partition_fetch_error(self, tip: TopicIdPartition, code: int, message: str | None) -> None:
+        if code in _REFRESH_METADATA_ERRORS:
+            if code in (_UNKNOWN_TOPIC_ID, _UNKNOWN_TOPIC_OR_PARTITION, _INCONSISTENT_TOPIC_ID):
+                self._cluster.forget_topic_id(tip.topic_id)
+            self._cluster.request_update()
+            log.debug("ShareFetch for %s: error %s; refreshing metadata", tip, code)
+            return
+        if code == _codes.TOPIC_AUTHORIZATION_FAILED:
+            self._sink.error(error_for_code(code, message or f"not authorized to read {tip.topic}"))
+            return
+        if code == _CORRUPT_MESSAGE:
+            self._sink.error(
+                CorruptRecordError(
+                    f"Encountered corrupt message when fetching {tip.topic}-{tip.partition}"
+                )
+            )
+            return
+        log.warning("ShareFetch for %s returned error %s: %s", tip, code, message)
+
+    def _apply_leader_hints(self, topics: Iterable[Any], endpoints: Iterable[Any]) -> None:
+        brokers = [BrokerInfo(e.node_id, e.host, e.port, e.rack) for e in endpoints]
+        for topic in topics:
+            name = self._cluster.topic_names.get(topic.topic_id)
+            for p in topic.partitions:
+                if p.error_code in (_NOT_LEADER, _FENCED_LEADER_EPOCH) and name is not None:
+                    leader = p.current_leader
+                    self._cluster.update_leader(
+                        name,
+                        p.partition_index,
+                        PartitionLeader(leader.leader_id, leader.leader_epoch),
+                        brokers,
+                    )
+
+    # -- completion ---------------------------------------------------------------------
+
+    def _complete(
+        self,
+        tip: TopicIdPartition,
+        acks: Acknowledgements,
+        code: int,
+        message: str | None,
+        commit: _SyncCommit | None,
+        lock_ms: int | None,
+    ) -> None:
+        acks.complete(code, message)
+        error = error_for_code(code, message) if code != 0 else None
+        renewed = (
+            frozenset(o for o, t in acks.items() if t == AcknowledgeType.RENEW)
+            if code == 0
+            else frozenset()
+        )
+        self._report(tip, acks, error, commit, renewed, lock_ms)
+
+    def _complete_error(
+        self,
+        tip: TopicIdPartition,
+        acks: Acknowledgements,
+        error: KafkaError,
+        commit: _SyncCommit | None,
+    ) -> None:
+        acks.complete(getattr(error, "code", -1), str(error))
+        self._report(tip, acks, error, commit, frozenset(), None)
+
+    def _fail(
+        self,
+        acks: Mapping[TopicIdPartition, Acknowledgements],
+        error: KafkaError,
+        commit: _SyncCommit | None,
+    ) -> None:
+        for tip, a in acks.items():
+            self._complete_error(tip, a, error, commit)
+
+    def _report(
+        self,
+        tip: TopicIdPartition,
+        acks: Acknowledgements,
+        error: KafkaError | None,
+        commit: _SyncCommit | None,
+        renewed: frozenset[int],
+        lock_ms: int | None,
+    ) -> None:
+        # A partition in several batches of one commit keeps its first error.
+        if commit is not None and commit.results.get(tip) is None:
+            commit.results[tip] = error
+        offsets = frozenset(o for o, _ in acks.items())
+        self._sink.ack_completed(
+            AcknowledgementCompletion(
+                partition=tip,
+                offsets=offsets,
+                error=error,
+                renewed_offsets=renewed,
+                acquisition_lock_timeout_ms=lock_ms,
+            )
+        )
+
+    def _expire(self, now_ms: int) -> None:
+        """Complete every operation whose deadline has passed."""
+        for node_id, state in self._nodes.items():
+            if state.async_acks and now_ms >= state.async_deadline_ms:
+                acks, state.async_acks = state.async_acks, {}
+                self._fail(
+                    acks,
+                    RequestTimedOutError(
+                        "acknowledgements could not be sent before their deadline"
+                    ),
+                    None,
+                )
+            for commit in list(state.sync_queue) + ([state.close] if state.close else []):
+                if now_ms >= commit.deadline_ms:
+                    self._expire_commit(commit)
+                    if state.close is commit:
+                        state.close = None
+            state.sync_queue = deque(c for c in state.sync_queue if not _is_resolved(c))
+            del node_id
+        if self._closing is not None and now_ms >= self._closing.deadline_ms:
+            self._expire_commit(self._closing)
+
+    def _expire_commit(self, commit: _SyncCommit) -> None:
+        for _node_id, acks in list(commit.per_node.items()):
+            self._fail(
+                acks,
+                RequestTimedOutError("acknowledgements could not be sent before the deadline"),
+                commit,
+            )
+        commit.per_node.clear()
+        commit.in_flight_nodes.clear()
+        _resolve(commit)
+
+    @property
+    def close_done(self) -> bool:
+        return self._closing is None or _is_resolved(self._closing)
+
+
+def _merge_into(
+    target: dict[TopicIdPartition, Acknowledgements], tip: TopicIdPartition, a: Acknowledgements
+) -> None:
+    existing = target.get(tip)
+    if existing is None:
+        target[tip] = a
+    else:
+        existing.merge(a)
+
+
+def _retriable(code: int) -> bool:
+    if code in _NO_RETRY:
+        return False
+    return error_for_code(code).retriable
+
+
+def _session_lost(node_id: int) -> NetworkError:
+    return NetworkError(
+        f"the share session with node {node_id} was lost (disconnect or broker restart); "
+        "the acknowledgements could not be sent and the records will be redelivered after "
+        "their acquisition lock expires"
+    )
+
+
+def _transport_failure(node_id: int, error: KafkaError) -> KafkaError:
+    if isinstance(error, NetworkError):
+        return error
+    err = NetworkError(f"request to node {node_id} failed: {error}")
+    err.__cause__ = error
+    return err
+
+
+def _is_resolved(commit: _SyncCommit) -> bool:
+    return commit.future is None or commit.future.done()
+
+
+def _resolve(commit: _SyncCommit) -> None:
+    if commit.future is not None and not commit.future.done():
+        commit.future.set_result(dict(commit.results))
+
+
+def _maybe_resolve(commit: _SyncCommit | None) -> None:
+    if commit is not None and commit.done():
+        _resolve(commit)
+
+
+def _ack_batches_fetch(batches: list[AckBatch]) -> list[ShareFetchRequest.AcknowledgementBatch]:
+    return [
+        ShareFetchRequest.AcknowledgementBatch(
+            first_offset=b.first_offset,
+            last_offset=b.last_offset,
+            acknowledge_types=list(b.acknowledge_types),
+        )
+        for b in batches
+    ]
+
+
+def _fetch_topics(
+    topics: Mapping[TopicIdPartition, list[AckBatch]],
+) -> list[ShareFetchRequest.FetchTopic]:
+    by_topic: dict[uuid.UUID, list[ShareFetchRequest.FetchPartition]] = {}
+    for tip, batches in topics.items():
+        by_topic.setdefault(tip.topic_id, []).append(
+            ShareFetchRequest.FetchPartition(
+                partition_index=tip.partition,
+                acknowledgement_batches=_ack_batches_fetch(batches),
+            )
+        )
+    return [ShareFetchRequest.FetchTopic(topic_id=t, partitions=p) for t, p in by_topic.items()]
+
+
+def _forgotten(tips: Iterable[TopicIdPartition]) -> list[ShareFetchRequest.ForgottenTopic]:
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for tip in tips:
+        by_topic.setdefault(tip.topic_id, []).append(tip.partition)
+    return [ShareFetchRequest.ForgottenTopic(topic_id=t, partitions=p) for t, p in by_topic.items()]
+
+
+def _ack_topics(
+    topics: Mapping[TopicIdPartition, list[AckBatch]],
+) -> list[ShareAcknowledgeRequest.AcknowledgeTopic]:
+    by_topic: dict[uuid.UUID, list[ShareAcknowledgeRequest.AcknowledgePartition]] = {}
+    for tip, batches in topics.items():
+        by_topic.setdefault(tip.topic_id, []).append(
+            ShareAcknowledgeRequest.AcknowledgePartition(
+                partition_index=tip.partition,
+                acknowledgement_batches=[
+                    ShareAcknowledgeRequest.AcknowledgementBatch(
+                        first_offset=b.first_offset,
+                        last_offset=b.last_offset,
+                        acknowledge_types=list(b.acknowledge_types),
+                    )
+                    for b in batches
+                ],
+            )
+        )
+    return [
+        ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=t, partitions=p)
+        for t, p in by_topic.items()
+    ]
+
