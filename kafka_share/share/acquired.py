@@ -20,28 +20,32 @@ names an offset keeps it and the rest are logged and dropped) and bounded.
 record costs one comparison in the common case, and whole batches that lie
 outside the acquired ranges are skipped without decoding their records.
 
-Nothing here depends on the wire or record classes: records only need an
-``offset`` attribute and batches the small :class:`BatchLike` protocol, which
-the record-batch decoder's ``RecordBatch`` satisfies.
+Nothing here depends on the wire or record classes: batches only need the
+small :class:`BatchLike` protocol (``kafka_share.records.RecordBatch``
+satisfies it) and records are opaque; :func:`match_records` reads a record's
+offset with ``offset_of`` (:data:`TUPLE_OFFSET` for the decoder's plain tuples
+``(offset, timestamp, key, value, headers)``; by default the ``offset``
+attribute).
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterable, Iterator
-from typing import Final, Generic, Protocol, TypeVar
+import operator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import attrs
 
 __all__ = [
     "MAX_ACQUIRED_OFFSETS",
+    "TUPLE_OFFSET",
     "AcquiredCursor",
     "AcquiredRange",
     "AcquiredRecords",
     "BatchLike",
     "MatchResult",
-    "RecordLike",
     "match_records",
 ]
 
@@ -54,15 +58,12 @@ log = logging.getLogger(__name__)
 MAX_ACQUIRED_OFFSETS: Final = 1 << 20
 
 
-class RecordLike(Protocol):
-    """What the matcher needs from a record: its absolute offset."""
+#: ``offset_of`` for records that are tuples with the offset first (the decoder's form).
+TUPLE_OFFSET: Final[Callable[[Any], int]] = operator.itemgetter(0)
+_ATTR_OFFSET: Final[Callable[[Any], int]] = operator.attrgetter("offset")
 
-    @property
-    def offset(self) -> int: ...
-
-
-R_co = TypeVar("R_co", bound=RecordLike, covariant=True)
-R = TypeVar("R", bound=RecordLike)
+R_co = TypeVar("R_co", covariant=True)
+R = TypeVar("R")
 
 
 class BatchLike(Protocol[R_co]):
@@ -329,14 +330,26 @@ class MatchResult(Generic[R]):
     gaps: list[int]
 
 
-def match_records(acquired: AcquiredRecords, batches: Iterable[BatchLike[R]]) -> MatchResult[R]:
+def match_records(
+    acquired: AcquiredRecords,
+    batches: Iterable[BatchLike[R]],
+    *,
+    offset_of: Callable[[R], int] | None = None,
+) -> MatchResult[R]:
     """Match every batch of one partition against its acquired offsets.
 
     ``batches`` must be in offset order. Control batches deliver nothing (their
     acquired offsets become gaps) and batches entirely outside the acquired
     ranges are skipped without iterating their records, so compressed batches
     that hold nothing acquired are never decompressed.
+
+    Args:
+        acquired: the partition's acquired offsets.
+        batches: the decoded batches of the partition's ``Records``.
+        offset_of: reads a record's absolute offset; :data:`TUPLE_OFFSET` for
+            ``kafka_share.records`` tuples. Default: the ``offset`` attribute.
     """
+    get_offset = offset_of or _ATTR_OFFSET
     records: list[tuple[R, int]] = []
     gaps: list[int] = []
     cursor = AcquiredCursor(acquired)
@@ -354,7 +367,7 @@ def match_records(acquired: AcquiredRecords, batches: Iterable[BatchLike[R]]) ->
             continue
         take = cursor.take
         for record in batch.records():
-            count = take(record.offset, gaps)
+            count = take(get_offset(record), gaps)
             if count is not None:
                 records.append((record, count))
     cursor.finish(gaps)
