@@ -1,0 +1,201 @@
+"""``kafka-share broker``: fetch the broker jars and run a local dev broker.
+
+Importing this module must work without confluent-kafka; everything heavier
+than click is imported inside the commands.
+"""
+
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["broker"]
+
+_STOP_GRACE_S = 20.0
+
+
+def _state_dir() -> Path:
+    from kafka_share.testing.maven import cache_root
+
+    return cache_root() / "dev-broker"
+
+
+def _state_file() -> Path:
+    return _state_dir() / "state.json"
+
+
+def _pid_is_broker(pid: int) -> bool:
+    """Whether ``pid`` is alive and still a Kafka broker (not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True  # no /proc (macOS): trust the pid
+    return b"kafka.Kafka" in cmdline
+
+
+def _read_state() -> dict[str, Any] | None:
+    """The dev broker's state if it is running; removes a stale state file."""
+    path = _state_file()
+    try:
+        state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not _pid_is_broker(int(state.get("pid", 0))):
+        path.unlink(missing_ok=True)
+        return None
+    return state
+
+
+@click.group()
+def broker() -> None:
+    """A local Apache Kafka broker (KRaft, share groups enabled) for development and tests.
+
+    The broker is assembled from Maven Central jars (needs Java 17+ and Maven on
+    first use) into the per-user cache: KAFKA_SHARE_CACHE_DIR, else
+    $XDG_CACHE_HOME/kafka-share, else ~/.cache/kafka-share.
+    """
+
+
+@broker.command()
+@click.option("--kafka-version", default=None, help="Kafka release (default: 4.4.0).")
+def fetch(kafka_version: str | None) -> None:
+    """Download and assemble the broker jars into the cache (no-op when present)."""
+    from kafka_share.testing.errors import HarnessError
+    from kafka_share.testing.local import default_kafka_version
+    from kafka_share.testing.maven import ensure_kafka_libs
+
+    version = kafka_version or default_kafka_version()
+    started = time.monotonic()
+    try:
+        dist = ensure_kafka_libs(version, progress=lambda m: click.echo(m, err=True))
+    except HarnessError as exc:
+        raise click.ClickException(str(exc)) from exc
+    jars = sum(1 for _ in dist.libs_dir.iterdir())
+    click.echo(
+        f"Kafka {dist.version} broker jars: {dist.libs_dir} "
+        f"({jars} jars, {dist.size_bytes() / 1e6:.1f} MB, {time.monotonic() - started:.1f} s)"
+    )
+
+
+@broker.command()
+@click.option("--port", type=int, default=None, help="Client port (default: a free one).")
+@click.option("--kafka-version", default=None, help="Kafka release (default: 4.4.0).")
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra broker property; repeatable.",
+)
+@click.option("--no-share", is_flag=True, help="Format with share groups disabled.")
+@click.option("--foreground", is_flag=True, help="Stay attached; Ctrl+C stops the broker.")
+def start(
+    port: int | None,
+    kafka_version: str | None,
+    configs: tuple[str, ...],
+    no_share: bool,
+    foreground: bool,
+) -> None:
+    """Start a dev broker in the background and print its bootstrap servers.
+
+    Every start begins with empty data. Stop it with `kafka-share broker stop`.
+    """
+    from kafka_share.testing.errors import HarnessError
+    from kafka_share.testing.local import LocalKafkaCluster
+
+    running = _read_state()
+    if running is not None:
+        raise click.ClickException(
+            f"a dev broker is already running at {running['bootstrap_servers']} "
+            f"(pid {running['pid']}); run `kafka-share broker stop` first"
+        )
+    extra: dict[str, str] = {}
+    for item in configs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--config")
+        extra[key.strip()] = value.strip()
+    state_dir = _state_dir()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    cluster = LocalKafkaCluster(
+        kafka_version=kafka_version,
+        extra_config=extra,
+        share_enabled=not no_share,
+        work_dir=state_dir / "work",
+        broker_ports=[port] if port is not None else None,
+    )
+    click.echo(f"Starting Kafka {cluster.kafka_version}...", err=True)
+    try:
+        cluster.start()
+    except HarnessError as exc:
+        raise click.ClickException(str(exc)) from exc
+    state = {
+        "pid": cluster.pids[1],
+        "bootstrap_servers": cluster.bootstrap_servers,
+        "kafka_version": cluster.kafka_version,
+        "work_dir": str(cluster.work_dir),
+        "log": str(cluster.log_path(1)),
+        "share_enabled": cluster.share_enabled,
+    }
+    tmp = _state_file().with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+    tmp.rename(_state_file())
+    if not foreground:
+        cluster.detach()
+        click.echo(cluster.bootstrap_servers)
+        return
+    click.echo(f"{cluster.bootstrap_servers}  (Ctrl+C to stop; log: {state['log']})")
+    try:
+        while cluster.pids:
+            time.sleep(0.5)
+        click.echo("The broker exited:\n" + cluster.log_tail(40), err=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+        _state_file().unlink(missing_ok=True)
+
+
+@broker.command()
+def stop() -> None:
+    """Stop the dev broker started by `kafka-share broker start`."""
+    state = _read_state()
+    if state is None:
+        click.echo("No dev broker is running.")
+        return
+    pid = int(state["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    while _pid_is_broker(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _pid_is_broker(pid):
+        os.kill(pid, signal.SIGKILL)
+        click.echo(f"The broker did not stop within {_STOP_GRACE_S:.0f} s; killed it.", err=True)
+    _state_file().unlink(missing_ok=True)
+    click.echo(f"Stopped the dev broker at {state['bootstrap_servers']} (pid {pid}).")
+
+
+@broker.command()
+def status() -> None:
+    """Say whether the dev broker is running (exit status 1 when it is not)."""
+    state = _read_state()
+    if state is None:
+        click.echo("No dev broker is running.")
+        raise SystemExit(1)
+    click.echo(
+        f"Kafka {state['kafka_version']} running at {state['bootstrap_servers']} "
+        f"(pid {state['pid']}, share groups {'on' if state['share_enabled'] else 'off'})\n"
+        f"log: {state['log']}"
+    )

@@ -1,0 +1,157 @@
+"""Broker configuration the harness generates: server.properties, log4j2, JVM flags.
+
+Pure functions, so they are unit-tested without a broker and shared by the
+local (jar) and container backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_JVM_OPTIONS",
+    "LOG4J2_PROPERTIES",
+    "SHARE_TEST_DEFAULTS",
+    "NodeAddress",
+    "broker_properties",
+    "format_features",
+    "render_properties",
+]
+
+#: Share-group and group-coordinator settings that make tests fast without
+#: making them flaky. Per-group ``share.record.lock.duration.ms`` can go down to
+#: 1000 ms because the broker minimum is lowered; the default lock stays at
+#: 15 s so a slow CI machine does not expire locks behind a test's back.
+#: Heartbeat < session and min <= value <= max, as the broker enforces.
+SHARE_TEST_DEFAULTS: Mapping[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": "15000",
+    "group.share.min.heartbeat.interval.ms": "1000",
+    "group.share.heartbeat.interval.ms": "1000",
+    "group.share.min.session.timeout.ms": "6000",
+    "group.share.session.timeout.ms": "10000",
+    "group.share.max.size": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "1000",
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.min.session.timeout.ms": "6000",
+    "group.consumer.session.timeout.ms": "10000",
+}
+
+#: Small heap and a fast-starting JVM: a test broker idles at a few hundred MB.
+DEFAULT_JVM_OPTIONS: tuple[str, ...] = (
+    "-Xms256m",
+    "-Xmx1g",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.awt.headless=true",
+)
+
+#: Console logging only (the harness sends the process output to a file).
+#: WARN keeps the log short; the KafkaRaftServer INFO line "Kafka Server started"
+#: is kept because it is the moment the broker considers itself up.
+LOG4J2_PROPERTIES = """\
+status = warn
+appender.console.type = Console
+appender.console.name = STDOUT
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.raftserver.name = kafka.server.KafkaRaftServer
+logger.raftserver.level = INFO
+logger.storage.name = kafka.tools.StorageTool
+logger.storage.level = INFO
+"""
+
+
+@dataclass(frozen=True)
+class NodeAddress:
+    """Where one node listens: ``broker_port`` for clients, ``controller_port`` for KRaft."""
+
+    node_id: int
+    host: str
+    broker_port: int
+    controller_port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.broker_port}"
+
+
+def broker_properties(
+    node: NodeAddress,
+    voters: list[NodeAddress],
+    data_dir: Path | str,
+    extra_config: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """server.properties for one combined-mode (broker + controller) KRaft node.
+
+    ``voters`` are all controller nodes of the cluster (a static voter set, so the
+    node is formatted without ``--standalone``). Internal topics get one
+    partition and a replication factor of at most the cluster size.
+    ``extra_config`` entries override everything else.
+    """
+    replication = str(min(len(voters), 3))
+    props: dict[str, str] = {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": ",".join(
+            f"{v.node_id}@{v.host}:{v.controller_port}" for v in voters
+        ),
+        "listeners": (
+            f"PLAINTEXT://{node.host}:{node.broker_port},"
+            f"CONTROLLER://{node.host}:{node.controller_port}"
+        ),
+        "advertised.listeners": (
+            f"PLAINTEXT://{node.host}:{node.broker_port},"
+            f"CONTROLLER://{node.host}:{node.controller_port}"
+        ),
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data_dir),
+        "num.partitions": "1",
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.recovery.threads.per.data.dir": "1",
+        "auto.create.topics.enable": "true",
+        "offsets.topic.replication.factor": replication,
+        "offsets.topic.num.partitions": "1",
+        "transaction.state.log.replication.factor": replication,
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "1",
+        "share.coordinator.state.topic.replication.factor": replication,
+        "share.coordinator.state.topic.min.isr": "1",
+        "share.coordinator.state.topic.num.partitions": "1",
+        **SHARE_TEST_DEFAULTS,
+    }
+    if extra_config:
+        for key, value in extra_config.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TypeError(
+                    f"extra_config must map str to str, got {key!r}: {value!r} "
+                    "(write numbers and booleans as strings, e.g. '1000', 'true')"
+                )
+            props[key] = value
+    return props
+
+
+def format_features(share_enabled: bool) -> list[str]:
+    """``StorageTool format`` arguments that pin the share-group feature level.
+
+    Always explicit: 4.1 formats with share.version=0 unless asked, and an
+    explicit 0 is how a cluster without share groups is made on 4.2+.
+    """
+    return ["--feature", f"share.version={1 if share_enabled else 0}"]
+
+
+def render_properties(props: Mapping[str, str]) -> str:
+    """Render a Java properties file (values escaped as Java expects)."""
+    lines = []
+    for key, value in props.items():
+        escaped = value.replace("\\", "\\\\").replace("\n", "\\n")
+        lines.append(f"{key}={escaped}")
+    return "\n".join(lines) + "\n"
