@@ -31,10 +31,11 @@ _CLIENT_PORT = 9092  # inside the container; mapped to a free host port
 def property_env_name(key: str) -> str:
     """The ``apache/kafka`` image's env name for a broker property.
 
-    The image maps ``_`` to ``.``, ``__`` to ``_`` and ``___`` to ``-``, so the
-    inverse is applied in the opposite order.
+    The image maps ``_`` to ``.``, ``__`` to ``_`` and ``___`` to ``-``. The
+    inverse escapes existing underscores first, so the underscores introduced
+    for dashes and dots are not doubled again.
     """
-    return "KAFKA_" + key.replace("-", "___").replace("_", "__").replace(".", "_").upper()
+    return "KAFKA_" + key.replace("_", "__").replace("-", "___").replace(".", "_").upper()
 
 
 def container_env(
