@@ -1,0 +1,125 @@
+"""ShareConsumer API rules that need no broker: config errors and misuse."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kafka_share import (
+    AcknowledgeType,
+    ConfigError,
+    ConsumerRecord,
+    IllegalStateError,
+    ShareConsumer,
+    TimestampType,
+)
+
+# Nothing listens here: these tests never need an answer from a broker.
+NOWHERE = "127.0.0.1:9"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("auto.offset.reset", "earliest"),
+        ("enable.auto.commit", "false"),
+        ("group.instance.id", "static-1"),
+        ("isolation.level", "read_committed"),
+        ("partition.assignment.strategy", "range"),
+        ("session.timeout.ms", "45000"),
+        ("heartbeat.interval.ms", "3000"),
+        ("group.protocol", "consumer"),
+    ],
+)
+def test_keys_a_share_consumer_rejects(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        ShareConsumer({"bootstrap.servers": NOWHERE, "group.id": "g", key: value})
+
+
+def test_unknown_key_and_bad_enum_values_name_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"max\.poll\.recrods.*max\.poll\.records"):
+        ShareConsumer({"bootstrap.servers": NOWHERE, "group.id": "g", "max.poll.recrods": 5})
+    with pytest.raises(ConfigError, match=r"share\.acknowledgement\.mode"):
+        ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
+                      share_acknowledgement_mode="EXPLICIT")
+    with pytest.raises(ConfigError, match=r"share\.acquire\.mode"):
+        ShareConsumer(bootstrap_servers=NOWHERE, group_id="g", share_acquire_mode="greedy")
+    with pytest.raises(ConfigError, match=r"group\.id"):
+        ShareConsumer(bootstrap_servers=NOWHERE)
+
+
+def test_no_thread_is_left_behind_by_a_bad_config() -> None:
+    before = {t.name for t in threading.enumerate()}
+    with pytest.raises(ConfigError):
+        ShareConsumer(bootstrap_servers=NOWHERE, group_id="g", fetch_max_wait_ms=-1)
+    after = {t.name for t in threading.enumerate()}
+    assert not {n for n in after - before if n.startswith("kafka-share-network")}
+
+
+def _record() -> ConsumerRecord[bytes, bytes]:
+    return ConsumerRecord("t", 0, 5, 0, TimestampType.CREATE_TIME, b"k", b"v", (), None, 1)
+
+
+def test_misuse_without_a_broker() -> None:
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
+                       share_acknowledgement_mode="explicit") as c:
+        with pytest.raises(IllegalStateError, match="not subscribed"):
+            c.poll(0)
+        with pytest.raises(IllegalStateError, match="cannot be acknowledged"):
+            c.acknowledge(_record())
+        with pytest.raises(IllegalStateError, match="cannot be acknowledged"):
+            c.acknowledge_offset("t", 0, 5, AcknowledgeType.REJECT)
+        with pytest.raises(TypeError, match="single string"):
+            c.subscribe("orders")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="negative"):
+            c.poll(-1)
+        assert c.commit_sync(timeout=1.0) == {}
+    with pytest.raises(IllegalStateError, match="already been closed"):
+        c.poll(0)
+    c.close()  # closing twice is harmless
+
+
+def test_implicit_mode_refuses_acknowledge() -> None:
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c, pytest.raises(
+        IllegalStateError, match="Implicit acknowledgement"
+    ):
+        c.acknowledge(_record())
+
+
+def test_other_thread_is_refused_while_one_uses_the_consumer() -> None:
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        errors: list[BaseException] = []
+        started = threading.Event()
+
+        def use_from_other_thread() -> None:
+            started.wait(5)
+            time.sleep(0.3)  # the owner is inside its one-second poll by now
+            try:
+                c.subscription()
+            except BaseException as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=use_from_other_thread)
+        t.start()
+        # poll blocks for a second on this thread; the other thread calls in meanwhile.
+        started.set()
+        c.poll(1.0)
+        t.join(5)
+        assert errors and isinstance(errors[0], IllegalStateError)
+        assert "multi-threaded" in str(errors[0])
+
+
+def test_wakeup_from_another_thread_interrupts_poll() -> None:
+    from kafka_share import WakeupError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        timer = threading.Timer(0.3, c.wakeup)
+        timer.start()
+        with pytest.raises(WakeupError):
+            c.poll(10.0)
+        timer.join()
+        assert list(c.poll(0)) == []  # the wakeup was consumed
