@@ -1,0 +1,200 @@
+"""InFlightBatch: which records may be acknowledged, and what goes to the broker."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from kafka_share._app.in_flight import GAP, InFlightBatch
+from kafka_share.errors import IllegalStateError
+from kafka_share.models import AcknowledgeType, ConsumerRecord, TimestampType, TopicIdPartition
+
+TIP = TopicIdPartition(uuid.UUID(int=1), "t", 0)
+TIP1 = TopicIdPartition(uuid.UUID(int=1), "t", 1)
+ACCEPT = AcknowledgeType.ACCEPT
+RELEASE = AcknowledgeType.RELEASE
+REJECT = AcknowledgeType.REJECT
+RENEW = AcknowledgeType.RENEW
+
+
+def rec(offset: int, count: int = 1, tip: TopicIdPartition = TIP) -> ConsumerRecord[Any, Any]:
+    return ConsumerRecord(
+        tip.topic, tip.partition, offset, 0, TimestampType.CREATE_TIME, None, b"v", (), None, count
+    )
+
+
+def batch_with(*offsets: int, node: int = 1, count: int = 1) -> InFlightBatch:
+    b = InFlightBatch()
+    b.add_records(TIP, node, [rec(o, count) for o in offsets])
+    return b
+
+
+def test_acknowledge_of_a_record_not_in_the_batch_raises() -> None:
+    b = batch_with(0, 1)
+    with pytest.raises(IllegalStateError, match="cannot be acknowledged"):
+        b.acknowledge(rec(5), ACCEPT)
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(0, tip=TIP1), ACCEPT)  # another partition
+    with pytest.raises(IllegalStateError):
+        InFlightBatch().acknowledge(rec(0), ACCEPT)
+
+
+def test_acknowledge_of_an_older_delivery_raises() -> None:
+    b = batch_with(0, count=3)
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(0, count=2), ACCEPT)
+    b.acknowledge(rec(0, count=3), ACCEPT)
+    assert b.all_acknowledged()
+
+
+def test_last_acknowledge_wins() -> None:
+    b = batch_with(0)
+    b.acknowledge(rec(0), RELEASE)
+    b.acknowledge(rec(0), ACCEPT)
+    assert b.take_acknowledged() == {TIP: (1, {0: int(ACCEPT)})}
+
+
+def test_implicit_acknowledge_all_never_overwrites_an_explicit_type() -> None:
+    b = batch_with(0, 1, 2)
+    b.acknowledge(rec(1), REJECT)
+    assert b.unacknowledged_count() == 2 and not b.all_acknowledged()
+    b.acknowledge_all(ACCEPT)
+    assert b.all_acknowledged() and b.unacknowledged_count() == 0
+    assert b.take_acknowledged() == {
+        TIP: (1, {0: int(ACCEPT), 1: int(REJECT), 2: int(ACCEPT)})
+    }
+
+
+def test_take_acknowledged_removes_records_so_they_cannot_be_acknowledged_again() -> None:
+    b = batch_with(0, 1)
+    b.acknowledge(rec(0), ACCEPT)
+    taken = b.take_acknowledged()
+    assert taken == {TIP: (1, {0: int(ACCEPT)})}
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(0), RELEASE)
+    # The unacknowledged record stays.
+    assert b.current_records() == {TIP: [rec(1)]}
+    assert b.take_acknowledged() == {}
+    b.acknowledge(rec(1), ACCEPT)
+    assert b.take_acknowledged() == {TIP: (1, {1: int(ACCEPT)})}
+    assert b.is_empty() and not b.has_records()
+
+
+def test_acks_are_routed_to_the_node_that_delivered_each_partition() -> None:
+    b = InFlightBatch()
+    b.add_records(TIP, 1, [rec(0)])
+    b.add_records(TIP1, 2, [rec(0, tip=TIP1)])
+    b.acknowledge_all(ACCEPT)
+    assert b.node_of(TIP) == 1 and b.node_of(TIP1) == 2
+    assert b.take_acknowledged() == {TIP: (1, {0: 1}), TIP1: (2, {0: 1})}
+
+
+def test_records_of_a_partition_from_a_new_node_while_old_ones_are_in_flight_raise() -> None:
+    b = batch_with(0, node=1)
+    with pytest.raises(IllegalStateError, match="node 1"):
+        b.add_records(TIP, 2, [rec(5)])
+    b.acknowledge_all(ACCEPT)
+    b.take_acknowledged()
+    b.add_records(TIP, 2, [rec(5)])  # nothing left from node 1: fine
+    assert b.node_of(TIP) == 2
+
+
+def test_gaps_are_sent_but_are_not_records() -> None:
+    b = batch_with(0, 3)
+    b.add_gaps(TIP, 1, [1, 2])
+    assert b.has_pending_acks()
+    assert b.unacknowledged_count() == 2
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(1), ACCEPT)
+    b.acknowledge_all(ACCEPT)
+    assert b.take_acknowledged() == {TIP: (1, {0: 1, 1: GAP, 2: GAP, 3: 1})}
+
+
+def test_gap_only_batch_counts_as_fully_acknowledged() -> None:
+    b = InFlightBatch()
+    b.add_gaps(TIP, 1, [4])
+    assert b.all_acknowledged() and not b.has_records() and not b.is_empty()
+    assert b.take_acknowledged() == {TIP: (1, {4: GAP})}
+    assert b.is_empty()
+
+
+def test_failed_offsets_are_auto_acknowledged_and_may_be_overridden_by_coordinates() -> None:
+    b = batch_with(0)
+    b.add_failed(TIP, 1, [1], RELEASE)
+    # Only failed offsets may be acknowledged by coordinates.
+    with pytest.raises(IllegalStateError):
+        b.acknowledge_offset("t", 0, 0, REJECT)
+    with pytest.raises(IllegalStateError):
+        b.acknowledge_offset("t", 0, 9, REJECT)
+    with pytest.raises(IllegalStateError):
+        b.acknowledge_offset("other", 0, 1, REJECT)
+    b.acknowledge_offset("t", 0, 1, REJECT)
+    b.acknowledge(rec(0), ACCEPT)
+    assert b.take_acknowledged() == {TIP: (1, {0: 1, 1: int(REJECT)})}
+    # Once sent, the failed offset can no longer be acknowledged.
+    with pytest.raises(IllegalStateError):
+        b.acknowledge_offset("t", 0, 1, ACCEPT)
+
+
+def test_failed_offset_without_override_keeps_its_automatic_type() -> None:
+    b = InFlightBatch()
+    b.add_failed(TIP, 3, [7, 8], REJECT)
+    assert b.all_acknowledged()
+    assert b.take_acknowledged() == {TIP: (3, {7: int(REJECT), 8: int(REJECT)})}
+
+
+def test_renew_moves_records_to_renewing_and_renewed_ones_come_back() -> None:
+    b = batch_with(0, 1, 2, count=2)
+    b.acknowledge(rec(0, 2), RENEW)
+    b.acknowledge(rec(1, 2), RENEW)
+    b.acknowledge(rec(2, 2), ACCEPT)
+    taken = b.take_acknowledged()
+    assert taken == {TIP: (1, {0: int(RENEW), 1: int(RENEW), 2: int(ACCEPT)})}
+    assert b.has_renewing() and not b.has_records()
+    # While renewing, the records cannot be acknowledged.
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(0, 2), ACCEPT)
+    b.on_renew_completed(TIP, frozenset({0}), frozenset({1}))
+    assert not b.has_renewing()
+    # The renewed record is back, with its delivery count, and needs a new ack.
+    assert b.current_records() == {TIP: [rec(0, 2)]}
+    assert not b.all_acknowledged()
+    b.acknowledge(rec(0, 2), ACCEPT)
+    assert b.take_acknowledged() == {TIP: (1, {0: int(ACCEPT)})}
+    # The failed renewal was dropped for good.
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(1, 2), ACCEPT)
+    assert b.is_empty()
+
+
+def test_renew_completion_for_unknown_partition_is_ignored() -> None:
+    b = InFlightBatch()
+    b.on_renew_completed(TIP, frozenset({0}), frozenset())
+    assert b.is_empty()
+
+
+def test_implicit_acknowledge_all_does_not_touch_renewing_records() -> None:
+    b = batch_with(0, 1)
+    b.acknowledge(rec(0), RENEW)
+    b.take_acknowledged()
+    b.acknowledge_all(ACCEPT)
+    assert b.take_acknowledged() == {TIP: (1, {1: int(ACCEPT)})}
+    assert b.has_renewing()
+
+
+def test_clear_forgets_everything() -> None:
+    b = batch_with(0)
+    b.add_gaps(TIP, 1, [1])
+    b.clear()
+    assert b.is_empty() and b.take_acknowledged() == {} and b.node_of(TIP) is None
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(0), ACCEPT)
+
+
+def test_current_records_are_in_offset_order() -> None:
+    b = InFlightBatch()
+    b.add_records(TIP, 1, [rec(5), rec(2)])
+    b.add_records(TIP, 1, [rec(3)])
+    assert [r.offset for r in b.current_records()[TIP]] == [2, 3, 5]
