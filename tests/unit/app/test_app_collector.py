@@ -1,0 +1,326 @@
+"""FetchCollector: completed fetches -> the records of one poll."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kafka_share._app.collector import FetchCollector
+from kafka_share._app.events import CompletedShareFetch
+from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._app.in_flight import GAP, InFlightBatch
+from kafka_share.errors import CorruptRecordError, RecordDeserializationError
+from kafka_share.models import AcknowledgeType, ConsumerRecord, TimestampType, TopicIdPartition
+from kafka_share.records.builder import NewRecord, build_batch, build_control_batch
+
+TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 0)
+TIP1 = TopicIdPartition(uuid.UUID(int=7), "orders", 1)
+NODE = 3
+ACCEPT = int(AcknowledgeType.ACCEPT)
+RELEASE = int(AcknowledgeType.RELEASE)
+REJECT = int(AcknowledgeType.REJECT)
+
+
+class Harness:
+    def __init__(
+        self,
+        *,
+        max_poll_records: int = 500,
+        check_crcs: bool = True,
+        key_deserializer: Callable[[bytes], Any] | None = None,
+        value_deserializer: Callable[[bytes], Any] | None = None,
+    ) -> None:
+        self.buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
+        self.in_flight = InFlightBatch()
+        self.collector: FetchCollector[Any, Any] = FetchCollector(
+            buffer=self.buffer,
+            in_flight=self.in_flight,
+            key_deserializer=key_deserializer,
+            value_deserializer=value_deserializer,
+            check_crcs=check_crcs,
+            max_poll_records=max_poll_records,
+        )
+
+    def add(
+        self,
+        data: bytes,
+        acquired: list[tuple[int, int, int]],
+        tip: TopicIdPartition = TIP,
+        lock_ms: int | None = None,
+    ) -> None:
+        self.buffer.add_all([CompletedShareFetch(NODE, tip, memoryview(data), acquired, lock_ms)])
+
+    def acks(self) -> dict[int, int]:
+        """Everything acknowledged so far for TIP (taken from the in-flight batch)."""
+        taken = self.in_flight.take_acknowledged()
+        if TIP not in taken:
+            return {}
+        node, acks = taken[TIP]
+        assert node == NODE
+        return acks
+
+
+def values(n: int, start: int = 0) -> list[tuple[bytes, bytes]]:
+    return [(f"k{i}".encode(), f"v{i}".encode()) for i in range(start, start + n)]
+
+
+def collected_offsets(result: Any, tip: TopicIdPartition = TIP) -> list[int]:
+    return [r.offset for r in result.records if r.partition == tip.partition]
+
+
+def test_records_of_acquired_offsets_are_delivered_with_their_fields() -> None:
+    h = Harness(value_deserializer=lambda b: b.decode().upper())
+    data = build_batch(
+        [NewRecord(key=b"k", value=b"v0", headers=[("h", b"x")], timestamp=1000),
+         NewRecord(key=None, value=None, timestamp=1001)],
+        base_offset=10, partition_leader_epoch=4,
+    )
+    h.add(data, [(10, 11, 2)], lock_ms=15000)
+    result = h.collector.collect()
+    assert result.error is None
+    assert result.acquisition_lock_timeout_ms == 15000
+    recs: list[ConsumerRecord[Any, Any]] = list(result.records)
+    assert [r.offset for r in recs] == [10, 11]
+    first, second = recs
+    assert (first.topic, first.partition) == ("orders", 0)
+    assert first.key == b"k" and first.value == "V0"
+    assert list(first.headers) == [("h", b"x")]
+    assert first.timestamp == 1000 and first.timestamp_type is TimestampType.CREATE_TIME
+    assert first.leader_epoch == 4 and first.delivery_count == 2
+    assert (first.serialized_key_size, first.serialized_value_size) == (1, 2)
+    # Null key and value: no deserializer call, sizes -1.
+    assert second.key is None and second.value is None
+    assert (second.serialized_key_size, second.serialized_value_size) == (-1, -1)
+    assert h.in_flight.current_records() == {TIP: recs}
+    assert not h.collector.has_buffered()
+
+
+def test_only_the_acquired_subset_is_delivered() -> None:
+    h = Harness()
+    h.add(build_batch(values(6), base_offset=0), [(1, 2, 3), (4, 4, 1)])
+    result = h.collector.collect()
+    recs = list(result.records)
+    assert [(r.offset, r.delivery_count) for r in recs] == [(1, 3), (2, 3), (4, 1)]
+    assert [r.value for r in recs] == [b"v1", b"v2", b"v4"]
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    assert h.acks() == {1: ACCEPT, 2: ACCEPT, 4: ACCEPT}  # no gaps
+
+
+def test_acquired_offsets_without_a_record_become_gaps() -> None:
+    h = Harness()
+    # A compacted batch: offsets 0, 1 and 3 survive; 2 is gone. Nothing after 3.
+    data = build_batch(
+        [NewRecord(b"a", b"0", offset_delta=0), NewRecord(b"b", b"1", offset_delta=1),
+         NewRecord(b"c", b"3", offset_delta=3)],
+        base_offset=0,
+    )
+    h.add(data, [(0, 5, 1)])
+    result = h.collector.collect()
+    assert collected_offsets(result) == [0, 1, 3]
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    assert h.acks() == {0: ACCEPT, 1: ACCEPT, 2: GAP, 3: ACCEPT, 4: GAP, 5: GAP}
+
+
+def test_control_batch_offsets_become_gaps() -> None:
+    h = Harness()
+    data = (
+        build_batch(values(2), base_offset=0, is_transactional=True, producer_id=9)
+        + build_control_batch(base_offset=2, producer_id=9)
+        + build_batch(values(1, 3), base_offset=3)
+    )
+    h.add(data, [(0, 3, 1)])
+    result = h.collector.collect()
+    assert collected_offsets(result) == [0, 1, 3]
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    assert h.acks() == {0: ACCEPT, 1: ACCEPT, 2: GAP, 3: ACCEPT}
+
+
+def test_gap_only_fetch_returns_nothing_but_leaves_gap_acks() -> None:
+    h = Harness()
+    h.add(build_control_batch(base_offset=5), [(5, 5, 1)])
+    result = h.collector.collect()
+    assert len(result.records) == 0 and result.error is None
+    assert h.acks() == {5: GAP}
+    assert not h.collector.has_buffered()
+
+
+def test_empty_acquired_delivers_nothing_and_acknowledges_nothing() -> None:
+    h = Harness()
+    h.add(build_batch(values(3)), [])
+    result = h.collector.collect()
+    assert len(result.records) == 0 and result.error is None
+    assert h.in_flight.is_empty()
+
+
+def test_max_poll_records_splits_a_fetch_across_polls() -> None:
+    h = Harness(max_poll_records=2)
+    h.add(build_batch(values(5), base_offset=100), [(100, 104, 1)])
+    seen: list[list[int]] = []
+    for _ in range(3):
+        assert h.collector.has_buffered()
+        result = h.collector.collect()
+        seen.append(collected_offsets(result))
+        h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+        h.in_flight.take_acknowledged()
+    assert seen == [[100, 101], [102, 103], [104]]
+    assert not h.collector.has_buffered()
+    assert len(h.collector.collect().records) == 0
+
+
+def test_max_poll_records_spans_partitions_in_buffer_order() -> None:
+    h = Harness(max_poll_records=4)
+    h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
+    h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP1)
+    first = h.collector.collect()
+    assert [(r.partition, r.offset) for r in first.records] == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    second = h.collector.collect()
+    assert [(r.partition, r.offset) for r in second.records] == [(1, 1), (1, 2)]
+
+
+def test_value_deserializer_failure_returns_earlier_records_and_releases_the_offset() -> None:
+    def value(b: bytes) -> str:
+        if b == b"v2":
+            raise ValueError("bad value")
+        return b.decode()
+
+    h = Harness(value_deserializer=value)
+    h.add(build_batch(values(5)), [(0, 4, 1)])
+    result = h.collector.collect()
+    # Records before the poison record come first; the error is raised by the next poll.
+    assert collected_offsets(result) == [0, 1]
+    err = result.error
+    assert isinstance(err, RecordDeserializationError)
+    assert (err.topic, err.partition, err.offset) == ("orders", 0, 2)
+    assert err.value == b"v2" and err.key == b"k2" and err.is_key is False
+    assert "released" in str(err)
+    assert isinstance(err.__cause__, ValueError)
+    # The poison offset is acknowledged RELEASE; the app may override it by coordinates.
+    h.in_flight.acknowledge_offset("orders", 0, 2, AcknowledgeType.REJECT)
+    # The next poll continues after the poison record.
+    rest = h.collector.collect()
+    assert rest.error is None and collected_offsets(rest) == [3, 4]
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    assert h.acks() == {0: ACCEPT, 1: ACCEPT, 2: REJECT, 3: ACCEPT, 4: ACCEPT}
+
+
+def test_deserializer_failure_on_the_first_record_is_raised_by_this_poll() -> None:
+    def key(b: bytes) -> str:
+        if b == b"k0":
+            raise UnicodeError("bad key")
+        return b.decode()
+
+    h = Harness(key_deserializer=key)
+    h.add(build_batch(values(3)), [(0, 2, 1)])
+    result = h.collector.collect()
+    assert len(result.records) == 0
+    assert isinstance(result.error, RecordDeserializationError)
+    assert result.error.is_key is True and result.error.offset == 0
+    assert h.in_flight.take_acknowledged() == {TIP: (NODE, {0: RELEASE})}
+    assert collected_offsets(h.collector.collect()) == [1, 2]
+
+
+def test_crc_failure_rejects_the_acquired_offsets_of_that_batch_only() -> None:
+    h = Harness()
+    good = build_batch(values(3), base_offset=0)
+    bad = bytearray(build_batch(values(3, 3), base_offset=3))
+    bad[-1] ^= 0xFF  # payload byte: the stored CRC no longer matches
+    after = build_batch(values(2, 6), base_offset=6)
+    h.add(good + bytes(bad) + after, [(1, 7, 1)])
+    result = h.collector.collect()
+    assert collected_offsets(result) == [1, 2]
+    assert isinstance(result.error, CorruptRecordError)
+    assert "orders-0" in str(result.error) and "offset 3" in str(result.error)
+    rest = h.collector.collect()
+    assert rest.error is None and collected_offsets(rest) == [6, 7]
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    assert h.acks() == {
+        1: ACCEPT, 2: ACCEPT, 3: REJECT, 4: REJECT, 5: REJECT, 6: ACCEPT, 7: ACCEPT
+    }
+
+
+def test_crc_failure_of_the_first_batch_is_raised_at_once() -> None:
+    h = Harness()
+    bad = bytearray(build_batch(values(2), base_offset=0))
+    bad[-1] ^= 0xFF
+    h.add(bytes(bad) + build_batch(values(1, 2), base_offset=2), [(0, 2, 1)])
+    result = h.collector.collect()
+    assert len(result.records) == 0 and isinstance(result.error, CorruptRecordError)
+    assert h.in_flight.take_acknowledged() == {TIP: (NODE, {0: REJECT, 1: REJECT})}
+    assert collected_offsets(h.collector.collect()) == [2]
+
+
+def test_crc_failure_of_a_batch_we_did_not_acquire_is_ignored() -> None:
+    h = Harness()
+    bad = bytearray(build_batch(values(2), base_offset=0))
+    bad[-1] ^= 0xFF
+    h.add(bytes(bad) + build_batch(values(2, 2), base_offset=2), [(2, 3, 1)])
+    result = h.collector.collect()
+    assert result.error is None and collected_offsets(result) == [2, 3]
+
+
+def test_crc_is_not_checked_when_check_crcs_is_off() -> None:
+    h = Harness(check_crcs=False)
+    data = build_batch(values(2), base_offset=0)
+    bad = data.replace(b"v1", b"v9")  # same length: only the CRC can tell
+    assert bad != data
+    h.add(bad, [(0, 1, 1)])
+    result = h.collector.collect()
+    assert result.error is None and collected_offsets(result) == [0, 1]
+    assert [r.value for r in result.records] == [b"v0", b"v9"]
+    # The same bytes with check.crcs on are rejected.
+    checked = Harness(check_crcs=True)
+    checked.add(bad, [(0, 1, 1)])
+    assert isinstance(checked.collector.collect().error, CorruptRecordError)
+
+
+def test_broken_framing_rejects_everything_acquired_from_there_on() -> None:
+    h = Harness()
+    good = build_batch(values(2), base_offset=0)
+    broken = bytearray(build_batch(values(2, 2), base_offset=2))
+    broken[16] = 7  # unknown magic: the framing can no longer be trusted
+    h.add(good + bytes(broken) + build_batch(values(2, 4), base_offset=4), [(0, 5, 1)])
+    result = h.collector.collect()
+    assert collected_offsets(result) == [0, 1]
+    assert isinstance(result.error, CorruptRecordError)
+    assert not h.collector.has_buffered()
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    assert h.acks() == {0: ACCEPT, 1: ACCEPT, 2: REJECT, 3: REJECT, 4: REJECT, 5: REJECT}
+
+
+@pytest.mark.parametrize("budget", [1, 2, 3, 500])
+def test_every_acquired_offset_is_resolved_exactly_once_whatever_the_budget(budget: int) -> None:
+    def value(b: bytes) -> bytes:
+        if b == b"v4":
+            raise ValueError("poison")
+        return b
+
+    h = Harness(max_poll_records=budget, value_deserializer=value)
+    bad = bytearray(build_batch(values(2, 6), base_offset=6))
+    bad[-1] ^= 0xFF
+    data = (
+        build_batch(values(3), base_offset=0)
+        + build_control_batch(base_offset=3)
+        + build_batch(values(2, 4), base_offset=4)
+        + bytes(bad)
+        + build_batch(values(3, 8), base_offset=8)
+    )
+    h.add(data, [(0, 10, 1), (12, 12, 2)])
+    delivered: list[int] = []
+    errors: list[type] = []
+    for _ in range(30):
+        if not h.collector.has_buffered():
+            break
+        result = h.collector.collect()
+        delivered.extend(r.offset for r in result.records)
+        if result.error is not None:
+            errors.append(type(result.error))
+    assert delivered == [0, 1, 2, 5, 8, 9, 10]
+    assert errors == [RecordDeserializationError, CorruptRecordError]
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    acks = h.acks()
+    assert sorted(acks) == [*range(11), 12]
+    assert acks[3] == GAP and acks[12] == GAP
+    assert acks[4] == RELEASE and acks[6] == acks[7] == REJECT
