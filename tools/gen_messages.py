@@ -304,7 +304,7 @@ class Gen:
     def reader_name(self, st: Struct, v: int, canon: dict[tuple[str, int], str]) -> str:
         return canon[(st.path, v)]
 
-    def read_value(  # noqa: PLR0917
+    def read_value(
         self, f: Field, v: int, flex: bool, target: str, canon: dict[tuple[str, int], str],
         ind: str, buf: str = "buf", declare: bool = True,
     ) -> list[str]:
@@ -346,7 +346,7 @@ class Gen:
             out = [ln for ln in out if not ln.startswith(f"{ind}{target}: ")]
         return out
 
-    def read_scalar(  # noqa: PLR0917
+    def read_scalar(
         self, f: Field, v: int, flex: bool, nullable: bool, target: str,
         canon: dict[tuple[str, int], str], ind: str, buf: str = "buf",
         c: str | None = None, n: str | None = None,
@@ -475,7 +475,7 @@ class Gen:
 
     # -- writers ----------------------------------------------------------------------------------
 
-    def write_value(  # noqa: PLR0917
+    def write_value(
         self, f: Field, v: int, flex: bool, expr: str, canon: dict[tuple[str, int], str],
         ind: str, out: str = "out",
     ) -> list[str]:
@@ -508,7 +508,7 @@ class Gen:
             return lines
         return lines + self.write_scalar(f, v, flex, nullable, expr, canon, ind, out)
 
-    def write_scalar(  # noqa: PLR0917
+    def write_scalar(
         self, f: Field, v: int, flex: bool, nullable: bool, expr: str,
         canon: dict[tuple[str, int], str], ind: str, out: str,
     ) -> list[str]:
