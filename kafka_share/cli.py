@@ -16,9 +16,11 @@ def main() -> None:
 def _register() -> None:
     # Subcommands live next to the code they drive; imported here so that
     # `kafka-share --help` lists them all.
+    from kafka_share.demo import demo  # noqa: PLC0415
     from kafka_share.testing.cli import broker  # noqa: PLC0415
 
     main.add_command(broker)
+    main.add_command(demo)
 
 
 _register()
