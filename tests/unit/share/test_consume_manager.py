@@ -1,0 +1,557 @@
+"""ShareConsumeManager: ShareFetch/ShareAcknowledge building and response handling (sans-IO)."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+
+from kafka_share._app.events import AcknowledgementCompletion, CompletedShareFetch
+from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader, TopicMetadata
+from kafka_share.errors import (
+    InvalidRecordStateError,
+    KafkaError,
+    NetworkError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
+from kafka_share.models import AcknowledgeType, TopicIdPartition
+from kafka_share.protocol.messages import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
+from kafka_share.share.acknowledgements import Acknowledgements
+from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
+from kafka_share.share.unsent import Channel, UnsentRequest
+
+TID = uuid.UUID(int=0x51)
+TIP0 = TopicIdPartition(TID, "t", 0)  # led by node 1
+TIP1 = TopicIdPartition(TID, "t", 1)  # led by node 2
+ACCEPT = AcknowledgeType.ACCEPT
+NOT_LEADER = 6
+SHARE_SESSION_NOT_FOUND = 122
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.fetches: list[CompletedShareFetch] = []
+        self.completions: list[AcknowledgementCompletion] = []
+        self.errors: list[KafkaError] = []
+
+    def add_fetches(self, fetches: list[Any]) -> None:
+        self.fetches.extend(fetches)
+
+    def ack_completed(self, completion: Any) -> None:
+        self.completions.append(completion)
+
+    def error(self, error: KafkaError) -> None:
+        self.errors.append(error)
+
+    def errors_of(self, tip: TopicIdPartition) -> list[KafkaError | None]:
+        return [c.error for c in self.completions if c.partition == tip]
+
+
+class Env:
+    def __init__(self, *, share_version: int = 2, retry_backoff_ms: int = 100) -> None:
+        self.sink = Sink()
+        self.cluster = ClusterMetadata([("boot", 9092)], metadata_max_age_ms=600_000)
+        self.cluster.update(
+            0,
+            [BrokerInfo(1, "h1", 1), BrokerInfo(2, "h2", 2), BrokerInfo(3, "h3", 3)],
+            [TopicMetadata("t", TID, 0, {0: PartitionLeader(1, 5), 1: PartitionLeader(2, 5)})],
+        )
+        self.mgr = ShareConsumeManager(
+            settings=FetchSettings(
+                group_id="g", max_wait_ms=500, min_bytes=1, max_bytes=1 << 20,
+                max_records=100, record_limit=False, retry_backoff_ms=retry_backoff_ms,
+            ),
+            cluster=self.cluster,
+            sink=self.sink,
+            member_id="member-1",
+            share_fetch_version=lambda node: share_version,
+        )
+        self.mgr.member_ready = True
+        self.mgr.assigned = [TIP0, TIP1]
+
+    def poll(self, now_ms: int = 0) -> dict[int, UnsentRequest]:
+        out: dict[int, UnsentRequest] = {}
+        for req in self.mgr.poll(now_ms):
+            assert req.channel is Channel.SHARE
+            assert req.node_id not in out, "two requests to one node in one round"
+            out[req.node_id] = req
+        return out
+
+    def establish(self, now_ms: int = 0) -> None:
+        """Open sessions on nodes 1 and 2 (epoch 0 -> 1) with empty answers."""
+        self.mgr.on_fetch({})
+        reqs = self.poll(now_ms)
+        assert set(reqs) == {1, 2}
+        for req in reqs.values():
+            assert req.request.share_session_epoch == 0
+            req.handler(ShareFetchResponse(), None)
+
+
+def acks(*offsets: int, t: AcknowledgeType = ACCEPT) -> Acknowledgements:
+    a = Acknowledgements()
+    for o in offsets:
+        a.add(o, t)
+    return a
+
+
+def fetch_ack_batches(req: ShareFetchRequest, partition: int) -> list[tuple[int, int, list[int]]]:
+    return [
+        (b.first_offset, b.last_offset, list(b.acknowledge_types))
+        for t in req.topics for p in t.partitions if p.partition_index == partition
+        for b in p.acknowledgement_batches
+    ]
+
+
+def ack_batches(req: ShareAcknowledgeRequest, partition: int) -> list[tuple[int, int, list[int]]]:
+    return [
+        (b.first_offset, b.last_offset, list(b.acknowledge_types))
+        for t in req.topics for p in t.partitions if p.partition_index == partition
+        for b in p.acknowledgement_batches
+    ]
+
+
+def ack_response(
+    partition: int, error_code: int = 0, **kw: Any
+) -> ShareAcknowledgeResponse:
+    return ShareAcknowledgeResponse(
+        responses=[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
+            topic_id=TID,
+            partitions=[ShareAcknowledgeResponse.PartitionData(
+                partition_index=partition, error_code=error_code, **kw)],
+        )],
+    )
+
+
+def fetch_response(*parts: ShareFetchResponse.PartitionData, **kw: Any) -> ShareFetchResponse:
+    return ShareFetchResponse(
+        responses=[ShareFetchResponse.ShareFetchableTopicResponse(topic_id=TID,
+                                                                  partitions=list(parts))],
+        **kw,
+    )
+
+
+# -- fetching ----------------------------------------------------------------------------
+
+
+def test_nothing_is_sent_before_the_member_is_ready_or_without_fetch_more() -> None:
+    env = Env()
+    env.mgr.member_ready = False
+    env.mgr.on_fetch({})
+    assert env.poll() == {}
+    env.mgr.member_ready = True
+    env.mgr.fetch_more = False
+    assert env.poll() == {}
+
+
+def test_first_fetch_opens_a_session_per_leader_with_the_fetch_limits() -> None:
+    env = Env()
+    env.mgr.on_fetch({})
+    reqs = env.poll()
+    assert set(reqs) == {1, 2}
+    req = reqs[1].request
+    assert isinstance(req, ShareFetchRequest)
+    assert (req.group_id, req.member_id, req.share_session_epoch) == ("g", "member-1", 0)
+    assert (req.max_wait_ms, req.min_bytes, req.max_bytes, req.max_records) == (
+        500, 1, 1 << 20, 100)
+    assert [(t.topic_id, [p.partition_index for p in t.partitions]) for t in req.topics] == [
+        (TID, [0])]
+    assert [p.partition_index for t in reqs[2].request.topics for p in t.partitions] == [1]
+
+
+def test_first_fetch_at_epoch_0_carries_no_acks_and_they_fail_with_network_error() -> None:
+    env = Env()
+    env.mgr.on_fetch({TIP0: (1, acks(3, 4))})
+    reqs = env.poll()
+    assert reqs[1].request.share_session_epoch == 0
+    assert fetch_ack_batches(reqs[1].request, 0) == []
+    errors = env.sink.errors_of(TIP0)
+    assert len(errors) == 1 and isinstance(errors[0], NetworkError)
+    assert env.sink.completions[0].offsets == frozenset({3, 4})
+
+
+def test_only_one_request_per_node_is_in_flight() -> None:
+    env = Env()
+    env.mgr.on_fetch({})
+    first = env.poll()
+    assert set(first) == {1, 2}
+    assert env.poll() == {}
+    first[1].handler(ShareFetchResponse(), None)
+    assert set(env.poll()) == {1}
+
+
+def test_acks_piggyback_on_the_next_fetch_to_their_node() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({TIP0: (1, acks(3, 4)), TIP1: (2, acks(9, t=AcknowledgeType.RELEASE))})
+    reqs = env.poll()
+    assert reqs[1].request.share_session_epoch == 1
+    assert fetch_ack_batches(reqs[1].request, 0) == [(3, 4, [1])]
+    assert fetch_ack_batches(reqs[1].request, 1) == []
+    assert fetch_ack_batches(reqs[2].request, 1) == [(9, 9, [2])]
+    reqs[1].handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
+    assert env.sink.errors_of(TIP0) == [None]
+    reqs[2].handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=1, acknowledge_error_code=121, acknowledge_error_message="gone")), None)
+    [err] = env.sink.errors_of(TIP1)
+    assert isinstance(err, InvalidRecordStateError)
+
+
+def test_piggybacked_ack_missing_from_the_response_fails_as_invalid_response() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({TIP0: (1, acks(3))})
+    reqs = env.poll()
+    reqs[1].handler(ShareFetchResponse(), None)
+    [err] = env.sink.errors_of(TIP0)
+    assert isinstance(err, InvalidRecordStateError)
+    assert "invalid response" in str(err)
+
+
+def test_response_with_acquired_records_is_delivered_and_clears_fetch_more() -> None:
+    env = Env()
+    env.mgr.on_fetch({})
+    reqs = env.poll()
+    data = b"\x00" * 8
+    reqs[1].handler(
+        fetch_response(
+            ShareFetchResponse.PartitionData(
+                partition_index=0, records=data,
+                acquired_records=[ShareFetchResponse.AcquiredRecords(
+                    first_offset=0, last_offset=4, delivery_count=1)],
+            ),
+            acquisition_lock_timeout_ms=30000,
+        ),
+        None,
+    )
+    assert env.mgr.fetch_more is False
+    [fetch] = env.sink.fetches
+    assert (fetch.node_id, fetch.partition) == (1, TIP0)
+    assert bytes(fetch.records) == data
+    assert fetch.acquired == [(0, 4, 1)]
+    assert fetch.acquisition_lock_timeout_ms == 30000
+    # Node 2 is still in flight; once it answers, no new fetch goes out until asked.
+    reqs[2].handler(ShareFetchResponse(), None)
+    assert env.poll() == {}
+
+
+def test_response_without_acquired_records_keeps_fetching() -> None:
+    env = Env()
+    env.establish()
+    assert env.mgr.fetch_more is True
+    assert env.sink.fetches == []
+    assert set(env.poll()) == {1, 2}
+
+
+def test_not_leader_with_current_leader_updates_the_cluster_leader() -> None:
+    env = Env()
+    env.mgr.on_fetch({})
+    reqs = env.poll()
+    reqs[1].handler(
+        fetch_response(
+            ShareFetchResponse.PartitionData(
+                partition_index=0, error_code=NOT_LEADER,
+                current_leader=ShareFetchResponse.LeaderIdAndEpoch(leader_id=3, leader_epoch=6),
+            ),
+            node_endpoints=[ShareFetchResponse.NodeEndpoint(node_id=3, host="h3", port=3)],
+        ),
+        None,
+    )
+    assert env.cluster.leader_of("t", 0) == 3
+    assert env.sink.errors == [] and env.sink.fetches == []
+    # The next round fetches partition 0 from its new leader.
+    reqs = env.poll()
+    assert 3 in reqs
+    assert [p.partition_index for t in reqs[3].request.topics for p in t.partitions] == [0]
+
+
+def test_transport_error_resets_the_session_and_fails_piggybacked_acks() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({TIP0: (1, acks(1))})
+    reqs = env.poll()
+    assert reqs[1].request.share_session_epoch == 1
+    reqs[1].handler(None, NetworkError("connection reset"))
+    [err] = env.sink.errors_of(TIP0)
+    assert isinstance(err, NetworkError)
+    assert env.cluster.needs_update(1)
+    again = env.poll()
+    assert again[1].request.share_session_epoch == 0
+    assert [p.partition_index for t in again[1].request.topics for p in t.partitions] == [0]
+
+
+def test_session_not_found_resets_the_epoch_and_fails_acks_as_session_lost() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({TIP0: (1, acks(1))})
+    reqs = env.poll()
+    reqs[1].handler(ShareFetchResponse(error_code=SHARE_SESSION_NOT_FOUND), None)
+    [err] = env.sink.errors_of(TIP0)
+    assert isinstance(err, NetworkError) and "session" in str(err)
+    assert env.poll()[1].request.share_session_epoch == 0
+
+
+def test_disconnect_while_idle_resets_the_session() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_disconnect(1)
+    assert env.poll()[1].request.share_session_epoch == 0
+
+
+def test_acks_for_an_unassigned_partition_are_sent_ack_only() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.assigned = [TIP1]  # TIP0 was revoked
+    env.mgr.on_fetch({TIP0: (1, acks(2))})
+    req = env.poll()[1].request
+    assert fetch_ack_batches(req, 0) == [(2, 2, [1])]
+    assert [(f.topic_id, f.partitions) for f in req.forgotten_topics_data] == [(TID, [0])]
+
+
+def test_renew_on_a_v1_broker_fails_with_unsupported_version() -> None:
+    env = Env(share_version=1)
+    env.establish()
+    env.mgr.on_fetch({TIP0: (1, acks(2, t=AcknowledgeType.RENEW))})
+    req = env.poll()[1].request
+    assert fetch_ack_batches(req, 0) == []
+    [err] = env.sink.errors_of(TIP0)
+    assert isinstance(err, UnsupportedVersionError)
+
+
+def test_renew_piggybacked_on_v2_sets_is_renew_ack_and_zero_limits() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({TIP0: (1, acks(2, t=AcknowledgeType.RENEW))})
+    reqs = env.poll()
+    req = reqs[1].request
+    assert req.is_renew_ack is True
+    assert (req.max_wait_ms, req.min_bytes, req.max_bytes, req.max_records) == (0, 0, 0, 0)
+    reqs[1].handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
+    [c] = [c for c in env.sink.completions if c.partition == TIP0]
+    assert c.error is None and c.renewed_offsets == frozenset({2})
+
+
+# -- standalone acknowledgements -------------------------------------------------------
+
+
+def test_async_acks_go_out_as_share_acknowledge_before_any_fetch() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_async({TIP0: (1, acks(5, 6))}, deadline_ms=10_000)
+    reqs = env.poll()
+    req = reqs[1].request
+    assert isinstance(req, ShareAcknowledgeRequest)
+    assert req.share_session_epoch == 1
+    assert ack_batches(req, 0) == [(5, 6, [1])]
+    assert isinstance(reqs[2].request, ShareFetchRequest)
+    reqs[1].handler(ack_response(0), None)
+    assert env.sink.errors_of(TIP0) == [None]
+
+
+def test_async_acks_on_a_new_session_fail_locally() -> None:
+    env = Env()
+    env.mgr.on_async({TIP0: (1, acks(5))}, deadline_ms=10_000)
+    assert env.poll() == {}
+    [err] = env.sink.errors_of(TIP0)
+    assert isinstance(err, NetworkError)
+
+
+def test_async_acks_past_their_deadline_time_out() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({})
+    env.poll(0)  # both nodes busy with a fetch
+    env.mgr.on_async({TIP0: (1, acks(5))}, deadline_ms=100)
+    assert env.poll(200) == {}
+    [err] = env.sink.errors_of(TIP0)
+    assert isinstance(err, RequestTimedOutError)
+
+
+def test_sync_commit_completes_its_future_with_per_partition_results() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    future: Future[object] = Future()
+    env.mgr.on_sync({TIP0: (1, acks(1)), TIP1: (2, acks(2))}, 10_000, future)
+    reqs = env.poll()
+    assert all(isinstance(r.request, ShareAcknowledgeRequest) for r in reqs.values())
+    reqs[1].handler(ack_response(0), None)
+    assert not future.done()
+    reqs[2].handler(ack_response(1, error_code=121, error_message="lock expired"), None)
+    result = future.result(timeout=0)
+    assert isinstance(result, dict) and set(result) == {TIP0, TIP1}
+    assert result[TIP0] is None
+    assert isinstance(result[TIP1], InvalidRecordStateError)
+
+
+def test_sync_commit_with_nothing_to_send_completes_at_once() -> None:
+    env = Env()
+    future: Future[object] = Future()
+    env.mgr.on_sync({}, 10_000, future)
+    assert future.result(timeout=0) == {}
+
+
+def test_sync_commit_retries_retriable_partition_errors_until_success() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    future: Future[object] = Future()
+    env.mgr.on_sync({TIP0: (1, acks(1))}, 10_000, future)
+    first = env.poll(10)[1]
+    first.handler(ack_response(0, error_code=7), None)  # REQUEST_TIMED_OUT: retriable
+    assert not future.done()
+    retry = env.poll(1000)[1]
+    assert isinstance(retry.request, ShareAcknowledgeRequest)
+    assert ack_batches(retry.request, 0) == [(1, 1, [1])]
+    retry.handler(ack_response(0), None)
+    assert future.result(timeout=0) == {TIP0: None}
+
+
+def test_sync_commit_does_not_retry_not_leader() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    future: Future[object] = Future()
+    env.mgr.on_sync({TIP0: (1, acks(1))}, 10_000, future)
+    env.poll()[1].handler(ack_response(0, error_code=NOT_LEADER), None)
+    result: Any = future.result(timeout=0)
+    assert isinstance(result[TIP0], NotLeaderOrFollowerError)
+
+
+def test_sync_commit_that_cannot_be_sent_before_its_deadline_times_out() -> None:
+    env = Env()
+    env.establish()
+    env.poll(0)  # both nodes busy with a fetch
+    future: Future[object] = Future()
+    env.mgr.on_sync({TIP0: (1, acks(1))}, 100, future)
+    assert env.poll(50) == {}
+    assert not future.done()
+    env.poll(100)
+    result: Any = future.result(timeout=0)
+    assert isinstance(result[TIP0], RequestTimedOutError)
+    [err] = env.sink.errors_of(TIP0)
+    assert isinstance(err, RequestTimedOutError)
+
+
+def test_sync_commit_retried_until_the_deadline_then_times_out() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    future: Future[object] = Future()
+    env.mgr.on_sync({TIP0: (1, acks(1))}, 1000, future)
+    now = 0
+    sent = 0
+    while not future.done():
+        assert now <= 1000
+        for req in env.poll(now).values():
+            sent += 1
+            req.handler(ack_response(0, error_code=7), None)
+        now += 200
+    assert sent >= 2
+    result: Any = future.result(timeout=0)
+    assert isinstance(result[TIP0], RequestTimedOutError)
+
+
+def test_sync_commit_on_a_new_session_fails_with_network_error() -> None:
+    env = Env()
+    future: Future[object] = Future()
+    env.mgr.on_sync({TIP0: (1, acks(1))}, 10_000, future)
+    env.poll()
+    result: Any = future.result(timeout=0)
+    assert isinstance(result[TIP0], NetworkError)
+
+
+def test_sync_commit_transport_error_fails_with_network_error_and_resets_session() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    future: Future[object] = Future()
+    env.mgr.on_sync({TIP0: (1, acks(1))}, 10_000, future)
+    env.poll()[1].handler(None, NetworkError("reset"))
+    result: Any = future.result(timeout=0)
+    assert isinstance(result[TIP0], NetworkError)
+    env.mgr.on_fetch({})
+    assert env.poll()[1].request.share_session_epoch == 0
+
+
+# -- close -----------------------------------------------------------------------------
+
+
+def test_close_sends_share_acknowledge_at_epoch_minus_1_to_every_established_session() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({})  # a node 3 state without a session must not get a close
+    env.mgr.on_async({TIP0: (1, acks(8))}, 10_000)  # pending acks ride on the close
+    future: Future[object] = Future()
+    env.mgr.on_close({TIP1: (2, acks(4))}, 10_000, future)
+    assert env.mgr.fetch_more is False
+    reqs = env.poll()
+    assert set(reqs) == {1, 2}
+    for req in reqs.values():
+        assert isinstance(req.request, ShareAcknowledgeRequest)
+        assert req.request.share_session_epoch == -1
+    assert ack_batches(reqs[1].request, 0) == [(8, 8, [1])]
+    assert ack_batches(reqs[2].request, 1) == [(4, 4, [1])]
+    reqs[1].handler(ack_response(0), None)
+    assert not env.mgr.close_done
+    reqs[2].handler(ack_response(1), None)
+    assert env.mgr.close_done
+    assert future.result(timeout=0) == {TIP0: None, TIP1: None}
+    # Nothing follows a close.
+    env.mgr.on_fetch({})
+    assert env.poll() == {}
+
+
+def test_close_without_any_session_completes_at_once() -> None:
+    env = Env()
+    future: Future[object] = Future()
+    env.mgr.on_close({}, 10_000, future)
+    assert future.result(timeout=0) == {}
+    assert env.mgr.close_done
+    assert env.poll() == {}
+
+
+def test_close_waits_for_an_in_flight_fetch_then_closes() -> None:
+    env = Env()
+    env.establish()
+    fetches = env.poll()
+    future: Future[object] = Future()
+    env.mgr.on_close({}, 10_000, future)
+    assert env.poll() == {}
+    fetches[1].handler(ShareFetchResponse(), None)
+    reqs = env.poll()
+    assert set(reqs) == {1}
+    assert reqs[1].request.share_session_epoch == -1
+
+
+def test_close_past_its_deadline_completes_with_timeouts() -> None:
+    env = Env()
+    env.establish()
+    env.poll(0)  # fetches in flight: the close cannot go out
+    future: Future[object] = Future()
+    env.mgr.on_close({TIP0: (1, acks(3))}, 100, future)
+    env.poll(100)
+    result: Any = future.result(timeout=0)
+    assert isinstance(result[TIP0], RequestTimedOutError)
+    assert env.mgr.close_done
+
+
+@pytest.mark.parametrize("error_code", [0, SHARE_SESSION_NOT_FOUND])
+def test_close_response_marks_the_session_closed(error_code: int) -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    future: Future[object] = Future()
+    env.mgr.on_close({}, 10_000, future)
+    reqs = env.poll()
+    for req in reqs.values():
+        req.handler(ShareAcknowledgeResponse(error_code=error_code), None)
+    assert future.done() and env.mgr.close_done
