@@ -43,6 +43,7 @@ _MAX_NODES = 3
 # Clusters still running when the interpreter exits are stopped, so a test run
 # that forgets stop() (or is interrupted) leaves no JVM behind.
 _live: weakref.WeakSet[LocalKafkaCluster] = weakref.WeakSet()
+_detached: list[subprocess.Popen[bytes]] = []
 
 
 @atexit.register
@@ -239,7 +240,15 @@ class LocalKafkaCluster(KafkaCluster):
         if node.running:
             raise HarnessError(f"node {node_id} is already running")
         self._launch(node)
-        self._wait_ready(expected_brokers=sum(1 for n in self._nodes.values() if n.running))
+        # Ask the restarted node itself: the other nodes may still list it in
+        # their metadata before it is back. It accepts requests only once unfenced.
+        wait_until_ready(
+            node.address.bootstrap,
+            expected_brokers=sum(1 for n in self._nodes.values() if n.running),
+            timeout_s=self.start_timeout_s,
+            check_alive=self._check_alive,
+            describe_log=lambda: self.log_tail(40),
+        )
 
     def detach(self) -> None:
         """Leave the nodes running after this Python process exits (used by the CLI)."""
@@ -247,6 +256,10 @@ class LocalKafkaCluster(KafkaCluster):
         self._owns_work_dir = False
         for node in self._nodes.values():
             node.close_log()
+            if node.process is not None:
+                # Kept referenced so Popen never warns that a child it did not
+                # wait for is still running: that is the point of detaching.
+                _detached.append(node.process)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of each node's log (labelled when there are several)."""

@@ -152,3 +152,54 @@ def test_share_disabled_cluster_refuses_share_groups() -> None:
                     consumer.poll(0.5)
         finally:
             consumer.close()
+
+
+@pytest.mark.slow
+def test_three_node_cluster_survives_losing_a_node() -> None:
+    with LocalKafkaCluster(num_nodes=3) as cluster:
+        assert isinstance(cluster, LocalKafkaCluster)
+        assert sorted(cluster.nodes) == [1, 2, 3]
+        admin = cluster.admin()
+        topic = admin.create_topic(partitions=3, replication_factor=3)
+        admin.produce(topic, [b"before"], partition=0)
+
+        cluster.kill_node(2)
+        # Two of three controllers and in-sync replicas remain: still writable.
+        assert admin.produce(topic, [b"during"], partition=0)[0].offset == 1
+
+        cluster.start_node(2)
+        assert set(cluster.pids) == {1, 2, 3}
+        assert admin.produce(topic, [b"after"], partition=0)[0].offset == 2
+
+
+def test_cli_start_status_stop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from kafka_share.testing import cache_root
+    from kafka_share.testing.cli import broker
+
+    # Same jars as the session (no second download), separate dev-broker state.
+    jars = cache_root()
+    state_root = tmp_path / "cache"
+    state_root.mkdir()
+    for entry in jars.iterdir():
+        if entry.name.startswith("kafka_2.13-"):
+            (state_root / entry.name).symlink_to(entry)
+    monkeypatch.setenv("KAFKA_SHARE_CACHE_DIR", str(state_root))
+    runner = CliRunner()
+    started = runner.invoke(broker, ["start"])
+    assert started.exit_code == 0, started.output
+    bootstrap = started.output.strip().splitlines()[-1]
+    try:
+        again = runner.invoke(broker, ["start"])
+        assert again.exit_code == 1
+        assert "already running" in again.output
+        status = runner.invoke(broker, ["status"])
+        assert status.exit_code == 0
+        assert bootstrap in status.output
+        assert KafkaAdmin(bootstrap).create_topic(partitions=2)
+    finally:
+        stopped = runner.invoke(broker, ["stop"])
+    assert stopped.exit_code == 0
+    assert "Stopped" in stopped.output
+    assert runner.invoke(broker, ["status"]).exit_code == 1
