@@ -301,24 +301,28 @@ class ShareConsumer(Generic[K, V]):
                     # Renewed records come back first; no new records meanwhile.
                     if acks:
                         self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
-                    returned = self._in_flight.current_records()
+                    returned = self._in_flight.take_ready()
                     if returned:
                         return self._records_of(returned)
                 else:
-                    buffered_before = not self._fetch_buffer.is_empty()
+                    buffered_before = self._collector.has_buffered()
                     try:
                         batch = self._collector.collect()
                     except KafkaError:
                         self._send_acks(acks, fetch=False)
-                        self._send_acks(self._take_acks(), fetch=False)
                         raise
-                    drained = self._fetch_buffer.is_empty()
+                    drained = not self._collector.has_buffered()
                     want_fetch = not fetch_sent and drained and not (
                         record_limit and buffered_before
                     )
                     if batch.records or batch.error is not None:
-                        gap_acks = self._take_acks()
-                        self._send_acks(_merge_acks(acks, gap_acks), fetch=want_fetch)
+                        if batch.error is None:
+                            # GAP acks found while decoding go out with this round.
+                            acks = _merge_acks(acks, self._take_acks())
+                        # else: the automatic RELEASE/REJECT of the failed records stays
+                        # in the batch until the next poll or commit, so the application
+                        # can still override it with acknowledge_offset().
+                        self._send_acks(acks, fetch=want_fetch)
                         fetch_sent = fetch_sent or want_fetch
                         if batch.error is not None:
                             if not batch.records:

@@ -23,7 +23,7 @@ _NOT_IN_BATCH = "The record cannot be acknowledged."
 
 
 class _PartitionInFlight:
-    __slots__ = ("acks", "failed_offsets", "node_id", "records", "renewing")
+    __slots__ = ("acks", "failed_offsets", "node_id", "ready", "records", "renewing")
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
@@ -36,6 +36,8 @@ class _PartitionInFlight:
         self.failed_offsets: set[int] = set()
         #: offset -> record whose RENEW is on its way to the broker
         self.renewing: dict[int, ConsumerRecord[Any, Any]] = {}
+        #: offset -> renewed record waiting to be handed back by the next poll
+        self.ready: dict[int, ConsumerRecord[Any, Any]] = {}
 
 
 class InFlightBatch:
@@ -50,7 +52,7 @@ class InFlightBatch:
     def _partition(self, tip: TopicIdPartition, node_id: int) -> _PartitionInFlight:
         p = self._partitions.get(tip)
         if p is None or p.node_id != node_id:
-            if p is not None and (p.records or p.acks or p.renewing):
+            if p is not None and (p.records or p.acks or p.renewing or p.ready):
                 # Records of one partition delivered by a new node: the old node's
                 # acks must still go to the old node, so keep them apart.
                 raise IllegalStateError(
@@ -123,7 +125,7 @@ class InFlightBatch:
         )
 
     def has_renewing(self) -> bool:
-        return any(p.renewing for p in self._partitions.values())
+        return any(p.renewing or p.ready for p in self._partitions.values())
 
     def has_records(self) -> bool:
         return any(p.records for p in self._partitions.values())
@@ -132,7 +134,9 @@ class InFlightBatch:
         return any(p.acks for p in self._partitions.values())
 
     def is_empty(self) -> bool:
-        return not any(p.records or p.acks or p.renewing for p in self._partitions.values())
+        return not any(
+            p.records or p.acks or p.renewing or p.ready for p in self._partitions.values()
+        )
 
     # -- hand-off to the network thread ------------------------------------------------
 
@@ -160,17 +164,27 @@ class InFlightBatch:
     def on_renew_completed(
         self, tip: TopicIdPartition, renewed: frozenset[int], failed: frozenset[int]
     ) -> None:
-        """Renewed records come back into the batch; failed renewals are dropped."""
+        """Renewed records wait to be handed back by the next poll; failed ones are dropped."""
         p = self._partitions.get(tip)
         if p is None:
             return
         for offset in renewed:
             record = p.renewing.pop(offset, None)
             if record is not None:
-                p.records[offset] = record
+                p.ready[offset] = record
         for offset in failed:
             p.renewing.pop(offset, None)
         self._compact()
+
+    def take_ready(self) -> dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]:
+        """Renewed records to return from this poll; they rejoin the batch (to be acked)."""
+        out: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]] = {}
+        for tip, p in self._partitions.items():
+            if p.ready:
+                p.records.update(p.ready)
+                out[tip] = [p.ready[o] for o in sorted(p.ready)]
+                p.ready = {}
+        return out
 
     def current_records(self) -> dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]:
         return {
@@ -189,7 +203,7 @@ class InFlightBatch:
 
     def _compact(self) -> None:
         for tip in [t for t, p in self._partitions.items()
-                    if not (p.records or p.acks or p.renewing or p.failed_offsets)]:
+                    if not (p.records or p.acks or p.renewing or p.ready or p.failed_offsets)]:
             del self._partitions[tip]
             if self._by_name.get((tip.topic, tip.partition)) == tip:
                 del self._by_name[(tip.topic, tip.partition)]

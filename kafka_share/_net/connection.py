@@ -25,7 +25,12 @@ import attrs
 
 from kafka_share._version import __version__
 from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError, UnsupportedVersionError
-from kafka_share.protocol.api_keys import ApiKey, ApiVersionsTable, api_versions_retry_version
+from kafka_share.protocol.api_keys import (
+    API_VERSIONS_FIRST_VERSION,
+    ApiKey,
+    ApiVersionsTable,
+    api_versions_retry_version,
+)
 from kafka_share.protocol.codec import NEED_DATA, KafkaCodec
 from kafka_share.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafka_share.share.unsent import VersionedRequest
@@ -84,7 +89,7 @@ class BrokerConnection:
         self._queued: deque[_Pending] = deque()
         self._in_flight: dict[int, _Pending] = {}
         self._out = bytearray()
-        self._api_versions_version = ApiVersionsRequest.MAX_VERSION
+        self._api_versions_version = API_VERSIONS_FIRST_VERSION
         self.last_activity_ms = now_ms
         self.sock = self._open_socket()
 

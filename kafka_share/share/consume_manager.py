@@ -115,10 +115,11 @@ class _SyncCommit:
     #: node -> acks still to send to that node
     per_node: dict[int, dict[TopicIdPartition, Acknowledgements]]
     results: dict[TopicIdPartition, KafkaError | None] = attrs.field(factory=dict)
-    in_flight_nodes: set[int] = attrs.field(factory=set)
+    #: node -> acks sent and not answered yet
+    in_flight: dict[int, dict[TopicIdPartition, Acknowledgements]] = attrs.field(factory=dict)
 
     def done(self) -> bool:
-        return not self.per_node and not self.in_flight_nodes
+        return not self.per_node and not self.in_flight
 
 
 @attrs.define(eq=False)
@@ -159,6 +160,7 @@ class ShareConsumeManager:
         self._closing: _SyncCommit | None = None
         self._record_limit_cursor = 0
         self._reported_v1_limit = False
+        self._now_ms = 0
 
     # -- inputs from the application ------------------------------------------------
 
@@ -229,6 +231,8 @@ class ShareConsumeManager:
 
     def poll(self, now_ms: int) -> list[UnsentRequest]:
         out: list[UnsentRequest] = []
+        # Handlers run between rounds; they time their backoffs from this.
+        self._now_ms = now_ms
         self._expire(now_ms)
         if not self.member_ready and self._closing is None:
             return out
@@ -288,7 +292,7 @@ class ShareConsumeManager:
                 _maybe_resolve(commit)
                 return None
             plan = state.session.build_close(acks_for_node)
-            commit.in_flight_nodes.add(node_id)
+            commit.in_flight[node_id] = acks_for_node
             request = ShareAcknowledgeRequest(
                 group_id=self._settings.group_id,
                 member_id=self._member_id,
@@ -328,7 +332,7 @@ class ShareConsumeManager:
             _maybe_resolve(commit)
             return None
         if commit is not None:
-            commit.in_flight_nodes.add(node_id)
+            commit.in_flight[node_id] = acks
         request = ShareAcknowledgeRequest(
             group_id=self._settings.group_id,
             member_id=self._member_id,
@@ -354,7 +358,7 @@ class ShareConsumeManager:
     ) -> Callable[[Any, KafkaError | None], None]:
         def handle(response: Any, error: KafkaError | None) -> None:
             if commit is not None:
-                commit.in_flight_nodes.discard(node_id)
+                commit.in_flight.pop(node_id, None)
             if error is not None:
                 state.session.handle_error()
                 self._fail(acks, _transport_failure(node_id, error), commit)
@@ -405,7 +409,7 @@ class ShareConsumeManager:
             if retry and commit is not None:
                 commit.per_node.setdefault(node_id, {}).update(retry)
                 state.sync_queue.appendleft(commit)
-                state.not_before_ms = 0  # retried on the next round, after backoff below
+                state.not_before_ms = self._now_ms + self._settings.retry_backoff_ms
             _maybe_resolve(commit)
 
         return handle
@@ -632,6 +636,8 @@ class ShareConsumeManager:
         commit: _SyncCommit | None,
         lock_ms: int | None,
     ) -> None:
+        if acks.is_completed:
+            return  # already failed locally (e.g. timed out); a late answer changes nothing
         acks.complete(code, message)
         error = error_for_code(code, message) if code != 0 else None
         renewed = (
@@ -648,6 +654,8 @@ class ShareConsumeManager:
         error: KafkaError,
         commit: _SyncCommit | None,
     ) -> None:
+        if acks.is_completed:
+            return
         acks.complete(getattr(error, "code", -1), str(error))
         self._report(tip, acks, error, commit, frozenset(), None)
 
@@ -713,7 +721,12 @@ class ShareConsumeManager:
                 commit,
             )
         commit.per_node.clear()
-        commit.in_flight_nodes.clear()
+        for _node_id, acks in list(commit.in_flight.items()):
+            # Sent but unanswered: the answer, if it ever comes, is ignored
+            # (Acknowledgements.complete keeps the first outcome).
+            self._fail(acks, RequestTimedOutError(
+                "no answer to the acknowledgements before the deadline"), commit)
+        commit.in_flight.clear()
         _resolve(commit)
 
     @property

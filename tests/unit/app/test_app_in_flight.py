@@ -157,10 +157,17 @@ def test_renew_moves_records_to_renewing_and_renewed_ones_come_back() -> None:
     with pytest.raises(IllegalStateError):
         b.acknowledge(rec(0, 2), ACCEPT)
     b.on_renew_completed(TIP, frozenset({0}), frozenset({1}))
+    # The renewed record waits for the next poll, which hands it back; until then it
+    # is neither acknowledgeable nor counted as unacknowledged.
+    assert b.has_renewing() and b.all_acknowledged()
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(0, 2), ACCEPT)
+    assert b.take_ready() == {TIP: [rec(0, 2)]}
     assert not b.has_renewing()
-    # The renewed record is back, with its delivery count, and needs a new ack.
+    # Back in the batch, with its delivery count, and it needs a new ack.
     assert b.current_records() == {TIP: [rec(0, 2)]}
     assert not b.all_acknowledged()
+    assert b.take_ready() == {}
     b.acknowledge(rec(0, 2), ACCEPT)
     assert b.take_acknowledged() == {TIP: (1, {0: int(ACCEPT)})}
     # The failed renewal was dropped for good.
