@@ -591,12 +591,13 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoResult
         if bootstrap is None:
             from kafka_share.testing.local import LocalKafkaCluster
 
-            cluster = LocalKafkaCluster()
-            reporter.step(f"Starting an embedded Kafka {cluster.kafka_version} broker...")
             started = time.monotonic()
             try:
+                cluster = LocalKafkaCluster()
+                reporter.step(f"Starting an embedded Kafka {cluster.kafka_version} broker...")
                 cluster.start()
             except (HarnessError, OSError) as exc:
+                cluster = None  # start() cleans up after itself
                 raise DemoError(f"the local Kafka broker could not start: {exc}") from exc
             broker_start_s = time.monotonic() - started
             bootstrap = cluster.bootstrap_servers
