@@ -34,11 +34,13 @@ from __future__ import annotations
 import collections
 import gc
 import logging
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -694,6 +696,10 @@ def _result(
     return result
 
 
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 @click.command()
 @click.option("--records", type=click.IntRange(min=1), default=20_000, show_default=True,
               help="How many records to produce.")
@@ -737,6 +743,10 @@ def demo(
     )
     # Plain output is for logs: no wrapping at the terminal width.
     console = Console(highlight=False, soft_wrap=no_live)
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM would otherwise end Python without running the cleanup that
+        # stops the broker JVM; make it an interrupt like Ctrl+C.
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         result = run_demo(options, console)
     except DemoError as exc:
