@@ -91,6 +91,8 @@ class DemoOptions:
     #: default minimum, so it is accepted by any broker (Kafka's default is 30 s).
     lock_ms: int = 15_000
     max_poll_records: int = 200
+    #: Simulated processing time per record (0: none, so throughput is the client's).
+    work_ms: float = 0.0
     #: How long the fresh consumer of the final check waits for (unexpected) records.
     verify_s: float = 3.0
 
@@ -209,6 +211,7 @@ class _DemoConsumer:
         stop: threading.Event,
         started_at: float,
         release_every: int,
+        work_ms: float,
     ) -> None:
         self.explicit = index == 0 and release_every > 0
         self.stats = ConsumerStats(name=f"consumer-{index + 1}", explicit=self.explicit)
@@ -221,6 +224,7 @@ class _DemoConsumer:
         self._stop = stop
         self._started_at = started_at
         self._release_every = release_every
+        self._work_s = work_ms / 1000.0
         self._first_deliveries = 0
         self.thread = threading.Thread(target=self._run, name=self.stats.name, daemon=True)
 
@@ -258,6 +262,8 @@ class _DemoConsumer:
         stats = self.stats
         if stats.first_record_s is None:
             stats.first_record_s = time.monotonic() - self._started_at
+        if self._work_s:
+            time.sleep(self._work_s * len(records))  # "processing" the batch
         numbers: list[int] = []
         counts: list[int] = []
         foreign = 0
@@ -386,6 +392,8 @@ def _print_summary(reporter: _Reporter, result: DemoResult) -> None:
             + f"{s.accepted} records accepted, {s.released} released, "
             f"{s.redelivered} redelivered to it"
         )
+        if s.first_record_s is not None:
+            line += f", first record at {s.first_record_s:.2f} s"
         if s.ack_errors:
             line += f", {s.ack_errors} acknowledgement errors"
         out(line)
@@ -489,7 +497,9 @@ def _consume(
     }
     started = time.monotonic()
     workers = [
-        _DemoConsumer(i, config, topic, tally, stop, started, options.release_every)
+        _DemoConsumer(
+            i, config, topic, tally, stop, started, options.release_every, options.work_ms
+        )
         for i in range(options.consumers)
     ]
     explicit = [w.stats.name for w in workers if w.explicit]
@@ -713,6 +723,8 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
               "live display.")
 @click.option("--seconds", type=click.FloatRange(min=1.0), default=40.0, show_default=True,
               help="Maximum time for consuming; records not accepted by then count as missing.")
+@click.option("--work-ms", type=click.FloatRange(min=0.0, max=1000.0), default=0.0,
+              show_default=True, help="Simulated processing time per record, in ms.")
 @click.option("--release-every", type=click.IntRange(min=0), default=200, show_default=True,
               help="Consumer 1 releases every N-th record on first delivery (0: never).")
 def demo(
@@ -722,6 +734,7 @@ def demo(
     bootstrap_servers: str | None,
     no_live: bool,
     seconds: float,
+    work_ms: float,
     release_every: int,
 ) -> None:
     """Share-group demo: several consumers share ONE partition, like a queue.
@@ -740,6 +753,7 @@ def demo(
         live=not no_live,
         seconds=seconds,
         release_every=release_every,
+        work_ms=work_ms,
     )
     # Plain output is for logs: no wrapping at the terminal width.
     console = Console(highlight=False, soft_wrap=no_live)

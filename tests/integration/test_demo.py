@@ -39,8 +39,12 @@ def summary_number(output: str, label: str) -> int:
 def test_demo_command_consumes_every_record_once_across_three_consumers(
     kafka_bootstrap: str,
 ) -> None:
+    # --work-ms: 2000 records take a single consumer ~4 s to "process". Without it
+    # the consumer whose assignment arrives first can drain all 2000 records before
+    # the others have joined (on a fresh broker they join up to ~1 s apart), and
+    # the every-consumer-got-some check below would be flaky.
     proc = kafka_share_command(
-        "demo", "--no-live", "--records", "2000", "--consumers", "3",
+        "demo", "--no-live", "--records", "2000", "--consumers", "3", "--work-ms", "2",
         "--bootstrap-servers", kafka_bootstrap,
     )
     out = proc.stdout
@@ -71,7 +75,7 @@ def test_run_demo_result_accounts_for_every_record(kafka_bootstrap: str) -> None
     buffer = io.StringIO()
     result = run_demo(
         DemoOptions(records=1500, consumers=2, value_size=32, bootstrap_servers=kafka_bootstrap,
-                    live=False, release_every=50, verify_s=2.0),
+                    live=False, release_every=50, verify_s=2.0, work_ms=1.0),
         Console(file=buffer, width=200),
     )
     assert result.ok, result.problems
