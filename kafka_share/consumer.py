@@ -55,6 +55,7 @@ from kafka_share._app.events import (
 )
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import GAP, InFlightBatch
+from kafka_share._log import ContextLogger, consumer_log_prefix
 from kafka_share._net.thread import NetworkThread
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
@@ -64,6 +65,7 @@ from kafka_share.errors import (
     UnsupportedVersionError,
     WakeupError,
 )
+from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 from kafka_share.share.acknowledgements import Acknowledgements
 
@@ -149,9 +151,6 @@ class ShareConsumer(Generic[K, V]):
         cfg = self._config
         self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
         self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
-        self._log = logging.LoggerAdapter(
-            log, {"client_id": self._client_id, "group_id": cfg.group_id}
-        )
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
         self._in_flight = InFlightBatch()
         self._collector: FetchCollector[K, V] = FetchCollector(
@@ -171,11 +170,23 @@ class ShareConsumer(Generic[K, V]):
         self._wakeup_requested = threading.Event()
         self._wake_future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._pending_error: KafkaError | None = None
+        self._poll_waited_ms = 0
         self._deferred_errors: list[KafkaError] = []
         self._completions: list[AcknowledgementCompletion] = []
         self._acquisition_lock_timeout_ms: int | None = None
+        self._metrics = ShareConsumerMetrics(
+            sample_window_ms=cfg.metrics_sample_window_ms,
+            num_samples=cfg.metrics_num_samples,
+            created_ms=_now_ms(),
+        )
         self._thread = NetworkThread(
-            config=cfg, client_id=self._client_id, fetch_buffer=self._fetch_buffer
+            config=cfg,
+            client_id=self._client_id,
+            fetch_buffer=self._fetch_buffer,
+            metrics=self._metrics,
+        )
+        self._log = ContextLogger(
+            log, consumer_log_prefix(self._client_id, cfg.group_id, self._thread.member_id)
         )
         self._thread.start()
         self._state = _State.OPEN
@@ -276,76 +287,98 @@ class ShareConsumer(Generic[K, V]):
         """
         timeout_ms = _timeout_ms(timeout, 0, "poll")
         with self._owned():
-            deadline = _now_ms() + timeout_ms
+            started = _now_ms()
+            self._metrics.record_poll_start(started)
+            self._poll_waited_ms = 0
+            try:
+                records = self._poll(started + timeout_ms)
+            finally:
+                self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
+            return records
+
+    def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
+        self._raise_background()
+        self._handle_completions()
+        if self._pending_error is not None:
+            err, self._pending_error = self._pending_error, None
+            raise err
+        if self._explicit:
+            if not self._in_flight.all_acknowledged():
+                raise IllegalStateError(
+                    "All records must be acknowledged in explicit acknowledgement mode."
+                )
+        else:
+            self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+        if not self._subscription:
+            raise IllegalStateError("Consumer is not subscribed to any topics.")
+        self._submit(PollEvent(now_ms=_now_ms()))
+        fetch_sent = False
+        record_limit = self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT
+        while True:
+            self._maybe_raise_wakeup()
+            acks = self._take_acks()
+            if self._in_flight.has_renewing():
+                # Renewed records come back first; no new records meanwhile.
+                if acks:
+                    self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
+                returned = self._in_flight.take_ready()
+                if returned:
+                    return self._records_of(returned)
+            else:
+                buffered_before = self._collector.has_buffered()
+                try:
+                    batch = self._collector.collect()
+                except KafkaError:
+                    self._send_acks(acks, fetch=False)
+                    raise
+                drained = not self._collector.has_buffered()
+                want_fetch = not fetch_sent and drained and not (
+                    record_limit and buffered_before
+                )
+                if batch.records or batch.error is not None:
+                    if batch.error is None:
+                        # GAP acks found while decoding go out with this round.
+                        acks = _merge_acks(acks, self._take_acks())
+                    # else: the automatic RELEASE/REJECT of the failed records stays
+                    # in the batch until the next poll or commit, so the application
+                    # can still override it with acknowledge_offset().
+                    self._send_acks(acks, fetch=want_fetch)
+                    fetch_sent = fetch_sent or want_fetch
+                    if batch.error is not None:
+                        if not batch.records:
+                            raise batch.error
+                        self._pending_error = batch.error
+                    self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
+                    self._metrics.record_consumed(
+                        len(batch.records), batch.size_bytes, _now_ms()
+                    )
+                    self._handle_completions()
+                    return batch.records
+                if want_fetch or acks:
+                    self._send_acks(acks, fetch=want_fetch)
+                    fetch_sent = fetch_sent or want_fetch
+            remaining = deadline - _now_ms()
+            if remaining <= 0:
+                self._handle_completions()
+                return ConsumerRecords()
+            waited_from = _now_ms()
+            self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
+            self._poll_waited_ms += _now_ms() - waited_from
             self._raise_background()
             self._handle_completions()
-            if self._pending_error is not None:
-                err, self._pending_error = self._pending_error, None
-                raise err
-            if self._explicit:
-                if not self._in_flight.all_acknowledged():
-                    raise IllegalStateError(
-                        "All records must be acknowledged in explicit acknowledgement mode."
-                    )
-            else:
-                self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-            if not self._subscription:
-                raise IllegalStateError("Consumer is not subscribed to any topics.")
-            self._submit(PollEvent(now_ms=_now_ms()))
-            fetch_sent = False
-            record_limit = self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT
-            while True:
-                self._maybe_raise_wakeup()
-                acks = self._take_acks()
-                if self._in_flight.has_renewing():
-                    # Renewed records come back first; no new records meanwhile.
-                    if acks:
-                        self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
-                    returned = self._in_flight.take_ready()
-                    if returned:
-                        return self._records_of(returned)
-                else:
-                    buffered_before = self._collector.has_buffered()
-                    try:
-                        batch = self._collector.collect()
-                    except KafkaError:
-                        self._send_acks(acks, fetch=False)
-                        raise
-                    drained = not self._collector.has_buffered()
-                    want_fetch = not fetch_sent and drained and not (
-                        record_limit and buffered_before
-                    )
-                    if batch.records or batch.error is not None:
-                        if batch.error is None:
-                            # GAP acks found while decoding go out with this round.
-                            acks = _merge_acks(acks, self._take_acks())
-                        # else: the automatic RELEASE/REJECT of the failed records stays
-                        # in the batch until the next poll or commit, so the application
-                        # can still override it with acknowledge_offset().
-                        self._send_acks(acks, fetch=want_fetch)
-                        fetch_sent = fetch_sent or want_fetch
-                        if batch.error is not None:
-                            if not batch.records:
-                                raise batch.error
-                            self._pending_error = batch.error
-                        self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
-                        self._handle_completions()
-                        return batch.records
-                    if want_fetch or acks:
-                        self._send_acks(acks, fetch=want_fetch)
-                        fetch_sent = fetch_sent or want_fetch
-                remaining = deadline - _now_ms()
-                if remaining <= 0:
-                    self._handle_completions()
-                    return ConsumerRecords()
-                self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
-                self._raise_background()
-                self._handle_completions()
 
     def _records_of(
         self, by_partition: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]
     ) -> ConsumerRecords[K, V]:
         return ConsumerRecords(by_partition)
+
+    def metrics(self) -> dict[str, float]:
+        """A snapshot of this consumer's metrics, under Java's share-consumer names
+        (``records-consumed-rate``, ``fetch-latency-avg``, ``heartbeat-rate``, ...;
+        see :data:`kafka_share.metrics.METRIC_GROUPS`). NaN where nothing was measured.
+        Safe to call from any thread.
+        """
+        return self._metrics.snapshot(_now_ms())
 
     # -- acknowledging ---------------------------------------------------------------
 

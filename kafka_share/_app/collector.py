@@ -63,6 +63,8 @@ class CollectResult(Generic[K, V]):
     #: raised by this poll if ``records`` is empty, else by the next one
     error: KafkaError | None = None
     acquisition_lock_timeout_ms: int | None = None
+    #: serialized key + value bytes of ``records`` (for the bytes-consumed metric)
+    size_bytes: int = 0
 
 
 class _PartitionData:
@@ -112,6 +114,7 @@ class FetchCollector(Generic[K, V]):
         """Take up to ``max.poll.records`` records from the buffered fetches."""
         out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         budget = self._max_poll_records
+        size = 0
         lock_timeout: int | None = None
         error: KafkaError | None = None
         while budget > 0 and error is None:
@@ -124,14 +127,15 @@ class FetchCollector(Generic[K, V]):
                 self._current = data
             if data.lock_timeout_ms is not None:
                 lock_timeout = data.lock_timeout_ms
-            records, error = self._deliver(data, budget)
+            records, error, delivered_bytes = self._deliver(data, budget)
+            size += delivered_bytes
             if records:
                 out.setdefault(data.partition, []).extend(records)
                 self._in_flight.add_records(data.partition, data.node_id, records)
                 budget -= len(records)
             if data.exhausted:
                 self._current = None
-        return CollectResult(ConsumerRecords(out), error, lock_timeout)
+        return CollectResult(ConsumerRecords(out), error, lock_timeout, size)
 
     # -- decoding --------------------------------------------------------------
 
@@ -218,8 +222,9 @@ class FetchCollector(Generic[K, V]):
 
     def _deliver(
         self, data: _PartitionData, budget: int
-    ) -> tuple[list[ConsumerRecord[K, V]], KafkaError | None]:
+    ) -> tuple[list[ConsumerRecord[K, V]], KafkaError | None, int]:
         out: list[ConsumerRecord[K, V]] = []
+        size = 0
         tip = data.partition
         topic, partition = tip.topic, tip.partition
         kd, vd = self._key_deserializer, self._value_deserializer
@@ -232,37 +237,30 @@ class FetchCollector(Generic[K, V]):
             err = errors_at.pop(i, None)
             if err is not None:
                 data.next_index = i
-                return out, err
+                return out, err, size
             offset, ts, key, value, headers, count, epoch, ts_type = pending[i]
             try:
                 k = kd(key) if kd is not None and key is not None else key
             except Exception as exc:
                 data.next_index = i + 1
-                return out, self._poison(data, pending[i], exc, is_key=True)
+                return out, self._poison(data, pending[i], exc, is_key=True), size
             try:
                 v = vd(value) if vd is not None and value is not None else value
             except Exception as exc:
                 data.next_index = i + 1
-                return out, self._poison(data, pending[i], exc, is_key=False)
+                return out, self._poison(data, pending[i], exc, is_key=False), size
+            key_size = -1 if key is None else len(key)
+            value_size = -1 if value is None else len(value)
+            size += max(key_size, 0) + max(value_size, 0)
             out.append(
                 new(
-                    topic,
-                    partition,
-                    offset,
-                    ts,
-                    ts_type,
-                    k,
-                    v,
-                    headers,
-                    epoch,
-                    count,
-                    -1 if key is None else len(key),
-                    -1 if value is None else len(value),
+                    topic, partition, offset, ts, ts_type, k, v, headers, epoch, count,
+                    key_size, value_size,
                 )
             )
             i += 1
         data.next_index = i
-        return out, None
+        return out, None, size
 
     def _poison(
         self, data: _PartitionData, item: _Pending, exc: Exception, *, is_key: bool

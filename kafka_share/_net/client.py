@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kafka_share._log import Logger
 from kafka_share.errors import KafkaError, NetworkError
 from kafka_share.protocol.api_keys import ApiVersionsTable
 
@@ -55,8 +56,10 @@ class NetworkClient:
         request_timeout_ms: int,
         reconnect_backoff_ms: int,
         reconnect_backoff_max_ms: int,
+        logger: Logger | None = None,
     ) -> None:
         self._client_id = client_id
+        self._log: Logger = logger or log
         self._address_of = address_of
         self._connect_timeout_ms = connect_timeout_ms
         self._request_timeout_ms = request_timeout_ms
@@ -115,10 +118,11 @@ class NetworkClient:
                 now_ms=now_ms,
                 connect_timeout_ms=self._connect_timeout_ms,
                 request_timeout_ms=self._request_timeout_ms,
+                logger=self._log,
             )
         except KafkaError as exc:
             self._note_failure(node_id, now_ms)
-            log.warning("cannot connect to node %s at %s:%s: %s", node_id, host, port, exc)
+            self._log.warning("cannot connect to node %s at %s:%s: %s", node_id, host, port, exc)
             return None
         self._connections[(node_id, purpose)] = conn
         self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from kafka_share._log import Logger
 from kafka_share._version import __version__
 from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError, UnsupportedVersionError
 from kafka_share.protocol.api_keys import (
@@ -75,8 +76,10 @@ class BrokerConnection:
         connect_timeout_ms: int,
         request_timeout_ms: int,
         max_frame_bytes: int = 104857600,
+        logger: Logger | None = None,
     ) -> None:
         self.node_id = node_id
+        self._log: Logger = logger or log
         self.host = host
         self.port = port
         self.state = ConnectionState.CONNECTING
@@ -222,7 +225,9 @@ class BrokerConnection:
         self.state = ConnectionState.CLOSED
         self.close_reason = reason or NetworkError(f"connection to {self.address} closed")
         if reason is not None:
-            log.info("connection to node %s (%s) closed: %s", self.node_id, self.address, reason)
+            self._log.info(
+                "connection to node %s (%s) closed: %s", self.node_id, self.address, reason
+            )
         try:
             self.sock.close()
         except OSError:
@@ -234,7 +239,7 @@ class BrokerConnection:
             try:
                 p.handler(None, self.close_reason)
             except Exception:  # a handler bug must not stop the others from completing
-                log.exception("response handler failed while closing connection")
+                self._log.exception("response handler failed while closing connection")
 
     # -- internals ------------------------------------------------------------
 

@@ -51,6 +51,7 @@ from kafka_share._app.events import (
     SubscriptionChangeEvent,
 )
 from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._log import ContextLogger, Logger, consumer_log_prefix
 from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader, TopicMetadata
 from kafka_share.config import AcquireMode, ShareConsumerConfig
 from kafka_share.errors import (
@@ -62,6 +63,7 @@ from kafka_share.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.protocol.api_keys import ApiKey
 from kafka_share.protocol.messages import (
     FindCoordinatorRequest,
@@ -74,7 +76,12 @@ from kafka_share.protocol.messages import (
 from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
-from kafka_share.share.membership import MembershipManager, MemberState, resolve_assignment
+from kafka_share.share.membership import (
+    MembershipManager,
+    MemberState,
+    generate_member_id,
+    resolve_assignment,
+)
 from kafka_share.share.unsent import Channel, UnsentRequest, VersionedRequest
 
 from .client import NetworkClient, Purpose, monotonic_ms
@@ -121,20 +128,28 @@ class NetworkThread:
         config: ShareConsumerConfig,
         client_id: str,
         fetch_buffer: FetchBuffer[CompletedShareFetch],
+        metrics: ShareConsumerMetrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._config = config
+        self._log: Logger = log
         self._client_id = client_id
         self._buffer = fetch_buffer
         self._sink = _Sink(fetch_buffer)
         self._events: queue.SimpleQueue[ApplicationEvent] = queue.SimpleQueue()
+        self.member_id = generate_member_id()
+        self._log = ContextLogger(
+            log, consumer_log_prefix(client_id, config.group_id, self.member_id)
+        )
         self._membership = MembershipManager(
             config.group_id,
+            member_id=self.member_id,
             rack_id=config.client_rack,
             max_poll_interval_ms=config.max_poll_interval_ms,
             retry_backoff_ms=config.retry_backoff_ms,
             retry_backoff_max_ms=config.retry_backoff_max_ms,
+            logger=self._log,
         )
-        self.member_id = self._membership.member_id
         self._cluster = ClusterMetadata(
             config.bootstrap_servers, metadata_max_age_ms=config.metadata_max_age_ms
         )
@@ -145,6 +160,7 @@ class NetworkThread:
             request_timeout_ms=config.request_timeout_ms,
             reconnect_backoff_ms=config.reconnect_backoff_ms,
             reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+            logger=self._log,
         )
         self._client.on_disconnect = self._on_disconnect
         self._consume = ShareConsumeManager(
@@ -161,6 +177,9 @@ class NetworkThread:
             sink=self._sink,
             member_id=self.member_id,
             share_fetch_version=self._share_fetch_version,
+            metrics=metrics,
+            clock=monotonic_ms,
+            logger=self._log,
         )
         self._subscription: frozenset[str] = frozenset()
         self._metadata_in_flight = False
@@ -172,6 +191,7 @@ class NetworkThread:
         self._pending: list[CompletableEvent] = []
         self._leave_futures: list[tuple[LeaveGroupEvent, bool]] = []
         self._share_v2: bool | None = None
+        self._closing = False
         self._reported_topic_errors: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(
@@ -211,7 +231,7 @@ class NetworkThread:
             while not self._stop.is_set():
                 self._run_once()
         except BaseException as exc:  # the app must learn the engine died, not hang
-            log.exception("the network thread of %s failed", self._client_id)
+            self._log.exception("the network thread of %s failed", self._client_id)
             err = exc if isinstance(exc, KafkaError) else KafkaError(
                 f"the consumer's network thread failed: {type(exc).__name__}: {exc}"
             )
@@ -271,6 +291,7 @@ class NetworkThread:
             self._consume.on_sync(_node_acks(event.acks), event.deadline_ms, event.future)
             self._pending.append(event)
         elif isinstance(event, AcknowledgeOnCloseEvent):
+            self._closing = True
             self._consume.on_close(_node_acks(event.acks), event.deadline_ms, event.future)
             self._pending.append(event)
         elif isinstance(event, SubscriptionChangeEvent):
@@ -313,6 +334,10 @@ class NetworkThread:
         plan = self._membership.poll(now_ms, self._coordinator_id is not None)
         if plan is not None:
             out.append(self._heartbeat_request(plan))
+            if plan.is_leave and not self._closing:
+                # Leaving (poll timeout or unsubscribe): close the share sessions so
+                # the broker releases our records now, not when their locks expire.
+                self._consume.close_sessions()
         self._maybe_update_assignment()
         out.extend(self._consume.poll(now_ms))
         return out
@@ -332,7 +357,7 @@ class NetworkThread:
             self._metadata_in_flight = False
             now = monotonic_ms()
             if error is not None:
-                log.debug("metadata request to node %s failed: %s", node, error)
+                self._log.debug("metadata request to node %s failed: %s", node, error)
                 self._cluster.rotate_node()
                 self._check_unsupported(error)
                 return
@@ -400,7 +425,7 @@ class NetworkThread:
                 return
             self._cluster.brokers.setdefault(node_id, BrokerInfo(node_id, host, port))
             self._coordinator_id = node_id
-            log.debug("group coordinator for %s is node %s", self._config.group_id, node_id)
+            self._log.debug("group coordinator for %s is node %s", self._config.group_id, node_id)
 
         return UnsentRequest(node, Channel.CONTROL, request, handle)
 
@@ -424,6 +449,7 @@ class NetworkThread:
             ),
         )
         leaving = plan.is_leave
+        sent_ms = monotonic_ms()
 
         def handle(response: Any, error: KafkaError | None) -> None:
             now = monotonic_ms()
@@ -450,6 +476,10 @@ class NetworkThread:
                 now, response.error_code, message, response.member_epoch,
                 response.heartbeat_interval_ms, assignment,
             )
+            if self._metrics is not None:
+                self._metrics.record_heartbeat(now, now - sent_ms)
+                if outcome.assignment_changed:
+                    self._metrics.record_rebalance(now)
             if outcome.coordinator_unknown:
                 self._mark_coordinator_unknown(now)
             if outcome.error is not None:

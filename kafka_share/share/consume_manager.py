@@ -30,15 +30,17 @@ unanswered partitions complete with ``RequestTimedOutError``.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from kafka_share._app.events import AcknowledgementCompletion, CompletedShareFetch
+from kafka_share._log import Logger
 from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader
 from kafka_share.errors import (
     CorruptRecordError,
@@ -60,6 +62,9 @@ from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
 from kafka_share.share.session import SESSION_RESET_ERRORS, ShareSession
 from kafka_share.share.unsent import Channel, Sink, UnsentRequest
+
+if TYPE_CHECKING:
+    from kafka_share.metrics import ShareConsumerMetrics
 
 __all__ = ["FetchSettings", "ShareConsumeManager"]
 
@@ -104,6 +109,8 @@ class FetchSettings:
     max_records: int
     record_limit: bool
     retry_backoff_ms: int
+    #: how long a session close after leaving the group may take
+    close_timeout_ms: int = 30_000
 
 
 @attrs.define(eq=False)
@@ -133,6 +140,8 @@ class _NodeState:
     sync_queue: deque[_SyncCommit] = attrs.field(factory=deque)
     close: _SyncCommit | None = None
     not_before_ms: int = 0
+    #: the close is a leave (not the consumer closing): open a new session afterwards
+    reopen_after_close: bool = False
 
 
 class ShareConsumeManager:
@@ -146,7 +155,13 @@ class ShareConsumeManager:
         sink: Sink,
         member_id: str,
         share_fetch_version: Callable[[int], int | None],
+        metrics: ShareConsumerMetrics | None = None,
+        clock: Callable[[], int] | None = None,
+        logger: Logger | None = None,
     ) -> None:
+        self._metrics = metrics
+        self._log: Logger = logger or log
+        self._clock = clock or _monotonic_ms
         self._settings = settings
         self._cluster = cluster
         self._sink = sink
@@ -167,7 +182,7 @@ class ShareConsumeManager:
     def _node(self, node_id: int) -> _NodeState:
         state = self._nodes.get(node_id)
         if state is None:
-            state = _NodeState(ShareSession(node_id))
+            state = _NodeState(ShareSession(node_id, self._log))
             self._nodes[node_id] = state
         return state
 
@@ -227,6 +242,29 @@ class ShareConsumeManager:
         if commit.done():
             _resolve(commit)
 
+    def close_sessions(self) -> None:
+        """The member left the group (poll timeout or unsubscribe): close every
+        established share session with a ShareAcknowledge at epoch -1, carrying the
+        acknowledgements still waiting for that node. The broker releases the
+        records the member still holds at once, instead of after the lock expires.
+        Sessions reopen (epoch 0) when the member fetches again.
+        """
+        self.fetch_more = False
+        self.member_ready = False
+        for node_id, state in self._nodes.items():
+            if state.session.is_new or state.session.closed or state.close is not None:
+                continue
+            pending: dict[TopicIdPartition, Acknowledgements] = {}
+            for source in (state.piggyback, state.async_acks):
+                for tip, a in source.items():
+                    _merge_into(pending, tip, a)
+            state.piggyback = {}
+            state.async_acks = {}
+            state.close = _SyncCommit(
+                self._now_ms + self._settings.close_timeout_ms, None, {node_id: pending}
+            )
+            state.reopen_after_close = True
+
     # -- the round ------------------------------------------------------------------
 
     def poll(self, now_ms: int) -> list[UnsentRequest]:
@@ -234,7 +272,11 @@ class ShareConsumeManager:
         # Handlers run between rounds; they time their backoffs from this.
         self._now_ms = now_ms
         self._expire(now_ms)
-        if not self.member_ready and self._closing is None:
+        if (
+            not self.member_ready
+            and self._closing is None
+            and not any(s.close for s in self._nodes.values())
+        ):
             return out
         for node_id, state in self._nodes.items():
             if state.session.in_flight or now_ms < state.not_before_ms:
@@ -281,6 +323,9 @@ class ShareConsumeManager:
         if state.close is not None:
             commit, state.close = state.close, None
             acks_for_node = commit.per_node.pop(node_id, {})
+            if state.reopen_after_close and (state.session.closed or state.session.is_new):
+                state.reopen_after_close = False
+                state.session = ShareSession(node_id, self._log)
             if state.session.closed:
                 self._fail(acks_for_node, NetworkError("the share session is closed"), commit)
                 _maybe_resolve(commit)
@@ -292,6 +337,7 @@ class ShareConsumeManager:
                 _maybe_resolve(commit)
                 return None
             plan = state.session.build_close(acks_for_node)
+            self._count_sent(plan.acknowledgements)
             commit.in_flight[node_id] = acks_for_node
             request = ShareAcknowledgeRequest(
                 group_id=self._settings.group_id,
@@ -333,6 +379,7 @@ class ShareConsumeManager:
             return None
         if commit is not None:
             commit.in_flight[node_id] = acks
+        self._count_sent(plan.acknowledgements)
         request = ShareAcknowledgeRequest(
             group_id=self._settings.group_id,
             member_id=self._member_id,
@@ -359,6 +406,10 @@ class ShareConsumeManager:
         def handle(response: Any, error: KafkaError | None) -> None:
             if commit is not None:
                 commit.in_flight.pop(node_id, None)
+            if close and state.reopen_after_close:
+                # The member left and will rejoin: the next request opens a new session.
+                state.reopen_after_close = False
+                state.session = ShareSession(node_id, self._log)
             if error is not None:
                 state.session.handle_error()
                 self._fail(acks, _transport_failure(node_id, error), commit)
@@ -503,14 +554,11 @@ class ShareConsumeManager:
             known = {tip.topic_id: tip.topic for tip in state.session.partitions}
             known.update({tip.topic_id: tip.topic for tip in plan.forgotten})
             known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
-            out.append(
-                UnsentRequest(
-                    node_id,
-                    Channel.SHARE,
-                    request,
-                    self._fetch_handler(node_id, state, plan.acknowledgements, known),
-                )
+            self._count_sent(plan.acknowledgements)
+            handler = self._fetch_handler(
+                node_id, state, plan.acknowledgements, known, self._clock()
             )
+            out.append(UnsentRequest(node_id, Channel.SHARE, request, handler))
         return out
 
     def _fetch_handler(
@@ -519,6 +567,7 @@ class ShareConsumeManager:
         state: _NodeState,
         acks: dict[TopicIdPartition, Acknowledgements],
         topic_names: dict[uuid.UUID, str],
+        sent_ms: int,
     ) -> Callable[[Any, KafkaError | None], None]:
         def handle(response: Any, error: KafkaError | None) -> None:
             if error is not None:
@@ -535,7 +584,7 @@ class ShareConsumeManager:
                 )
                 self._fail(acks, err, None)
                 if response.error_code not in SESSION_RESET_ERRORS:
-                    log.warning("ShareFetch to node %s failed: %s", node_id, err)
+                    self._log.warning("ShareFetch to node %s failed: %s", node_id, err)
                 return
             self._apply_leader_hints(response.responses, response.node_endpoints)
             lock_ms = response.acquisition_lock_timeout_ms
@@ -586,6 +635,15 @@ class ShareConsumeManager:
                         ),
                         None,
                     )
+            if self._metrics is not None:
+                now = self._clock()
+                self._metrics.record_fetch(
+                    now,
+                    latency_ms=now - sent_ms,
+                    size_bytes=sum(len(f.records) for f in completed),
+                    records=sum(b - a + 1 for f in completed for a, b, _ in f.acquired),
+                    throttle_time_ms=response.throttle_time_ms,
+                )
             if completed:
                 self.fetch_more = False
                 self._sink.add_fetches(completed)
@@ -597,7 +655,7 @@ class ShareConsumeManager:
             if code in (_UNKNOWN_TOPIC_ID, _UNKNOWN_TOPIC_OR_PARTITION, _INCONSISTENT_TOPIC_ID):
                 self._cluster.forget_topic_id(tip.topic_id)
             self._cluster.request_update()
-            log.debug("ShareFetch for %s: error %s; refreshing metadata", tip, code)
+            self._log.debug("ShareFetch for %s: error %s; refreshing metadata", tip, code)
             return
         if code == _codes.TOPIC_AUTHORIZATION_FAILED:
             self._sink.error(error_for_code(code, message or f"not authorized to read {tip.topic}"))
@@ -609,7 +667,7 @@ class ShareConsumeManager:
                 )
             )
             return
-        log.warning("ShareFetch for %s returned error %s: %s", tip, code, message)
+        self._log.warning("ShareFetch for %s returned error %s: %s", tip, code, message)
 
     def _apply_leader_hints(self, topics: Iterable[Any], endpoints: Iterable[Any]) -> None:
         brokers = [BrokerInfo(e.node_id, e.host, e.port, e.rack) for e in endpoints]
@@ -681,6 +739,8 @@ class ShareConsumeManager:
         if commit is not None and commit.results.get(tip) is None:
             commit.results[tip] = error
         offsets = frozenset(o for o, _ in acks.items())
+        if error is not None and self._metrics is not None:
+            self._metrics.record_acknowledgements(0, len(offsets), self._clock())
         self._sink.ack_completed(
             AcknowledgementCompletion(
                 partition=tip,
@@ -690,6 +750,12 @@ class ShareConsumeManager:
                 acquisition_lock_timeout_ms=lock_ms,
             )
         )
+
+    def _count_sent(self, acks: Mapping[TopicIdPartition, Acknowledgements]) -> None:
+        if self._metrics is not None and acks:
+            self._metrics.record_acknowledgements(
+                sum(len(a) for a in acks.values()), 0, self._clock()
+            )
 
     def _expire(self, now_ms: int) -> None:
         """Complete every operation whose deadline has passed."""
@@ -732,6 +798,10 @@ class ShareConsumeManager:
     @property
     def close_done(self) -> bool:
         return self._closing is None or _is_resolved(self._closing)
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 def _merge_into(

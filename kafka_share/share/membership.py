@@ -47,6 +47,7 @@ from typing import Final
 
 import attrs
 
+from kafka_share._log import Logger
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import TopicIdPartition
 from kafka_share.share import _codes
@@ -260,6 +261,7 @@ class MembershipManager:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1_000,
         random_source: Callable[[], float] | None = None,
+        logger: Logger | None = None,
     ) -> None:
         if not group_id:
             raise ValueError("group_id must be a non-empty string")
@@ -271,6 +273,7 @@ class MembershipManager:
         if max_poll_interval_ms <= 0:
             raise ValueError(f"max_poll_interval_ms must be > 0, got {max_poll_interval_ms}")
         self.group_id = group_id
+        self._log: Logger = logger or log
         self.member_id = member_id or generate_member_id()
         self.rack_id = rack_id or None
         self.max_poll_interval_ms = max_poll_interval_ms
@@ -340,7 +343,7 @@ class MembershipManager:
             raise IllegalStateError(
                 f"invalid share group member state transition {self._state.name} -> {new.name}"
             )
-        log.debug("Member %s: %s -> %s", self.member_id, self._state.name, new.name)
+        self._log.debug("Member %s: %s -> %s", self.member_id, self._state.name, new.name)
         self._state = new
 
     # -- application side -----------------------------------------------------
@@ -381,7 +384,7 @@ class MembershipManager:
         self._last_poll_ms = now_ms
         if self._subscription and self._state in (MemberState.UNSUBSCRIBED, MemberState.STALE):
             if self._state is MemberState.STALE:
-                log.info("Member %s rejoins the group after a poll timeout", self.member_id)
+                self._log.info("Member %s rejoins the group after a poll timeout", self.member_id)
             self._transition_to_joining()
 
     def fail(self, error_code: int, message: str) -> MembershipError:
@@ -400,7 +403,7 @@ class MembershipManager:
         if not coordinator_known or self._state in _NOT_HEARTBEATING:
             return None
         if self._state in _IN_GROUP and self._poll_expired(now_ms):
-            log.warning(
+            self._log.warning(
                 "Consumer poll timeout has expired. This means the time between subsequent "
                 "calls to poll() was longer than the configured max.poll.interval.ms (%d), "
                 "which typically implies that the poll loop is spending too much time "
@@ -525,14 +528,14 @@ class MembershipManager:
     ) -> HeartbeatOutcome:
         self._request.on_success(now_ms)
         if heartbeat_interval_ms > 0 and heartbeat_interval_ms != self._interval_ms:
-            log.info(
+            self._log.info(
                 "Member %s: heartbeat interval is now %d ms", self.member_id, heartbeat_interval_ms
             )
             self._interval_ms = heartbeat_interval_ms
             self._next_heartbeat_ms = now_ms + heartbeat_interval_ms
         if self._state not in _IN_GROUP or member_epoch < 0:
             # A response to a leave heartbeat, or one that arrived after the member left.
-            log.debug(
+            self._log.debug(
                 "Member %s ignores a heartbeat response in state %s (epoch %d)",
                 self.member_id,
                 self._state.name,
@@ -554,7 +557,7 @@ class MembershipManager:
         self._transition(MemberState.RECONCILING)
         self._assigned = new
         self._transition(MemberState.ACKNOWLEDGING)
-        log.info(
+        self._log.info(
             "Member %s: new assignment at epoch %d: %s",
             self.member_id,
             member_epoch,
@@ -570,7 +573,7 @@ class MembershipManager:
         if state in (MemberState.UNSUBSCRIBED, MemberState.STALE, MemberState.FATAL):
             # The response to a leave heartbeat (or a late one): nothing depends on it.
             self._request.on_failure(now_ms)
-            log.debug(
+            self._log.debug(
                 "Member %s ignores heartbeat error %d in state %s",
                 self.member_id,
                 error_code,
@@ -581,7 +584,7 @@ class MembershipManager:
 
         if error_code in (_codes.NOT_COORDINATOR, _codes.COORDINATOR_NOT_AVAILABLE):
             # Retry as soon as the coordinator is found again.
-            log.info(
+            self._log.info(
                 "Member %s: coordinator unavailable (error %d); rediscovering",
                 self.member_id,
                 error_code,
@@ -612,7 +615,7 @@ class MembershipManager:
         self._next_heartbeat_ms = now_ms
 
     def _on_fenced(self, now_ms: int, error_code: int, message: str) -> HeartbeatOutcome:
-        log.info(
+        self._log.info(
             "Member %s was fenced (error %d: %s); releasing its assignment and rejoining "
             "with the same member id",
             self.member_id,
@@ -636,7 +639,9 @@ class MembershipManager:
         error = MembershipError(error_code, message, fatal=True)
         if self._state is MemberState.FATAL:
             return self._fatal_error or error
-        log.error("Member %s: fatal share group error %d: %s", self.member_id, error_code, message)
+        self._log.error(
+            "Member %s: fatal share group error %d: %s", self.member_id, error_code, message
+        )
         if self._state in ALLOWED_PREVIOUS[MemberState.FATAL]:
             self._transition(MemberState.FATAL)
         else:

@@ -43,6 +43,7 @@ from typing import Final
 
 import attrs
 
+from kafka_share._log import Logger
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import TopicIdPartition, TopicPartition
 from kafka_share.share import _codes
@@ -148,10 +149,11 @@ class SessionAcknowledgePlan:
 class ShareSession:
     """The share session with one broker node (see the module docstring)."""
 
-    __slots__ = ("_closing", "_epoch", "_in_flight", "_partitions", "closed", "node_id")
+    __slots__ = ("_closing", "_epoch", "_in_flight", "_log", "_partitions", "closed", "node_id")
 
-    def __init__(self, node_id: int) -> None:
+    def __init__(self, node_id: int, logger: Logger | None = None) -> None:
         self.node_id = node_id
+        self._log: Logger = logger or log
         self._epoch = INITIAL_EPOCH
         self._partitions: dict[TopicPartition, TopicIdPartition] = {}
         self._in_flight = False
@@ -251,7 +253,7 @@ class ShareSession:
                 is_renew_ack=False,
             )
             if pending:
-                log.debug(
+                self._log.debug(
                     "Node %d: share session is new; %d partition(s) of acknowledgements "
                     "cannot be sent on it",
                     self.node_id,
@@ -296,8 +298,8 @@ class ShareSession:
                 is_renew_ack=renew,
             )
         self._in_flight = True
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(
+        if self._log.isEnabledFor(logging.DEBUG):
+            self._log.debug(
                 "Build ShareFetch for node %d epoch %d: added %d, removed %d, replaced %d, "
                 "%d partition(s) with acks, %d in session",
                 self.node_id,
@@ -383,7 +385,7 @@ class ShareSession:
             self._epoch = next_epoch(self._epoch)
             return True
         if error_code in SESSION_RESET_ERRORS:
-            log.debug(
+            self._log.debug(
                 "Node %d answered error %d for share session epoch %d; the next request "
                 "opens a new session",
                 self.node_id,
@@ -392,7 +394,7 @@ class ShareSession:
             )
             self._epoch = INITIAL_EPOCH
         else:
-            log.info(
+            self._log.info(
                 "Node %d could not process the share request at epoch %d: error %d",
                 self.node_id,
                 self._epoch,

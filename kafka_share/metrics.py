@@ -1,0 +1,215 @@
+"""Consumer metrics under Java's share-consumer metric names.
+
+Both threads record into one :class:`ShareConsumerMetrics` (a lock guards it;
+recording happens per request or per poll, never per record). Rates, averages
+and maxima are computed over a sliding window of ``metrics.num.samples`` times
+``metrics.sample.window.ms``, like Java's sampled stats; totals are cumulative.
+
+``ShareConsumer.metrics()`` returns a flat ``{name: value}`` snapshot. Names are
+Java's (groups ``consumer-share-metrics``, ``consumer-share-fetch-manager-metrics``
+and ``consumer-share-coordinator-metrics``); :data:`METRIC_GROUPS` maps each name
+to its group.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from typing import Final
+
+__all__ = ["METRIC_GROUPS", "ShareConsumerMetrics"]
+
+_CONSUMER = "consumer-share-metrics"
+_FETCH = "consumer-share-fetch-manager-metrics"
+_COORDINATOR = "consumer-share-coordinator-metrics"
+
+#: Every metric name ``metrics()`` reports, with its Java metric group.
+METRIC_GROUPS: Final[dict[str, str]] = {
+    "last-poll-seconds-ago": _CONSUMER,
+    "time-between-poll-avg": _CONSUMER,
+    "time-between-poll-max": _CONSUMER,
+    "poll-idle-ratio-avg": _CONSUMER,
+    "fetch-size-avg": _FETCH,
+    "fetch-size-max": _FETCH,
+    "bytes-consumed-rate": _FETCH,
+    "bytes-consumed-total": _FETCH,
+    "records-per-request-avg": _FETCH,
+    "records-per-request-max": _FETCH,
+    "records-consumed-rate": _FETCH,
+    "records-consumed-total": _FETCH,
+    "acknowledgements-send-rate": _FETCH,
+    "acknowledgements-send-total": _FETCH,
+    "acknowledgements-error-rate": _FETCH,
+    "acknowledgements-error-total": _FETCH,
+    "fetch-latency-avg": _FETCH,
+    "fetch-latency-max": _FETCH,
+    "fetch-rate": _FETCH,
+    "fetch-total": _FETCH,
+    "fetch-throttle-time-avg": _FETCH,
+    "fetch-throttle-time-max": _FETCH,
+    "rebalance-total": _COORDINATOR,
+    "rebalance-rate-per-hour": _COORDINATOR,
+    "heartbeat-response-time-max": _COORDINATOR,
+    "heartbeat-rate": _COORDINATOR,
+    "heartbeat-total": _COORDINATOR,
+    "last-heartbeat-seconds-ago": _COORDINATOR,
+}
+
+
+class _Windowed:
+    """Samples within the window: (time_ms, value)."""
+
+    __slots__ = ("samples", "total")
+
+    def __init__(self) -> None:
+        self.samples: deque[tuple[int, float]] = deque()
+        self.total = 0.0
+
+    def record(self, value: float, now_ms: int, window_ms: int) -> None:
+        self.samples.append((now_ms, value))
+        self.total += value
+        self.expire(now_ms, window_ms)
+
+    def expire(self, now_ms: int, window_ms: int) -> None:
+        cutoff = now_ms - window_ms
+        samples = self.samples
+        while samples and samples[0][0] < cutoff:
+            samples.popleft()
+
+    def sum(self) -> float:
+        return sum(v for _, v in self.samples)
+
+    def avg(self) -> float:
+        return self.sum() / len(self.samples) if self.samples else math.nan
+
+    def max(self) -> float:
+        return max((v for _, v in self.samples), default=math.nan)
+
+
+class ShareConsumerMetrics:
+    """Thread-safe metric registry of one consumer."""
+
+    def __init__(self, *, sample_window_ms: int = 30_000, num_samples: int = 2,
+                 created_ms: int = 0) -> None:
+        self._window_ms = max(1, sample_window_ms * num_samples)
+        self._lock = threading.Lock()
+        self._stats: dict[str, _Windowed] = {}
+        self._created_ms = created_ms
+        self._last_poll_ms: int | None = None
+        self._last_heartbeat_ms: int | None = None
+        self._poll_wait_started_ms: int | None = None
+
+    def _stat(self, name: str) -> _Windowed:
+        stat = self._stats.get(name)
+        if stat is None:
+            stat = self._stats[name] = _Windowed()
+        return stat
+
+    def _record(self, name: str, value: float, now_ms: int) -> None:
+        self._stat(name).record(value, now_ms, self._window_ms)
+
+    # -- recording (either thread) --------------------------------------------------
+
+    def record_poll_start(self, now_ms: int) -> None:
+        with self._lock:
+            if self._last_poll_ms is not None:
+                self._record("time-between-poll", now_ms - self._last_poll_ms, now_ms)
+            self._last_poll_ms = now_ms
+            self._poll_wait_started_ms = now_ms
+
+    def record_poll_end(self, now_ms: int, *, waited_ms: int) -> None:
+        """``waited_ms`` of the poll were spent blocked waiting for data."""
+        with self._lock:
+            started = self._poll_wait_started_ms
+            if started is None:
+                return
+            self._poll_wait_started_ms = None
+            previous = self._stats.get("time-between-poll")
+            between = previous.samples[-1][1] if previous and previous.samples else 0.0
+            total = max(1.0, between + (now_ms - started))
+            self._record("poll-idle-ratio", min(1.0, waited_ms / total), now_ms)
+
+    def record_consumed(self, records: int, size_bytes: int, now_ms: int) -> None:
+        with self._lock:
+            self._record("records-consumed", records, now_ms)
+            self._record("bytes-consumed", size_bytes, now_ms)
+
+    def record_fetch(
+        self, now_ms: int, *, latency_ms: float, size_bytes: int, records: int,
+        throttle_time_ms: int,
+    ) -> None:
+        with self._lock:
+            self._record("fetch", 1, now_ms)
+            self._record("fetch-latency", latency_ms, now_ms)
+            self._record("fetch-size", size_bytes, now_ms)
+            self._record("records-per-request", records, now_ms)
+            self._record("fetch-throttle-time", throttle_time_ms, now_ms)
+
+    def record_acknowledgements(self, sent: int, errors: int, now_ms: int) -> None:
+        with self._lock:
+            if sent:
+                self._record("acknowledgements-send", sent, now_ms)
+            if errors:
+                self._record("acknowledgements-error", errors, now_ms)
+
+    def record_heartbeat(self, now_ms: int, response_time_ms: float) -> None:
+        with self._lock:
+            self._record("heartbeat", 1, now_ms)
+            self._record("heartbeat-response-time", response_time_ms, now_ms)
+            self._last_heartbeat_ms = now_ms
+
+    def record_rebalance(self, now_ms: int) -> None:
+        with self._lock:
+            self._record("rebalance", 1, now_ms)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def snapshot(self, now_ms: int) -> dict[str, float]:
+        """All metrics as ``{java-name: value}``; NaN where nothing was recorded yet."""
+        with self._lock:
+            for windowed in self._stats.values():
+                windowed.expire(now_ms, self._window_ms)
+            elapsed_s = max(1.0, min(self._window_ms, now_ms - self._created_ms) / 1000.0)
+
+            def stat(name: str) -> _Windowed:
+                return self._stats.get(name) or _Windowed()
+
+            def rate(name: str) -> float:
+                return stat(name).sum() / elapsed_s
+
+            out: dict[str, float] = {
+                "last-poll-seconds-ago": _seconds_since(self._last_poll_ms, now_ms),
+                "time-between-poll-avg": stat("time-between-poll").avg(),
+                "time-between-poll-max": stat("time-between-poll").max(),
+                "poll-idle-ratio-avg": stat("poll-idle-ratio").avg(),
+                "fetch-size-avg": stat("fetch-size").avg(),
+                "fetch-size-max": stat("fetch-size").max(),
+                "bytes-consumed-rate": rate("bytes-consumed"),
+                "bytes-consumed-total": stat("bytes-consumed").total,
+                "records-per-request-avg": stat("records-per-request").avg(),
+                "records-per-request-max": stat("records-per-request").max(),
+                "records-consumed-rate": rate("records-consumed"),
+                "records-consumed-total": stat("records-consumed").total,
+                "acknowledgements-send-rate": rate("acknowledgements-send"),
+                "acknowledgements-send-total": stat("acknowledgements-send").total,
+                "acknowledgements-error-rate": rate("acknowledgements-error"),
+                "acknowledgements-error-total": stat("acknowledgements-error").total,
+                "fetch-latency-avg": stat("fetch-latency").avg(),
+                "fetch-latency-max": stat("fetch-latency").max(),
+                "fetch-rate": rate("fetch"),
+                "fetch-total": stat("fetch").total,
+                "fetch-throttle-time-avg": stat("fetch-throttle-time").avg(),
+                "fetch-throttle-time-max": stat("fetch-throttle-time").max(),
+                "rebalance-total": stat("rebalance").total,
+                "rebalance-rate-per-hour": rate("rebalance") * 3600.0,
+                "heartbeat-response-time-max": stat("heartbeat-response-time").max(),
+                "heartbeat-rate": rate("heartbeat"),
+                "heartbeat-total": stat("heartbeat").total,
+                "last-heartbeat-seconds-ago": _seconds_since(self._last_heartbeat_ms, now_ms),
+            }
+        return out
+
+
+def _seconds_since(then_ms: int | None, now_ms: int) -> float:
+    return math.nan if then_ms is None else (now_ms - then_ms) / 1000.0
