@@ -1,0 +1,1 @@
+"""Peer comparison benchmark: runner, client worker, Java tool, report, PNG chart."""

@@ -1,0 +1,320 @@
+"""One benchmark client in its own process: consume, measure, print one JSON line.
+
+Run by ``benchmarks/compare.py``; each run is a fresh process so that its CPU
+time and peak RSS (measured by the parent with ``wait4``) belong to that client
+alone. The worker also measures itself:
+
+* ``cpu_consume_s``: process CPU time (all threads, so librdkafka's and
+  kafka-share's network threads count) from just before ``subscribe`` to the
+  last record, which leaves out interpreter start-up and imports;
+* ``elapsed_s``: wall time from just before ``subscribe`` to the last record
+  (the same span Java's ShareConsumerPerformance reports as ``fetch.time.ms``);
+  ``first_record_s`` is the part of it spent before the first record (joining
+  the group, first fetch);
+* ``rss_samples``: resident set size after 20/40/60/80/100 % of the records;
+* in ``latency`` mode, produce-to-consume latency of records whose value starts
+  with the producer's ``time.time_ns()`` (8 bytes, big-endian).
+
+Clients: ``kafka-share-implicit``, ``kafka-share-explicit`` (one ``acknowledge``
+per record), ``confluent-share-implicit``, ``confluent-share-explicit`` (the
+same with librdkafka's preview share consumer), ``confluent-classic``
+(a classic consumer group, the non-share ceiling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import resource
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+CLIENTS = (
+    "kafka-share-implicit",
+    "kafka-share-explicit",
+    "confluent-share-implicit",
+    "confluent-share-explicit",
+    "confluent-classic",
+)
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+_TS = struct.Struct(">q")
+
+
+def rss_bytes() -> int:
+    """Current resident set size of this process (``/proc/self/statm``)."""
+    with open("/proc/self/statm", "rb") as f:
+        return int(f.read().split()[1]) * _PAGE
+
+
+def peak_rss_bytes(pid: int | str = "self") -> int | None:
+    """Peak resident set size (``VmHWM``) of a process, or None once it is gone.
+
+    ``VmHWM`` belongs to the process image, so unlike ``ru_maxrss`` it does not
+    include the parent's pages that a forked child carried until ``exec``.
+    """
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process, every thread included."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+# A batch is a list of record values; every client adapter below yields
+# batches and hides its library's acknowledgement style.
+Batches = Iterator[list[bytes | None]]
+
+
+def _kafka_share(args: argparse.Namespace, explicit: bool) -> tuple[Callable[[], None], Batches]:
+    from kafka_share import ShareConsumer
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap_servers,
+        "group.id": args.group,
+        "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+    }
+    consumer: ShareConsumer[bytes, bytes] = ShareConsumer(config)
+
+    def batches() -> Batches:
+        consumer.subscribe([args.topic])
+        while True:
+            records = consumer.poll(timeout=0.5)
+            values: list[bytes | None] = []
+            for record in records:
+                values.append(record.value)
+                if explicit:
+                    consumer.acknowledge(record)
+            yield values
+
+    def close() -> None:
+        if explicit:
+            consumer.commit_sync()
+        consumer.close()
+
+    return close, batches()
+
+
+def _confluent_share(
+    args: argparse.Namespace, explicit: bool
+) -> tuple[Callable[[], None], Batches]:
+    from confluent_kafka import ShareConsumer
+
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": args.bootstrap_servers,
+            "group.id": args.group,
+            "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+            "log_level": 3,
+        }
+    )
+
+    def batches() -> Batches:
+        consumer.subscribe([args.topic])
+        while True:
+            messages = consumer.poll(0.5)
+            values: list[bytes | None] = []
+            for message in messages:
+                if message.error() is not None:
+                    continue
+                values.append(message.value())
+                if explicit:
+                    consumer.acknowledge(message)
+            yield values
+
+    def close() -> None:
+        if explicit:
+            consumer.commit_sync()
+        consumer.close()
+
+    return close, batches()
+
+
+def _confluent_classic(args: argparse.Namespace) -> tuple[Callable[[], None], Batches]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap_servers,
+            "group.id": args.group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "log_level": 3,
+        }
+    )
+
+    def batches() -> Batches:
+        consumer.subscribe([args.topic])
+        received = 0
+        while True:
+            if args.mode == "latency":
+                # consume(n) waits for n records or the timeout: one at a time here.
+                message = consumer.poll(0.5)
+                messages = [] if message is None else [message]
+            else:
+                # consume() is the batch API, the closest match to a share poll; never
+                # ask for more than remain, or the last call sits out its timeout.
+                messages = consumer.consume(max(1, min(500, args.records - received)), 0.5)
+            values = [m.value() for m in messages if m.error() is None]
+            received += len(values)
+            yield values
+
+    return consumer.close, batches()
+
+
+def make_client(args: argparse.Namespace) -> tuple[Callable[[], None], Batches]:
+    """``(close, batches)`` for ``args.client``."""
+    if args.client == "kafka-share-implicit":
+        return _kafka_share(args, explicit=False)
+    if args.client == "kafka-share-explicit":
+        return _kafka_share(args, explicit=True)
+    if args.client == "confluent-share-implicit":
+        return _confluent_share(args, explicit=False)
+    if args.client == "confluent-share-explicit":
+        return _confluent_share(args, explicit=True)
+    if args.client == "confluent-classic":
+        return _confluent_classic(args)
+    raise SystemExit(f"unknown client {args.client!r}; choose from {', '.join(CLIENTS)}")
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+def _start_thread_profiles() -> list[cProfile.Profile]:
+    """Profile every thread started from now on (the network thread too)."""
+    profiles: list[cProfile.Profile] = []
+
+    def first_event(*_: object) -> None:
+        # Runs once in each new thread: swap the plain hook for a real profiler.
+        sys.setprofile(None)
+        profile = cProfile.Profile()
+        profiles.append(profile)
+        profile.enable()
+
+    threading.setprofile(first_event)
+    return profiles
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    thread_profiles = _start_thread_profiles() if args.profile else []
+    main_profile = cProfile.Profile() if args.profile else None
+    close, batches = make_client(args)
+    latency = args.mode == "latency"
+    target = args.records
+    checkpoints = [max(1, target * k // 5) for k in range(1, 6)]
+    rss_samples: list[dict[str, int]] = []
+    latencies_ms: list[float] = []
+    count = 0
+    total_bytes = 0
+    warmed = not latency
+    first_record_at: float | None = None
+    first_batch = 0
+    deadline = time.monotonic() + args.timeout_s
+
+    cpu0 = cpu_seconds()
+    t0 = time.monotonic()
+    if main_profile is not None:
+        main_profile.enable()
+    for values in batches:
+        if values:
+            if first_record_at is None:
+                first_record_at = time.monotonic()
+                first_batch = len(values)
+            if latency:
+                now_ns = time.time_ns()
+                for value in values:
+                    if value is None or len(value) < 8 or value.startswith(b"warmup"):
+                        if not warmed:
+                            warmed = True
+                            print("READY", flush=True)
+                        continue
+                    latencies_ms.append((now_ns - _TS.unpack_from(value)[0]) / 1e6)
+                count = len(latencies_ms)
+            else:
+                count += len(values)
+                total_bytes += sum(len(v) for v in values if v is not None)
+                while checkpoints and count >= checkpoints[0]:
+                    rss_samples.append({"records": count, "rss_bytes": rss_bytes()})
+                    checkpoints.pop(0)
+        if count >= target:
+            break
+        if time.monotonic() > deadline:
+            break
+    t1 = time.monotonic()
+    if main_profile is not None:
+        main_profile.disable()
+    cpu1 = cpu_seconds()
+    result: dict[str, Any] = {
+        "client": args.client,
+        "records": count,
+        "expected_records": target,
+        "bytes": total_bytes,
+        "elapsed_s": t1 - t0,
+        "first_record_s": (first_record_at - t0) if first_record_at is not None else None,
+        "first_batch_records": first_batch,
+        "cpu_consume_s": cpu1 - cpu0,
+        "rss_samples": rss_samples,
+        "complete": count >= target,
+    }
+    if latency:
+        latencies_ms.sort()
+        result["latency_ms"] = {
+            "count": len(latencies_ms),
+            "p50": _percentile(latencies_ms, 0.50),
+            "p99": _percentile(latencies_ms, 0.99),
+            "max": latencies_ms[-1] if latencies_ms else float("nan"),
+        }
+    try:
+        close()
+    except Exception as exc:  # a slow close must not lose the measurement
+        result["close_error"] = repr(exc)
+    result["peak_rss_bytes"] = peak_rss_bytes()
+    if main_profile is not None:
+        with open(args.profile, "w") as out:
+            stats = pstats.Stats(main_profile, stream=out)
+            for profile in thread_profiles:
+                profile.disable()
+                stats.add(profile)
+            stats.sort_stats("tottime").print_stats(args.profile_top)
+            stats.sort_stats("cumulative").print_stats(args.profile_top)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--client", required=True, choices=CLIENTS)
+    parser.add_argument("--bootstrap-servers", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--records", type=int, required=True)
+    parser.add_argument("--mode", choices=("throughput", "latency"), default="throughput")
+    parser.add_argument("--timeout-s", type=float, default=120.0)
+    parser.add_argument("--profile", help="write a cProfile report (all threads) here")
+    parser.add_argument("--profile-top", type=int, default=30)
+    args = parser.parse_args(argv)
+    result = run(args)
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
