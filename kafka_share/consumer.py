@@ -54,7 +54,7 @@ from kafka_share._app.events import (
     SubscriptionChangeEvent,
 )
 from kafka_share._app.fetch_buffer import FetchBuffer
-from kafka_share._app.in_flight import GAP, InFlightBatch
+from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._log import ContextLogger, consumer_log_prefix
 from kafka_share._net.thread import NetworkThread
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
@@ -149,8 +149,14 @@ class ShareConsumer(Generic[K, V]):
             kwargs["value_deserializer"] = value_deserializer
         self._config: ShareConsumerConfig = parse_config(config, **kwargs)
         cfg = self._config
+        cfg.validate_supported()  # e.g. SSL/SASL: refuse rather than connect in plaintext
         self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
         self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
+        # Explicit mode (RENEW, slow handlers) and record_limit never lock records
+        # before the application asks for them.
+        self._prefetch = (
+            not self._explicit and cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
+        )
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
         self._in_flight = InFlightBatch()
         self._collector: FetchCollector[K, V] = FetchCollector(
@@ -167,7 +173,9 @@ class ShareConsumer(Generic[K, V]):
         self._owner: int | None = None
         self._owner_depth = 0
         self._guard = threading.Lock()
-        self._wakeup_requested = threading.Event()
+        # A plain flag, not a threading.Event: wakeup() must never block, and is
+        # often called from a signal handler (Event.set takes a lock).
+        self._wakeup_requested = False
         self._wake_future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._pending_error: KafkaError | None = None
         self._poll_waited_ms = 0
@@ -313,7 +321,6 @@ class ShareConsumer(Generic[K, V]):
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         self._submit(PollEvent(now_ms=_now_ms()))
         fetch_sent = False
-        record_limit = self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT
         while True:
             self._maybe_raise_wakeup()
             acks = self._take_acks()
@@ -332,8 +339,11 @@ class ShareConsumer(Generic[K, V]):
                     self._send_acks(acks, fetch=False)
                     raise
                 drained = not self._collector.has_buffered()
-                want_fetch = not fetch_sent and drained and not (
-                    record_limit and buffered_before
+                # Fetch when nothing was buffered (Java). In implicit batch_optimized
+                # mode also fetch ahead as soon as the buffer drains, so the next
+                # response is on its way while the application processes this one.
+                want_fetch = not fetch_sent and drained and (
+                    not buffered_before or self._prefetch
                 )
                 if batch.records or batch.error is not None:
                     if batch.error is None:
@@ -493,11 +503,14 @@ class ShareConsumer(Generic[K, V]):
 
         Safe to call from any thread, and from inside the commit callback.
         """
-        self._wakeup_requested.set()
+        self._wakeup_requested = True
         self._fetch_buffer.wakeup()
         fut = self._wake_future
         if not fut.done():
-            fut.set_result(None)
+            try:
+                fut.set_result(None)
+            except concurrent.futures.InvalidStateError:
+                pass  # a concurrent wakeup() completed it first
 
     def close(self, timeout: float | None = None) -> None:
         """Send pending acknowledgements, close share sessions, leave the group and
@@ -571,7 +584,7 @@ class ShareConsumer(Generic[K, V]):
             )
             if event.future.done():
                 return event.future.result()
-            if wakeable and self._wakeup_requested.is_set():
+            if wakeable and self._wakeup_requested:
                 self._maybe_raise_wakeup()
             if _now_ms() >= event.deadline_ms + 500:
                 raise KafkaTimeoutError(
@@ -579,8 +592,8 @@ class ShareConsumer(Generic[K, V]):
                 )
 
     def _maybe_raise_wakeup(self) -> None:
-        if self._wakeup_requested.is_set():
-            self._wakeup_requested.clear()
+        if self._wakeup_requested:
+            self._wakeup_requested = False
             self._wake_future = concurrent.futures.Future()
             raise WakeupError("the blocking call was interrupted by wakeup()")
 
@@ -588,13 +601,7 @@ class ShareConsumer(Generic[K, V]):
         taken = self._in_flight.take_acknowledged()
         out: AcksByPartition = {}
         for tip, (node_id, offsets) in taken.items():
-            acks = Acknowledgements()
-            for offset, ack_type in offsets.items():
-                if ack_type == GAP:
-                    acks.add_gap(offset)
-                else:
-                    acks.add(offset, ack_type)
-            out[tip] = NodeAcknowledgements(node_id, acks)
+            out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(offsets))
         return out
 
     def _send_acks(self, acks: AcksByPartition, *, fetch: bool) -> None:

@@ -32,7 +32,9 @@ class FetchBuffer(Generic[T]):
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: wakeup() may run in a signal handler on a thread that is
+        # inside one of these methods already; a plain Lock would deadlock there.
+        self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._items: deque[T] = deque()
         self._background: deque[object] = deque()

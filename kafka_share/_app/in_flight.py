@@ -68,8 +68,7 @@ class InFlightBatch:
         self, tip: TopicIdPartition, node_id: int, records: list[ConsumerRecord[Any, Any]]
     ) -> None:
         p = self._partition(tip, node_id)
-        for r in records:
-            p.records[r.offset] = r
+        p.records.update((r.offset, r) for r in records)
 
     def add_gaps(self, tip: TopicIdPartition, node_id: int, offsets: list[int]) -> None:
         p = self._partition(tip, node_id)
@@ -108,9 +107,13 @@ class InFlightBatch:
 
     def acknowledge_all(self, ack_type: AcknowledgeType) -> None:
         """Implicit mode: every record not yet acknowledged gets ``ack_type``."""
+        value = int(ack_type)
         for p in self._partitions.values():
-            for offset in p.records:
-                p.acks.setdefault(offset, int(ack_type))
+            if not p.acks:
+                p.acks = dict.fromkeys(p.records, value)
+            else:
+                for offset in p.records:
+                    p.acks.setdefault(offset, value)
 
     # -- queries -------------------------------------------------------------------
 
@@ -152,11 +155,19 @@ class InFlightBatch:
                 continue
             acks = p.acks
             p.acks = {}
-            for offset, t in acks.items():
-                record = p.records.pop(offset, None)
-                if t == AcknowledgeType.RENEW and record is not None:
-                    p.renewing[offset] = record
-                p.failed_offsets.discard(offset)
+            if (
+                len(acks) >= len(p.records)
+                and not p.failed_offsets
+                and AcknowledgeType.RENEW not in acks.values()
+                and all(o in acks for o in p.records)
+            ):
+                p.records = {}  # the common case: everything acknowledged, no RENEW
+            else:
+                for offset, t in acks.items():
+                    record = p.records.pop(offset, None)
+                    if t == AcknowledgeType.RENEW and record is not None:
+                        p.renewing[offset] = record
+                    p.failed_offsets.discard(offset)
             out[tip] = (p.node_id, acks)
         self._compact()
         return out

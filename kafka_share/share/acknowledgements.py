@@ -151,6 +151,23 @@ class Acknowledgements:
         for offset in offsets:
             self.add_gap(offset)
 
+    @classmethod
+    def from_types(cls, types: dict[int, int]) -> Acknowledgements:
+        """Build from an ``{offset: type}`` map (GAP allowed), taking ownership of it.
+
+        The bulk path for the consumer's own bookkeeping: one check over the
+        distinct types instead of one call per offset.
+
+        Raises:
+            ValueError: a type is not GAP, ACCEPT, RELEASE, REJECT or RENEW.
+        """
+        bad = set(types.values()) - _VALID_TYPES - {GAP}
+        if bad:
+            raise ValueError(f"invalid acknowledge type(s) {sorted(bad)}")
+        acks = cls()
+        acks._types = types
+        return acks
+
     def merge(self, other: Acknowledgements) -> None:
         """Copy ``other``'s entries in; on a shared offset ``other`` wins."""
         self._types.update(other._types)

@@ -123,3 +123,8 @@ def test_wakeup_from_another_thread_interrupts_poll() -> None:
             c.poll(10.0)
         timer.join()
         assert list(c.poll(0)) == []  # the wakeup was consumed
+
+
+def test_security_protocols_not_implemented_yet_are_refused_not_ignored() -> None:
+    with pytest.raises(ConfigError, match=r"security\.protocol"):
+        ShareConsumer(bootstrap_servers=NOWHERE, group_id="g", security_protocol="SSL")
