@@ -183,7 +183,10 @@ def test_close_releases_unacknowledged_records_at_once(
 
 
 def test_commit_sync_results_and_callback_on_application_thread(
-    topic_factory: Any, share_group: str, kafka_produce: Any, consumer_factory: Any,
+    topic_factory: Any,
+    share_group: str,
+    kafka_produce: Any,
+    consumer_factory: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     topic = topic_factory(partitions=2)
@@ -217,8 +220,9 @@ def test_commit_sync_results_and_callback_on_application_thread(
     assert results and all(err is None for err in results.values())
     main = threading.current_thread().name
     assert calls, "the callback ran before commit_sync returned"
-    committed = {(tip.partition, o) for offsets, _, _ in calls for tip, s in offsets.items()
-                 for o in s}
+    committed = {
+        (tip.partition, o) for offsets, _, _ in calls for tip, s in offsets.items() for o in s
+    }
     assert committed == {(r.partition, r.offset) for r in records}
     assert all(err is None and thread == main for _, err, thread in calls)
     c.poll(0.5)  # the callback's exception is logged, never raised
@@ -278,8 +282,7 @@ def test_compressed_topics_deliver_exact_payloads(
     produced = kafka_produce(topic, sent, compression=codec)
     c = consumer_factory(share_group)
     c.subscribe([topic])
-    got = sorted(poll_until(c, lambda s: len(s) >= len(sent), timeout_s=30),
-                 key=lambda r: r.offset)
+    got = sorted(poll_until(c, lambda s: len(s) >= len(sent), timeout_s=30), key=lambda r: r.offset)
     assert [r.offset for r in got] == [p.offset for p in produced]
     for record, original in zip(got, sent, strict=True):
         assert record.value == original.value
