@@ -180,6 +180,7 @@ class ShareConsumer(Generic[K, V]):
         self._pending_error: KafkaError | None = None
         self._poll_waited_ms = 0
         self._deferred_errors: list[KafkaError] = []
+        self._fatal_error: KafkaError | None = None
         self._completions: list[AcknowledgementCompletion] = []
         self._acquisition_lock_timeout_ms: int | None = None
         self._metrics = ShareConsumerMetrics(
@@ -613,6 +614,8 @@ class ShareConsumer(Generic[K, V]):
     def _drain_background(self) -> None:
         for event in self._fetch_buffer.take_background():
             if isinstance(event, ErrorEvent):
+                if event.fatal and self._fatal_error is None:
+                    self._fatal_error = event.error
                 self._deferred_errors.append(event.error)
             else:
                 assert isinstance(event, AcknowledgementCompletion)
@@ -623,6 +626,8 @@ class ShareConsumer(Generic[K, V]):
         self._drain_background()
         if self._deferred_errors:
             raise self._deferred_errors.pop(0)
+        if self._fatal_error is not None:
+            raise self._fatal_error
 
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""

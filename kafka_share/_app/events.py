@@ -137,9 +137,15 @@ ApplicationEvent = (
 
 @attrs.frozen
 class ErrorEvent:
-    """An error the application thread raises from its next call (e.g. fatal membership)."""
+    """An error the application thread raises from its next call.
+
+    A ``fatal`` error (the member is FATAL, the cluster cannot serve this
+    consumer, the network thread died) is raised again by every later ``poll``:
+    the consumer cannot recover and must be closed.
+    """
 
     error: KafkaError
+    fatal: bool = False
 
 
 @attrs.frozen

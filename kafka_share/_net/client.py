@@ -92,6 +92,14 @@ class NetworkClient:
         conn = self.connection(node_id, purpose)
         return conn.api_versions if conn is not None else None
 
+    def any_api_versions(self) -> ApiVersionsTable | None:
+        """The versions negotiated on any ready connection (brokers of one cluster
+        run one release, and ApiVersions lists every API, whatever the purpose)."""
+        for conn in self._connections.values():
+            if conn.api_versions is not None:
+                return conn.api_versions
+        return None
+
     def can_connect(self, node_id: int, now_ms: int) -> bool:
         until, _ = self._backoff.get(node_id, (0, 0))
         return now_ms >= until

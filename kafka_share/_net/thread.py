@@ -115,8 +115,8 @@ class _Sink:
         assert isinstance(completion, AcknowledgementCompletion)
         self._buffer.add_background(completion)
 
-    def error(self, error: KafkaError) -> None:
-        self._buffer.add_background(ErrorEvent(error))
+    def error(self, error: KafkaError, *, fatal: bool = False) -> None:
+        self._buffer.add_background(ErrorEvent(error, fatal))
 
 
 class NetworkThread:
@@ -235,7 +235,7 @@ class NetworkThread:
             err = exc if isinstance(exc, KafkaError) else KafkaError(
                 f"the consumer's network thread failed: {type(exc).__name__}: {exc}"
             )
-            self._sink.error(err)
+            self._sink.error(err, fatal=True)
             self._fail_pending(err)
         finally:
             self._fail_pending(KafkaError("the consumer is closed"))
@@ -252,6 +252,8 @@ class NetworkThread:
         self._expire_pending(now)
         wait = min(_MAX_WAIT_MS, self._time_to_next_ms(now))
         self._client.poll(max(0, wait))
+        if self._share_v2 is None:
+            self._learn_share_version()
 
     def _send(self, req: UnsentRequest, now_ms: int) -> None:
         purpose = Purpose.SHARE if req.channel is Channel.SHARE else Purpose.CONTROL
@@ -483,7 +485,9 @@ class NetworkThread:
             if outcome.coordinator_unknown:
                 self._mark_coordinator_unknown(now)
             if outcome.error is not None:
-                self._sink.error(self._membership_error(outcome.error))
+                self._sink.error(
+                    self._membership_error(outcome.error), fatal=outcome.error.fatal
+                )
             if response.error_code == 0:
                 self._consume.member_ready = True
             self._assignment_version = -1
@@ -498,7 +502,7 @@ class NetworkThread:
     def _check_unsupported(self, error: KafkaError) -> bool:
         """A request that cannot be encoded for this broker (no common version)."""
         if isinstance(error, UnsupportedVersionError):
-            self._sink.error(error)
+            self._sink.error(error, fatal=True)
             self._membership.fail(_codes.UNSUPPORTED_VERSION, str(error))
             return True
         return False
@@ -525,6 +529,23 @@ class NetworkThread:
             self._consume.assigned = []
 
     # -- connections -------------------------------------------------------------------
+
+    def _learn_share_version(self) -> None:
+        """Find out from the first negotiated connection whether the cluster speaks
+        the v2 share protocol (Kafka 4.2+), so v2-only features fail up front."""
+        table = self._client.any_api_versions()
+        if table is None:
+            return
+        version = table.max_version(ApiKey.SHARE_FETCH)
+        if version is None:
+            return  # no share APIs at all: the heartbeat reports that
+        self._share_v2 = version >= 2
+        if not self._share_v2 and self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT:
+            self._consume.block_fetching()
+            self._sink.error(UnsupportedVersionError(
+                "share.acquire.mode=record_limit needs ShareFetch v2 (Apache Kafka 4.2+); "
+                "the broker only supports v1. Use batch_optimized or upgrade the cluster."
+            ), fatal=True)
 
     def _share_fetch_version(self, node_id: int) -> int | None:
         table = self._client.api_versions(node_id, Purpose.SHARE)

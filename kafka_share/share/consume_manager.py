@@ -61,7 +61,7 @@ from kafka_share.protocol.messages import (
 from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
 from kafka_share.share.session import SESSION_RESET_ERRORS, ShareSession
-from kafka_share.share.unsent import Channel, Sink, UnsentRequest
+from kafka_share.share.unsent import Channel, Sink, UnsentRequest, VersionedRequest
 
 if TYPE_CHECKING:
     from kafka_share.metrics import ShareConsumerMetrics
@@ -176,6 +176,7 @@ class ShareConsumeManager:
         self._record_limit_cursor = 0
         self._reported_v1_limit = False
         self._now_ms = 0
+        self._fetch_blocked = False
 
     # -- inputs from the application ------------------------------------------------
 
@@ -242,6 +243,11 @@ class ShareConsumeManager:
         if commit.done():
             _resolve(commit)
 
+    def block_fetching(self) -> None:
+        """Never fetch again (the consumer's configuration cannot work with this cluster)."""
+        self._fetch_blocked = True
+        self.fetch_more = False
+
     def close_sessions(self) -> None:
         """The member left the group (poll timeout or unsubscribe): close every
         established share session with a ShareAcknowledge at epoch -1, carrying the
@@ -284,7 +290,7 @@ class ShareConsumeManager:
             req = self._next_ack_request(node_id, state, now_ms)
             if req is not None:
                 out.append(req)
-        if self.fetch_more and self._closing is None:
+        if self.fetch_more and self._closing is None and not self._fetch_blocked:
             out.extend(self._fetch_requests(now_ms))
         return out
 
@@ -346,10 +352,11 @@ class ShareConsumeManager:
                 is_renew_ack=plan.is_renew_ack,
                 topics=_ack_topics(plan.topics),
             )
+            wire_request = _guard_v2_features(request)
             return UnsentRequest(
                 node_id,
                 Channel.SHARE,
-                request,
+                wire_request,
                 self._ack_handler(node_id, state, plan.acknowledgements, commit, close=True),
             )
         return None
@@ -387,10 +394,11 @@ class ShareConsumeManager:
             is_renew_ack=plan.is_renew_ack,
             topics=_ack_topics(plan.topics),
         )
+        wire_request = _guard_v2_features(request)
         return UnsentRequest(
             node_id,
             Channel.SHARE,
-            request,
+            wire_request,
             self._ack_handler(node_id, state, plan.acknowledgements, commit, close=False),
         )
 
@@ -551,6 +559,7 @@ class ShareConsumeManager:
                 topics=_fetch_topics(plan.topics),
                 forgotten_topics_data=_forgotten(plan.forgotten),
             )
+            wire_request = _guard_v2_features(request)
             known = {tip.topic_id: tip.topic for tip in state.session.partitions}
             known.update({tip.topic_id: tip.topic for tip in plan.forgotten})
             known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
@@ -558,7 +567,7 @@ class ShareConsumeManager:
             handler = self._fetch_handler(
                 node_id, state, plan.acknowledgements, known, self._clock()
             )
-            out.append(UnsentRequest(node_id, Channel.SHARE, request, handler))
+            out.append(UnsentRequest(node_id, Channel.SHARE, wire_request, handler))
         return out
 
     def _fetch_handler(
@@ -573,6 +582,11 @@ class ShareConsumeManager:
             if error is not None:
                 state.session.handle_error()
                 state.not_before_ms = 0
+                if isinstance(error, UnsupportedVersionError):
+                    if not self._reported_v1_limit:
+                        self._reported_v1_limit = True
+                        self._sink.error(error)
+                    self.fetch_more = False
                 self._fail(acks, _transport_failure(node_id, error), None)
                 self._cluster.request_update()
                 return
@@ -829,11 +843,42 @@ def _session_lost(node_id: int) -> NetworkError:
 
 
 def _transport_failure(node_id: int, error: KafkaError) -> KafkaError:
-    if isinstance(error, NetworkError):
+    if isinstance(error, NetworkError | UnsupportedVersionError):
         return error
     err = NetworkError(f"request to node {node_id} failed: {error}")
     err.__cause__ = error
     return err
+
+
+def _guard_v2_features(
+    request: ShareFetchRequest | ShareAcknowledgeRequest,
+) -> ShareFetchRequest | ShareAcknowledgeRequest | VersionedRequest:
+    """Refuse to send KIP-1222/KIP-1206 features at v1 instead of dropping them.
+
+    ``ShareAcquireMode`` is an ignorable field, so encoding a record_limit fetch
+    at v1 would silently fetch in batch_optimized mode. The version is only known
+    once the connection has negotiated it, hence the deferred check.
+    """
+    renew = request.is_renew_ack
+    record_limit = isinstance(request, ShareFetchRequest) and request.share_acquire_mode == 1
+    if not (renew or record_limit):
+        return request
+
+    def build(version: int) -> ShareFetchRequest | ShareAcknowledgeRequest:
+        if version < 2:
+            if record_limit:
+                raise UnsupportedVersionError(
+                    "share.acquire.mode=record_limit needs ShareFetch v2 (Apache Kafka "
+                    "4.2+); the broker only supports v1. Use batch_optimized or upgrade "
+                    "the cluster."
+                )
+            raise UnsupportedVersionError(
+                "AcknowledgeType.RENEW needs ShareFetch/ShareAcknowledge v2 (Apache Kafka "
+                "4.2+); the broker only supports v1"
+            )
+        return request
+
+    return VersionedRequest(request.API_KEY, build)
 
 
 def _is_resolved(commit: _SyncCommit) -> bool:

@@ -37,6 +37,8 @@ def test_share_groups_disabled_raises_unsupported_version(
         with pytest.raises(UnsupportedVersionError) as info:
             for _ in range(30):
                 consumer.poll(0.5)
+        with pytest.raises(UnsupportedVersionError):
+            consumer.poll(0.1)  # fatal: raised again, not swallowed
     message = str(info.value)
     assert "share.version" in message, message
     assert "4.1" in message, message

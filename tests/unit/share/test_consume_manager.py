@@ -27,7 +27,7 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
-from kafka_share.share.unsent import Channel, UnsentRequest
+from kafka_share.share.unsent import Channel, UnsentRequest, VersionedRequest
 
 TID = uuid.UUID(int=0x51)
 TIP0 = TopicIdPartition(TID, "t", 0)  # led by node 1
@@ -331,7 +331,12 @@ def test_renew_piggybacked_on_v2_sets_is_renew_ack_and_zero_limits() -> None:
     env.establish()
     env.mgr.on_fetch({TIP0: (1, acks(2, t=AcknowledgeType.RENEW))})
     reqs = env.poll()
-    req = reqs[1].request
+    wrapped = reqs[1].request
+    # v2-only features are checked at encode time, once the version is negotiated.
+    assert isinstance(wrapped, VersionedRequest)
+    with pytest.raises(UnsupportedVersionError, match="RENEW"):
+        wrapped.build(1)
+    req = wrapped.build(2)
     assert req.is_renew_ack is True
     assert (req.max_wait_ms, req.min_bytes, req.max_bytes, req.max_records) == (0, 0, 0, 0)
     reqs[1].handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
