@@ -1,0 +1,238 @@
+"""Failure tests that currently FAIL because of consumer bugs (not collected by pytest).
+
+Run them explicitly once the bug is fixed, then move them into a collected
+``test_failures_*.py`` file::
+
+    pytest tests/integration/pending_bugs_failures.py
+
+Bug 1 -- a connection closed while *sending* is not reaped before the next
+connection to the same node is opened. ``BrokerConnection._flush`` closes the
+socket when ``send()`` fails (ECONNRESET/EPIPE after a dropped link), but the
+closed connection stays in ``NetworkClient._connections`` and its file
+descriptor stays registered in the selector until ``_reap_closed`` runs at the
+end of ``NetworkClient.poll``. If the network thread sends again to that node
+before then, ``ensure_connection`` opens a new socket, which gets the same
+(lowest free) descriptor number, and ``selector.register`` raises
+``KeyError: ... is already registered``. The network thread dies and every
+later consumer call raises "the consumer's network thread failed". The new
+socket may be for another node id or purpose (e.g. the bootstrap pseudo-node),
+so the stale registration must be removed whatever the key.
+
+Issue 5, scenario 5 (connections dropped at random points) hits bug 1 within
+seconds: see ``test_random_connection_drops_never_hang_calls_and_lose_nothing``
+below, which a dedicated single-node cluster runs behind a :class:`TcpProxy`
+advertised as the broker's address.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafka_share import AcknowledgeType, ShareConsumer, TopicIdPartition
+from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
+from kafka_share.errors import KafkaError, NetworkError
+from kafka_share.protocol.messages import MetadataRequest, MetadataResponse
+from kafka_share.testing import KafkaAdmin, LocalKafkaCluster, unique_name
+from kafka_share.testing.proxy import TcpProxy
+
+pytestmark = pytest.mark.integration
+
+
+class _Outcome:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, KafkaError | None]] = []
+
+    def __call__(self, response: Any, error: KafkaError | None) -> None:
+        self.calls.append((response, error))
+
+
+@pytest.fixture
+def proxy_to_session_broker(kafka_cluster: Any) -> Iterator[TcpProxy]:
+    first = kafka_cluster.bootstrap_servers.split(",")[0]
+    with TcpProxy(first, max_lifetime_s=60) as proxy:
+        yield proxy
+
+
+def test_send_after_the_link_dropped_does_not_kill_the_network_client(
+    proxy_to_session_broker: TcpProxy,
+) -> None:
+    """Deterministic repro of bug 1 at the NetworkClient level (real broker, via the proxy)."""
+    proxy = proxy_to_session_broker
+    client = NetworkClient(
+        client_id="pending-bug-1",
+        address_of=lambda node: (proxy.host, proxy.port),
+        connect_timeout_ms=5000,
+        request_timeout_ms=5000,
+        reconnect_backoff_ms=0,
+        reconnect_backoff_max_ms=0,
+    )
+    try:
+        first = _Outcome()
+        assert client.send(1, Purpose.CONTROL, MetadataRequest(topics=[]), first, monotonic_ms())
+        deadline = time.monotonic() + 10
+        while not first.calls and time.monotonic() < deadline:
+            client.poll(50)
+        assert first.calls and isinstance(first.calls[0][0], MetadataResponse), first.calls
+
+        assert proxy.cut_all() == 1
+        time.sleep(0.3)  # the RST has arrived; nobody has polled yet
+
+        # This send hits the reset socket: the connection closes inside send().
+        second = _Outcome()
+        client.send(1, Purpose.CONTROL, MetadataRequest(topics=[]), second, monotonic_ms())
+        assert second.calls and isinstance(second.calls[0][1], NetworkError), second.calls
+        # The next send must open a fresh connection and work. Today it raises
+        # KeyError ("... (FD n) is already registered") from selector.register.
+        third = _Outcome()
+        client.send(1, Purpose.CONTROL, MetadataRequest(topics=[]), third, monotonic_ms())
+        deadline = time.monotonic() + 10
+        while not third.calls and time.monotonic() < deadline:
+            client.poll(50)
+        assert third.calls and isinstance(third.calls[0][0], MetadataResponse), third.calls
+    finally:
+        client.close()
+
+
+# -- issue 5, scenario 5: random connection drops (fails today: bug 1) ------------------
+
+POLL_S = 1.0
+COMMIT_S = 3.0
+CLOSE_S = 5.0
+# Scheduling slack on a loaded 2-core machine (a JVM broker and a GC beside us).
+MARGIN_S = 1.0
+CHAOS_S = 20.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def proxied() -> Iterator[tuple[LocalKafkaCluster, TcpProxy]]:
+    broker_port = _free_port()
+    proxy = TcpProxy(("127.0.0.1", broker_port), max_lifetime_s=600, seed=20250).start()
+    cluster = LocalKafkaCluster(
+        num_nodes=1,
+        broker_ports=[broker_port],
+        # Clients learn the broker's address from metadata: advertise the proxy.
+        extra_config={"advertised.listeners": f"PLAINTEXT://{proxy.bootstrap}"},
+    )
+    try:
+        cluster.start()
+        yield cluster, proxy
+    finally:
+        cluster.stop()
+        proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(proxied: tuple[LocalKafkaCluster, TcpProxy]) -> Iterator[KafkaAdmin]:
+    a = KafkaAdmin(proxied[0].bootstrap_servers)
+    try:
+        yield a
+    finally:
+        a.close()
+
+
+class _Timed:
+    """Longest observed duration of each kind of call."""
+
+    def __init__(self) -> None:
+        self.longest: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def run(self, what: str, limit_s: float, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            took = time.monotonic() - started
+            self.longest[what] = max(self.longest.get(what, 0.0), took)
+            self.calls[what] = self.calls.get(what, 0) + 1
+            assert took <= limit_s + MARGIN_S, f"{what} took {took:.2f} s (timeout {limit_s} s)"
+
+
+def test_random_connection_drops_never_hang_calls_and_lose_nothing(
+    proxied: tuple[LocalKafkaCluster, TcpProxy], admin: KafkaAdmin
+) -> None:
+    _, proxy = proxied
+    topic = admin.create_topic(partitions=2)
+    group = unique_name("chaos")
+    admin.set_group_config(
+        group,
+        {
+            "share.auto.offset.reset": "earliest",
+            "share.record.lock.duration.ms": "2000",
+            # Each cut fails a round of acks and counts a delivery: leave room so
+            # no record is archived by the delivery limit (default 5) under chaos.
+            "share.delivery.count.limit": "10",
+        },
+    )
+    produced = admin.produce(topic, [f"a{i}".encode() for i in range(600)])
+    outcomes: list[tuple[dict[TopicIdPartition, set[int]], KafkaError | None]] = []
+    timed = _Timed()
+
+    consumer: ShareConsumer[Any, Any] = ShareConsumer(
+        bootstrap_servers=proxy.bootstrap,
+        group_id=group,
+        share_acknowledgement_mode="explicit",
+        max_poll_records=10,
+    )
+    closed = False
+    try:
+        consumer.set_acknowledgement_commit_callback(lambda o, e: outcomes.append((o, e)))
+        consumer.subscribe([topic])
+        proxy.start_chaos(min_interval_s=0.5, max_interval_s=2.0, duration_s=CHAOS_S)
+        chaos_until = time.monotonic() + CHAOS_S
+        produced_more = False
+        expected: set[tuple[int, int]] = {(p.partition, p.offset) for p in produced}
+        accepted: set[tuple[int, int]] = set()
+        rounds = 0
+        deadline = time.monotonic() + CHAOS_S + 60
+        while time.monotonic() < deadline:
+            if not produced_more and time.monotonic() > chaos_until - CHAOS_S / 2:
+                # More records mid-chaos (the producer goes through the proxy too).
+                more = admin.produce(topic, [f"b{i}".encode() for i in range(200)])
+                expected |= {(p.partition, p.offset) for p in more}
+                produced_more = True
+            batch = list(timed.run("poll", POLL_S, consumer.poll, POLL_S))
+            for r in batch:
+                consumer.acknowledge(r, AcknowledgeType.ACCEPT)
+            rounds += 1
+            if batch:
+                time.sleep(0.05)  # some "processing", so consumption spans the chaos
+                if rounds % 3 == 0:
+                    timed.run("commit_sync", COMMIT_S, consumer.commit_sync, COMMIT_S)
+            accepted = {
+                (tip.partition, o)
+                for offsets, e in outcomes
+                if e is None
+                for tip, s in offsets.items()
+                for o in s
+            }
+            if produced_more and time.monotonic() >= chaos_until and expected <= accepted:
+                break
+        missing = expected - accepted
+        assert not missing, f"{len(missing)} records never accepted, e.g. {sorted(missing)[:10]}"
+        assert proxy.cuts >= 5, f"only {proxy.cuts} connections were cut"
+        failures = [e for _, e in outcomes if e is not None]
+        assert all(isinstance(e, KafkaError) and str(e) for e in failures), failures
+
+        # close() while connections keep dropping.
+        proxy.stop_chaos()
+        proxy.start_chaos(min_interval_s=0.1, max_interval_s=0.3, duration_s=CLOSE_S + 2)
+        time.sleep(0.5)
+        timed.run("close", CLOSE_S, consumer.close, CLOSE_S)
+        closed = True
+    finally:
+        proxy.stop_chaos()
+        if not closed:
+            consumer.close(timeout=5)
+    print(f"cuts={proxy.cuts} longest={timed.longest} calls={timed.calls}")
