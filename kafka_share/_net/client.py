@@ -113,6 +113,11 @@ class NetworkClient:
             return conn
         if not self.can_connect(node_id, now_ms):
             return None
+        # A connection that closed since the last poll (e.g. while sending) must be
+        # reaped first: its disconnect must reach the managers before it is replaced.
+        self._reap_closed(now_ms)
+        if not self.can_connect(node_id, now_ms):
+            return None
         address = self._address_of(node_id)
         if address is None:
             return None
@@ -133,8 +138,15 @@ class NetworkClient:
             self._log.warning("cannot connect to node %s at %s:%s: %s", node_id, host, port, exc)
             return None
         self._connections[(node_id, purpose)] = conn
+        conn.on_close = self._unregister
         self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
         return conn
+
+    def _unregister(self, conn: BrokerConnection) -> None:
+        try:
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
 
     def send(
         self,

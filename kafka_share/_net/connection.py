@@ -94,6 +94,9 @@ class BrokerConnection:
         self._out = bytearray()
         self._api_versions_version = API_VERSIONS_FIRST_VERSION
         self.last_activity_ms = now_ms
+        #: Called once, just before the socket is closed (the client unregisters it
+        #: from its selector then: a new socket may soon reuse the descriptor number).
+        self.on_close: Callable[[BrokerConnection], None] | None = None
         self.sock = self._open_socket()
 
     # -- socket setup -----------------------------------------------------
@@ -224,6 +227,11 @@ class BrokerConnection:
             return
         self.state = ConnectionState.CLOSED
         self.close_reason = reason or NetworkError(f"connection to {self.address} closed")
+        if self.on_close is not None:
+            try:
+                self.on_close(self)
+            except Exception:
+                self._log.exception("connection close hook failed")
         if reason is not None:
             self._log.info(
                 "connection to node %s (%s) closed: %s", self.node_id, self.address, reason
