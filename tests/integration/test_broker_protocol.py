@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 
 def _round_trip(bootstrap: str, request: Any, version: int) -> Any:
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
     codec = KafkaCodec(client_id="protocol-test")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         _, frame = codec.send_request(request, version)
