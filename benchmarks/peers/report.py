@@ -84,6 +84,8 @@ def markdown(results: dict[str, Any]) -> str:
         "records/s and MB/s: from the first record received to the last (steady state); "
         "'incl. join' counts from `subscribe`. CPU: consuming process, user+system, "
         "per million records (Java: total minus a one-record run of the tool). "
+        "Cores: CPU per record x records/s, i.e. cores kept busy in the steady state "
+        "(broker: the broker process; n/a when its pid is unknown). "
         "RSS: peak of the consuming process.",
         "",
     ]
@@ -94,20 +96,21 @@ def markdown(results: dict[str, Any]) -> str:
             f"{data['partitions']} partition(s)",
             "",
             "| client | records/s | MB/s | records/s incl. join | CPU s / M records "
-            "| peak RSS MB |",
-            "|---|---|---|---|---|---|",
+            "| client cores | broker cores | peak RSS MB |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for client in meta["clients"]:
             s = clients.get(client)
             if s is None:
                 reason = results["unavailable"].get(client, "failed, see `failures`")
-                out.append(f"| {LABELS.get(client, client)} | n/a: {reason} | | | | |")
+                out.append(f"| {LABELS.get(client, client)} | n/a: {reason} | | | | | | |")
                 continue
             mark = "" if s["complete"] else " (incomplete)"
             out.append(
                 f"| {LABELS.get(client, client)}{mark} | {_mmm(s['records_per_s'])} "
                 f"| {_mmm(s['mb_per_s'], 1)} | {_mmm(s['records_per_s_incl_join'])} "
-                f"| {_mmm(s['cpu_s_per_million'], 2)} | {_mmm(s['peak_rss_mb'])} |"
+                f"| {_mmm(s['cpu_s_per_million'], 2)} | {_mmm(s.get('client_cores'), 2)} "
+                f"| {_mmm(s.get('broker_cores'), 2)} | {_mmm(s['peak_rss_mb'])} |"
             )
         out.append("")
     out += [

@@ -156,6 +156,23 @@ class Child:
         )
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pids: Sequence[int]) -> float | None:
+    """User + system CPU seconds used so far by ``pids`` (None if one is unreadable)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                # Fields after the parenthesised command name; utime, stime are 14, 15.
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return total
+
+
 def _worker_argv(client: str, bootstrap: str, topic: str, group: str, records: int,
                  *extra: str) -> list[str]:
     return [
@@ -188,6 +205,14 @@ class Bench:
         self.java: JavaTool | None = None
         self.unavailable: dict[str, str] = {}
         self.groups = 0
+        self.broker_pids: list[int] = list(args.broker_pids)
+
+    def broker_cpu(self) -> float | None:
+        return process_cpu_s(self.broker_pids) if self.broker_pids else None
+
+    @staticmethod
+    def cpu_delta(before: float | None, after: float | None) -> float | None:
+        return None if before is None or after is None else after - before
 
     def log(self, message: str) -> None:
         if not self.args.quiet:
@@ -262,8 +287,10 @@ class Bench:
         extra = ["--timeout-s", str(self.args.run_timeout_s)]
         if profile:
             extra += ["--profile", profile]
+        broker0 = self.broker_cpu()
         child = Child(_worker_argv(client, self.bootstrap, topic, group, data.records, *extra))
         proc = child.reap(self.args.run_timeout_s + 60)
+        broker_cpu_s = self.cpu_delta(broker0, self.broker_cpu())
         run = _parse_worker(proc)
         first = run["first_record_s"] or 0.0
         steady_s = run["elapsed_s"] - first
@@ -277,6 +304,7 @@ class Bench:
             "steady_records": run["records"] - run["first_batch_records"],
             "cpu_consume_s": run["cpu_consume_s"],
             "cpu_total_s": proc.cpu_total_s,
+            "broker_cpu_s": broker_cpu_s,
             # The worker's own VmHWM read after close is exact; the parent's
             # sampling is the fallback.
             "peak_rss_bytes": max(run.get("peak_rss_bytes") or 0, proc.peak_rss_bytes),
@@ -297,8 +325,10 @@ class Bench:
         assert tool is not None
         group = self.fresh_group(JAVA_CLIENT)
         timeout_ms = int(self.args.run_timeout_s * 1000)
+        broker0 = self.broker_cpu()
         child = Child(tool.command(self.bootstrap, topic, group, data.records, timeout_ms))
         proc = child.reap(self.args.run_timeout_s + 60)
+        broker_cpu_s = self.cpu_delta(broker0, self.broker_cpu())
         parsed = parse_output(proc.stdout)
         steady_s = parsed.steady_elapsed_s or parsed.elapsed_s
         out: dict[str, Any] = {
@@ -316,6 +346,7 @@ class Bench:
                 max(0.0, proc.cpu_total_s - overhead) if overhead is not None else None
             ),
             "cpu_total_s": proc.cpu_total_s,
+            "broker_cpu_s": broker_cpu_s,
             "peak_rss_bytes": proc.peak_rss_bytes,
             "rss_samples": [],
         }
@@ -370,30 +401,45 @@ def _summary(values: list[float]) -> dict[str, float] | None:
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
-def summarise(runs: list[dict[str, Any]], value_bytes: int) -> dict[str, Any]:
-    """min/median/max of each figure over the repetitions of one client on one data set."""
+def _steady_rate(run: dict[str, Any]) -> float:
     # A run whose records all came in the first batch has no steady span: use
     # the span from subscribe instead.
-    rates = [
-        r["steady_records"] / r["steady_s"]
-        if r["steady_s"] > 0 and r["steady_records"] > 0
-        else r["records"] / r["elapsed_s"]
-        for r in runs if r["elapsed_s"] > 0
+    if run["steady_s"] > 0 and run["steady_records"] > 0:
+        return float(run["steady_records"] / run["steady_s"])
+    return float(run["records"] / run["elapsed_s"]) if run["elapsed_s"] > 0 else 0.0
+
+
+def summarise(runs: list[dict[str, Any]], value_bytes: int) -> dict[str, Any]:
+    """min/median/max of each figure over the repetitions of one client on one data set.
+
+    ``client_cores`` and ``broker_cores`` are the cores busy in the steady state:
+    CPU per record times records per second. The CPU spans include the join,
+    which costs little CPU, so they slightly overestimate.
+    """
+    rates = [_steady_rate(r) for r in runs]
+    counted = [(r, rate) for r, rate in zip(runs, rates, strict=True) if r["records"]]
+    client = [
+        (r["cpu_consume_s"] / r["records"], rate)
+        for r, rate in counted if r["cpu_consume_s"] is not None
     ]
-    rates_join = [r["records"] / r["elapsed_s"] for r in runs if r["elapsed_s"] > 0]
-    cpu = [
-        r["cpu_consume_s"] / r["records"] * 1e6
-        for r in runs if r["cpu_consume_s"] is not None and r["records"]
+    broker = [
+        (r["broker_cpu_s"] / r["records"], rate)
+        for r, rate in counted if r.get("broker_cpu_s") is not None
     ]
     return {
         "runs": len(runs),
         "complete": all(r["complete"] for r in runs),
         "records_per_s": _summary(rates),
         "mb_per_s": _summary([x * value_bytes / 1e6 for x in rates]),
-        "records_per_s_incl_join": _summary(rates_join),
+        "records_per_s_incl_join": _summary(
+            [r["records"] / r["elapsed_s"] for r in runs if r["elapsed_s"] > 0]
+        ),
         "first_record_s": _summary([r["first_record_s"] for r in runs]),
-        "cpu_s_per_million": _summary(cpu),
+        "cpu_s_per_million": _summary([per * 1e6 for per, _ in client]),
         "cpu_total_s": _summary([r["cpu_total_s"] for r in runs]),
+        "client_cores": _summary([per * rate for per, rate in client]),
+        "broker_cpu_s_per_million": _summary([per * 1e6 for per, _ in broker]),
+        "broker_cores": _summary([per * rate for per, rate in broker]),
         "peak_rss_mb": _summary([r["peak_rss_bytes"] / 1e6 for r in runs]),
     }
 
@@ -551,13 +597,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--output-dir", default=str(RESULTS_DIR))
     parser.add_argument("--name", default=None,
                         help="results file stem (default: latest-quick / latest-full)")
+    parser.add_argument("--broker-pids", default="",
+                        help="comma-separated broker process ids, to measure broker CPU "
+                        "(automatic for the embedded broker)")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--report-only", metavar="RESULTS_JSON",
+                        help="run nothing: recompute the summary of an earlier results "
+                        "file from its raw runs and rewrite its Markdown and PNG")
     args = parser.parse_args(argv)
     args.clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = set(args.clients) - set(ALL_CLIENTS)
     if unknown:
         parser.error(f"unknown client(s) {sorted(unknown)}")
     args.data_sets = args.data_sets.split(",") if args.data_sets else None
+    args.broker_pids = [int(p) for p in args.broker_pids.split(",") if p.strip()]
     if args.latency_seconds is None:
         args.latency_seconds = 3.0 if args.quick else 5.0
     if args.memory_records is None:
@@ -569,8 +622,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def resummarise(results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` with its summary recomputed from its raw runs."""
+    sizes = {d["name"]: d["value_bytes"] for d in results["data_sets"]}
+    summary = {
+        name: {client: summarise(runs, sizes[name]) for client, runs in clients.items()}
+        for name, clients in results["raw"].items()
+    }
+    return {**results, "summary": summary}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.report_only:
+        path = Path(args.report_only)
+        results = resummarise(json.loads(path.read_text()))
+        for written in report.write_all(results, path.parent, path.stem):
+            print(f"wrote {written}", file=sys.stderr)
+        return 0
     out_dir = Path(args.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.bootstrap_servers:
@@ -578,7 +647,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from kafka_share.testing import LocalKafkaCluster
 
-        with LocalKafkaCluster() as cluster:
+        cluster = LocalKafkaCluster()
+        with cluster:
+            args.broker_pids = list(cluster.pids.values())
             results = run_benchmark(args, cluster.bootstrap_servers)
     paths = report.write_all(results, out_dir, args.name)
     print(report.markdown(results))

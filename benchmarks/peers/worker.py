@@ -89,6 +89,7 @@ def _kafka_share(args: argparse.Namespace, explicit: bool) -> tuple[Callable[[],
         "group.id": args.group,
         "share.acknowledgement.mode": "explicit" if explicit else "implicit",
     }
+    config.update(args.config)
     consumer: ShareConsumer[bytes, bytes] = ShareConsumer(config)
 
     def batches() -> Batches:
@@ -121,6 +122,7 @@ def _confluent_share(
             "group.id": args.group,
             "share.acknowledgement.mode": "explicit" if explicit else "implicit",
             "log_level": 3,
+            **args.config,
         }
     )
 
@@ -155,6 +157,7 @@ def _confluent_classic(args: argparse.Namespace) -> tuple[Callable[[], None], Ba
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "log_level": 3,
+            **args.config,
         }
     )
 
@@ -310,7 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=120.0)
     parser.add_argument("--profile", help="write a cProfile report (all threads) here")
     parser.add_argument("--profile-top", type=int, default=30)
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra client configuration (for experiments)")
     args = parser.parse_args(argv)
+    args.config = dict(item.split("=", 1) for item in args.config)
     result = run(args)
     print("RESULT " + json.dumps(result), flush=True)
     return 0

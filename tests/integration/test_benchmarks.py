@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from kafka_share.testing import KafkaCluster
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +30,8 @@ CLIENTS = [
 ]
 DATA_SETS = ["100B-1p", "100B-6p", "1KiB-1p", "1KiB-6p", "10KiB-1p", "10KiB-6p"]
 FIGURES = ["records_per_s", "mb_per_s", "records_per_s_incl_join", "cpu_s_per_million",
-           "cpu_total_s", "peak_rss_mb"]
+           "cpu_total_s", "client_cores", "peak_rss_mb"]
+BROKER_FIGURES = ["broker_cpu_s_per_million", "broker_cores"]
 
 
 def _check_figure(figure: Any, where: str) -> None:
@@ -39,14 +42,16 @@ def _check_figure(figure: Any, where: str) -> None:
 
 @pytest.mark.timeout(300)
 def test_quick_comparison_writes_a_complete_results_file(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_cluster: KafkaCluster, kafka_bootstrap: str, tmp_path: Path
 ) -> None:
+    # Broker CPU is measured when the broker's pids are known (the jar backend).
+    broker_pids = sorted(getattr(kafka_cluster, "pids", {}).values())
     proc = subprocess.run(
         [
             sys.executable, str(COMPARE), "--quick", "--bootstrap-servers", kafka_bootstrap,
             "--repetitions", "1", "--scale", "0.1", "--latency-seconds", "1",
             "--memory-records", "3000", "--output-dir", str(tmp_path), "--name", "it",
-            "--quiet",
+            "--broker-pids", ",".join(map(str, broker_pids)), "--quiet",
         ],
         capture_output=True, text=True, timeout=280, check=False, cwd=ROOT,
     )
@@ -63,7 +68,7 @@ def test_quick_comparison_writes_a_complete_results_file(
             where = f"{client} on {data['name']}"
             assert summary["runs"] == 1, where
             assert summary["complete"], f"{where} did not consume every record"
-            for name in FIGURES:
+            for name in FIGURES + (BROKER_FIGURES if broker_pids else []):
                 _check_figure(summary[name], f"{where}: {name}")
             # Every raw run consumed exactly the data set.
             (run,) = results["raw"][data["name"]][client]
