@@ -41,6 +41,7 @@ from kafka_share.testing.errors import (
 from kafka_share.testing.external import ExternalKafkaCluster
 from kafka_share.testing.local import LocalKafkaCluster, default_kafka_version
 from kafka_share.testing.maven import BrokerDistribution, cache_root, ensure_kafka_libs
+from kafka_share.testing.proxy import TcpProxy
 from kafka_share.testing.versions import DEFAULT_KAFKA_VERSION
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "MavenError",
     "ProduceRecord",
     "ProducedRecord",
+    "TcpProxy",
     "UnsupportedKafkaVersionError",
     "UnsupportedOperationError",
     "cache_root",

@@ -1,27 +1,12 @@
-"""Failure tests that currently FAIL because of consumer bugs (not collected by pytest).
+"""Connections dropped at random points never hang the consumer and lose nothing.
 
-Run them explicitly once the bug is fixed, then move them into a collected
-``test_failures_*.py`` file::
+Regression for a connection closed while *sending*: its socket stayed registered in
+the selector until the end of the poll, so a new connection reusing the descriptor
+number made ``selector.register`` raise and killed the network thread. Closed
+connections are now unregistered at once and reaped before reconnecting.
 
-    pytest tests/integration/pending_bugs_failures.py
-
-Bug 1 -- a connection closed while *sending* is not reaped before the next
-connection to the same node is opened. ``BrokerConnection._flush`` closes the
-socket when ``send()`` fails (ECONNRESET/EPIPE after a dropped link), but the
-closed connection stays in ``NetworkClient._connections`` and its file
-descriptor stays registered in the selector until ``_reap_closed`` runs at the
-end of ``NetworkClient.poll``. If the network thread sends again to that node
-before then, ``ensure_connection`` opens a new socket, which gets the same
-(lowest free) descriptor number, and ``selector.register`` raises
-``KeyError: ... is already registered``. The network thread dies and every
-later consumer call raises "the consumer's network thread failed". The new
-socket may be for another node id or purpose (e.g. the bootstrap pseudo-node),
-so the stale registration must be removed whatever the key.
-
-Issue 5, scenario 5 (connections dropped at random points) hits bug 1 within
-seconds: see ``test_random_connection_drops_never_hang_calls_and_lose_nothing``
-below, which a dedicated single-node cluster runs behind a :class:`TcpProxy`
-advertised as the broker's address.
+The chaos scenario (issue 5, scenario 5) runs a dedicated single-node cluster
+behind a :class:`TcpProxy` advertised as the broker's address.
 """
 
 from __future__ import annotations
