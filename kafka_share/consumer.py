@@ -87,6 +87,8 @@ _COMPLETABLE = (
     SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
 )
 _DEFAULT_CLOSE_TIMEOUT_S = 30.0
+#: Longest time acknowledgements wait for a fetch to ride on while the buffer drains.
+_ACK_LINGER_MS = 50
 
 
 class _State(enum.Enum):
@@ -353,7 +355,7 @@ class ShareConsumer(Generic[K, V]):
                     # else: the automatic RELEASE/REJECT of the failed records stays
                     # in the batch until the next poll or commit, so the application
                     # can still override it with acknowledge_offset().
-                    self._send_acks(acks, fetch=want_fetch)
+                    self._send_acks(acks, fetch=want_fetch, linger=self._prefetch)
                     fetch_sent = fetch_sent or want_fetch
                     if batch.error is not None:
                         if not batch.records:
@@ -605,11 +607,20 @@ class ShareConsumer(Generic[K, V]):
             out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(offsets))
         return out
 
-    def _send_acks(self, acks: AcksByPartition, *, fetch: bool) -> None:
+    def _send_acks(self, acks: AcksByPartition, *, fetch: bool, linger: bool = False) -> None:
+        """Ride on a fetch, or go out as a ShareAcknowledge.
+
+        ``linger``: the buffer still holds records, so more acks follow within
+        milliseconds; the network thread keeps these for up to ``_ACK_LINGER_MS``
+        and puts them on the next ShareFetch to their node if one goes out by then,
+        instead of a ShareAcknowledge each that the fetch would queue behind.
+        """
         if fetch:
             self._submit(FetchEvent(acks))
         elif acks:
-            self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
+            self._submit(AcknowledgeAsyncEvent(
+                acks, self._api_deadline(), linger_ms=_ACK_LINGER_MS if linger else 0
+            ))
 
     def _drain_background(self) -> None:
         for event in self._fetch_buffer.take_background():

@@ -40,7 +40,6 @@ from kafka_share.models import (
     AcknowledgeType,
     ConsumerRecord,
     ConsumerRecords,
-    TimestampType,
     TopicIdPartition,
 )
 from kafka_share.records.batch import CorruptBatchError, iter_batches
@@ -54,7 +53,6 @@ V = TypeVar("V")
 Deserializer = Callable[[bytes], Any]
 
 # (offset, timestamp, key, value, headers, delivery_count, leader_epoch, timestamp_type)
-_Pending = tuple[int, int, bytes | None, bytes | None, Any, int, int | None, TimestampType]
 
 
 @attrs.define
@@ -70,13 +68,19 @@ class CollectResult(Generic[K, V]):
 class _PartitionData:
     """One completed fetch, decoded, with a cursor over its deliverable records."""
 
-    __slots__ = ("errors_at", "lock_timeout_ms", "next_index", "node_id", "partition", "pending")
+    __slots__ = (
+        "bytes_left", "errors_at", "lock_timeout_ms", "next_index", "node_id", "partition",
+        "pending",
+    )
 
     def __init__(self, fetch: CompletedShareFetch) -> None:
         self.partition = fetch.partition
         self.node_id = fetch.node_id
         self.lock_timeout_ms = fetch.acquisition_lock_timeout_ms
-        self.pending: list[_Pending] = []
+        #: records as decoded (key and value still bytes), in offset order
+        self.pending: list[ConsumerRecord[Any, Any]] = []
+        #: key + value bytes of the records not delivered yet (bytes-consumed metric)
+        self.bytes_left = 0
         #: index in ``pending`` -> error to report when delivery reaches it
         self.errors_at: dict[int, KafkaError] = {}
         self.next_index = 0
@@ -150,6 +154,11 @@ class FetchCollector(Generic[K, V]):
         rejects: list[int] = []
         pending = data.pending
         take = cursor.take
+        take_span = cursor.take_span
+        new: Any = tuple.__new__
+        record_type = ConsumerRecord
+        topic, partition = tip.topic, tip.partition
+        size = 0
         batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
         while True:
             try:
@@ -184,12 +193,35 @@ class FetchCollector(Generic[K, V]):
             epoch = batch.partition_leader_epoch
             leader_epoch = epoch if epoch >= 0 else None
             ts_type = batch.timestamp_type
+            # Each record is built once, here, as the ConsumerRecord handed out
+            # (tuple.__new__ skips NamedTuple's Python-level __new__). Without
+            # deserializers delivery is then just a slice of this list.
+            if not records:
+                continue
+            first_offset, last_offset = records[0][0], records[-1][0]
+            span_count = take_span(first_offset, last_offset, gaps)
+            if span_count is not None and len(records) != last_offset - first_offset + 1:
+                # The batch lies in one acquired range but has holes (compaction).
+                present = {r[0] for r in records}
+                gaps.extend(o for o in range(first_offset, last_offset + 1) if o not in present)
             for offset, timestamp, key, value, headers in records:
-                count = take(offset, gaps)
-                if count is not None:
-                    pending.append(
-                        (offset, timestamp, key, value, headers, count, leader_epoch, ts_type)
-                    )
+                # A batch inside one acquired range (the common case) needs no
+                # per-record matching: every record has the range's count.
+                count = span_count if span_count is not None else take(offset, gaps)
+                if count is None:
+                    continue  # not acquired by us
+                key_size = -1 if key is None else len(key)
+                value_size = -1 if value is None else len(value)
+                pending.append(new(record_type, (
+                    topic, partition, offset, timestamp, ts_type, key, value, headers,
+                    leader_epoch, count, key_size, value_size,
+                )))
+                size += value_size + key_size
+                if key is None:
+                    size += 1
+                if value is None:
+                    size += 1
+        data.bytes_left = size
         cursor.finish(gaps)
         if gaps:
             self._in_flight.add_gaps(tip, data.node_id, gaps)
@@ -223,52 +255,55 @@ class FetchCollector(Generic[K, V]):
     def _deliver(
         self, data: _PartitionData, budget: int
     ) -> tuple[list[ConsumerRecord[K, V]], KafkaError | None, int]:
-        out: list[ConsumerRecord[K, V]] = []
-        size = 0
-        tip = data.partition
-        topic, partition = tip.topic, tip.partition
-        kd, vd = self._key_deserializer, self._value_deserializer
+        """Up to ``budget`` records from ``data``; stops at a recorded error or a
+        deserializer failure, which is returned with the records before it."""
         pending = data.pending
         errors_at = data.errors_at
-        record_type = ConsumerRecord
-        i = data.next_index
-        end = min(len(pending), i + budget)
-        # tuple.__new__ skips NamedTuple's Python-level __new__: half the cost.
-        new: Any = tuple.__new__
-        while i < end or i in errors_at:
-            err = errors_at.pop(i, None)
-            if err is not None:
-                data.next_index = i
-                return out, err, size
-            offset, ts, key, value, headers, count, epoch, ts_type = pending[i]
-            try:
-                k = kd(key) if kd is not None and key is not None else key
-            except Exception as exc:
-                data.next_index = i + 1
-                return out, self._poison(data, pending[i], exc, is_key=True), size
-            try:
-                v = vd(value) if vd is not None and value is not None else value
-            except Exception as exc:
-                data.next_index = i + 1
-                return out, self._poison(data, pending[i], exc, is_key=False), size
-            key_size = -1 if key is None else len(key)
-            value_size = -1 if value is None else len(value)
-            size += max(key_size, 0) + max(value_size, 0)
-            out.append(
-                new(
-                    record_type,
-                    (topic, partition, offset, ts, ts_type, k, v, headers, epoch, count,
-                     key_size, value_size),
-                )
-            )
-            i += 1
+        start = i = data.next_index
+        stop = min(len(pending), i + budget)
+        if errors_at:
+            stop = min(stop, min((k for k in errors_at if k >= i), default=stop))
+        kd, vd = self._key_deserializer, self._value_deserializer
+        out: list[ConsumerRecord[Any, Any]]
+        error: KafkaError | None = None
+        if kd is None and vd is None:
+            out = pending[i:stop]
+            i = stop
+        else:
+            out = []
+            new: Any = tuple.__new__
+            record_type = ConsumerRecord
+            while i < stop:
+                r = pending[i]
+                key, value = r[5], r[6]
+                try:
+                    k = kd(key) if kd is not None and key is not None else key
+                except Exception as exc:
+                    error = self._poison(data, r, exc, is_key=True)
+                    i += 1
+                    break
+                try:
+                    v = vd(value) if vd is not None and value is not None else value
+                except Exception as exc:
+                    error = self._poison(data, r, exc, is_key=False)
+                    i += 1
+                    break
+                out.append(new(record_type, (*r[:5], k, v, *r[7:])))
+                i += 1
+        if error is None and i in errors_at:
+            error = errors_at.pop(i)
         data.next_index = i
-        return out, None, size
+        # Attribute the fetch's bytes to deliveries in proportion, exactly in total.
+        remaining = len(pending) - start
+        size = data.bytes_left * (i - start) // remaining if remaining > 0 else 0
+        data.bytes_left -= size
+        return out, error, size
 
     def _poison(
-        self, data: _PartitionData, item: _Pending, exc: Exception, *, is_key: bool
+        self, data: _PartitionData, record: ConsumerRecord[Any, Any], exc: Exception, *,
+        is_key: bool,
     ) -> RecordDeserializationError:
-        offset, _ts, key, value = item[0], item[1], item[2], item[3]
+        offset, key, value = record.offset, record.key, record.value
         tip = data.partition
         self._in_flight.add_failed(tip, data.node_id, [offset], AcknowledgeType.RELEASE)
         what = "key" if is_key else "value"

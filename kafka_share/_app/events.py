@@ -96,6 +96,8 @@ class FetchEvent:
 class AcknowledgeAsyncEvent:
     acks: AcksByPartition
     deadline_ms: int
+    #: may wait this long for a ShareFetch to the same node to ride on
+    linger_ms: int = 0
 
 
 @attrs.define(eq=False)

@@ -159,7 +159,7 @@ class InFlightBatch:
                 len(acks) >= len(p.records)
                 and not p.failed_offsets
                 and AcknowledgeType.RENEW not in acks.values()
-                and all(o in acks for o in p.records)
+                and acks.keys() >= p.records.keys()
             ):
                 p.records = {}  # the common case: everything acknowledged, no RENEW
             else:

@@ -288,7 +288,10 @@ class NetworkThread:
         elif isinstance(event, FetchEvent):
             self._consume.on_fetch(_node_acks(event.acks))
         elif isinstance(event, AcknowledgeAsyncEvent):
-            self._consume.on_async(_node_acks(event.acks), event.deadline_ms)
+            self._consume.on_async(
+                _node_acks(event.acks), event.deadline_ms,
+                linger_until_ms=now_ms + event.linger_ms if event.linger_ms else 0,
+            )
         elif isinstance(event, AcknowledgeSyncEvent):
             self._consume.on_sync(_node_acks(event.acks), event.deadline_ms, event.future)
             self._pending.append(event)

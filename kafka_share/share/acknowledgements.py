@@ -204,6 +204,10 @@ class Acknowledgements:
         """A copy of the offset -> type map (GAP is 0)."""
         return dict(self._types)
 
+    def offsets(self) -> frozenset[int]:
+        """Every acknowledged offset, GAPs included."""
+        return frozenset(self._types)
+
     @property
     def has_renew(self) -> bool:
         """True if any offset is RENEW; such a request must set ``IsRenewAck``."""

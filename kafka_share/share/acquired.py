@@ -300,6 +300,26 @@ class AcquiredCursor:
             if self._next > self._last or offset < self._next:
                 return None  # exhausted, or the record sits in a hole between ranges
 
+    def take_span(self, first: int, last: int, gaps: list[int]) -> int | None:
+        """Resolve ``first..last`` at once when the current range holds all of it.
+
+        The fast path for a record batch that lies inside one acquired range (the
+        common case): returns the range's delivery count, appends the acquired
+        offsets before ``first`` to ``gaps`` and moves past ``last``. The caller
+        adds the offsets in the span that have no record (compaction holes) to
+        ``gaps`` itself. Returns None, changing nothing, when the span is not
+        wholly inside the current range; then use :meth:`take` per record.
+        """
+        if first < self._next or last > self._last or self._next > self._last:
+            return None
+        if first > self._next:
+            gaps.extend(range(self._next, first))
+        count = self._count
+        self._next = last + 1
+        if self._next > self._last:
+            self._advance_range()
+        return count
+
     def drain_before(self, offset: int, out: list[int]) -> None:
         """Resolve every acquired offset below ``offset``, appending it to ``out``.
 

@@ -137,6 +137,8 @@ class _NodeState:
     #: merged asynchronous acks and their deadline
     async_acks: dict[TopicIdPartition, Acknowledgements] = attrs.field(factory=dict)
     async_deadline_ms: int = 0
+    #: the async acks may wait until then for a ShareFetch to ride on (0: send now)
+    async_linger_until_ms: int = 0
     sync_queue: deque[_SyncCommit] = attrs.field(factory=deque)
     close: _SyncCommit | None = None
     not_before_ms: int = 0
@@ -194,10 +196,20 @@ class ShareConsumeManager:
             _merge_into(self._node(node_id).piggyback, tip, a)
 
     def on_async(
-        self, acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]], deadline_ms: int
+        self,
+        acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
+        deadline_ms: int,
+        *,
+        linger_until_ms: int = 0,
     ) -> None:
+        """Acknowledgements to send as a ShareAcknowledge; with ``linger_until_ms``
+        they may wait until then for a ShareFetch to the same node to carry them."""
         for tip, (node_id, a) in acks.items():
             state = self._node(node_id)
+            if not state.async_acks:
+                state.async_linger_until_ms = linger_until_ms
+            elif linger_until_ms == 0:
+                state.async_linger_until_ms = 0
             _merge_into(state.async_acks, tip, a)
             state.async_deadline_ms = max(state.async_deadline_ms, deadline_ms)
 
@@ -207,9 +219,17 @@ class ShareConsumeManager:
         deadline_ms: int,
         future: Future[object],
     ) -> None:
+        # A commit sends everything still waiting: acknowledgements queued to ride
+        # on a fetch or lingering for one go with it (and are reported with it).
         per_node: dict[int, dict[TopicIdPartition, Acknowledgements]] = {}
+        for node_id, state in self._nodes.items():
+            for source in (state.async_acks, state.piggyback):
+                for tip, a in source.items():
+                    _merge_into(per_node.setdefault(node_id, {}), tip, a)
+            state.async_acks = {}
+            state.piggyback = {}
         for tip, (node_id, a) in acks.items():
-            per_node.setdefault(node_id, {})[tip] = a
+            _merge_into(per_node.setdefault(node_id, {}), tip, a)
         commit = _SyncCommit(deadline_ms, future, per_node)
         for node_id in per_node:
             self._node(node_id).sync_queue.append(commit)
@@ -300,6 +320,11 @@ class ShareConsumeManager:
             for s in self._nodes.values()
             if s.not_before_ms > now_ms
         ]
+        waits.extend(
+            max(0, s.async_linger_until_ms - now_ms)
+            for s in self._nodes.values()
+            if s.async_acks
+        )
         return min(waits) if waits else 5000
 
     def on_disconnect(self, node_id: int) -> None:
@@ -313,7 +338,7 @@ class ShareConsumeManager:
     def _next_ack_request(
         self, node_id: int, state: _NodeState, now_ms: int
     ) -> UnsentRequest | None:
-        if state.async_acks:
+        if state.async_acks and now_ms >= state.async_linger_until_ms:
             acks, state.async_acks = state.async_acks, {}
             return self._ack_request(node_id, state, acks, None, now_ms)
         while state.sync_queue:
@@ -525,6 +550,12 @@ class ShareConsumeManager:
                 continue
             acks = state.piggyback
             state.piggyback = {}
+            if state.async_acks:
+                # Waiting acknowledgements ride on this fetch instead of costing
+                # a ShareAcknowledge of their own.
+                for tip, a in state.async_acks.items():
+                    _merge_into(acks, tip, a)
+                state.async_acks = {}
             if self._v1_only(node_id) and any(a.has_renew for a in acks.values()):
                 renew = {t: a for t, a in acks.items() if a.has_renew}
                 self._fail(
@@ -714,7 +745,7 @@ class ShareConsumeManager:
         error = error_for_code(code, message) if code != 0 else None
         renewed = (
             frozenset(o for o, t in acks.items() if t == AcknowledgeType.RENEW)
-            if code == 0
+            if code == 0 and acks.has_renew
             else frozenset()
         )
         self._report(tip, acks, error, commit, renewed, lock_ms)
@@ -752,7 +783,7 @@ class ShareConsumeManager:
         # A partition in several batches of one commit keeps its first error.
         if commit is not None and commit.results.get(tip) is None:
             commit.results[tip] = error
-        offsets = frozenset(o for o, _ in acks.items())
+        offsets = acks.offsets()
         if error is not None and self._metrics is not None:
             self._metrics.record_acknowledgements(0, len(offsets), self._clock())
         self._sink.ack_completed(

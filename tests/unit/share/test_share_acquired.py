@@ -244,3 +244,20 @@ def test_property_matches_reference(
     assert delivered(result) == expected_records
     assert result.gaps == sorted(o for o in counts if o not in data_offsets)
     assert len(acquired) == len(counts)
+
+
+def test_take_span_resolves_a_batch_inside_one_range_at_once() -> None:
+    cursor = AcquiredRecords.from_ranges([(10, 19, 2), (30, 39, 1)]).cursor()
+    gaps: list[int] = []
+    assert cursor.take_span(12, 15, gaps) == 2
+    assert gaps == [10, 11]  # acquired before the span, no record
+    assert cursor.next_offset == 16
+    assert cursor.take_span(16, 19, gaps) == 2
+    assert cursor.next_offset == 30  # moved on to the next range
+    assert cursor.take_span(29, 31, gaps) is None  # starts before the range: per record
+    assert cursor.take_span(30, 40, gaps) is None  # runs past the range
+    assert cursor.next_offset == 30 and gaps == [10, 11]  # unchanged by refusals
+    assert cursor.take_span(35, 39, gaps) == 1
+    assert gaps == [10, 11, 30, 31, 32, 33, 34]
+    assert cursor.exhausted
+    assert cursor.take_span(40, 41, gaps) is None
