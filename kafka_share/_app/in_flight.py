@@ -9,6 +9,7 @@ that node), and which records are being RENEWed (they come back from a later
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from kafka_share.errors import IllegalStateError
@@ -20,6 +21,7 @@ __all__ = ["GAP", "InFlightBatch"]
 GAP = 0
 
 _NOT_IN_BATCH = "The record cannot be acknowledged."
+_OFFSET = operator.attrgetter("offset")
 
 
 class _PartitionInFlight:
@@ -68,7 +70,7 @@ class InFlightBatch:
         self, tip: TopicIdPartition, node_id: int, records: list[ConsumerRecord[Any, Any]]
     ) -> None:
         p = self._partition(tip, node_id)
-        p.records.update((r.offset, r) for r in records)
+        p.records.update(zip(map(_OFFSET, records), records, strict=True))
 
     def add_gaps(self, tip: TopicIdPartition, node_id: int, offsets: list[int]) -> None:
         p = self._partition(tip, node_id)

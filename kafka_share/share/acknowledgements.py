@@ -222,8 +222,15 @@ class Acknowledgements:
         """Coalesce into wire batches (see the module docstring for the rules)."""
         if not self._types:
             return []
-        offsets = sorted(self._types)
         types = self._types
+        lo, hi = min(types), max(types)
+        if hi - lo + 1 == len(types):
+            distinct = set(types.values())
+            if len(distinct) == 1:
+                # The common case (a whole fetch accepted): one contiguous,
+                # single-type batch, found without sorting or walking the offsets.
+                return [AckBatch(lo, hi, (distinct.pop(),))]
+        offsets = sorted(types)
         batches: list[AckBatch] = []
         start = 0
         n = len(offsets)
