@@ -60,7 +60,7 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
-from kafka_share.share.session import SESSION_RESET_ERRORS, ShareSession
+from kafka_share.share.session import SESSION_RESET_ERRORS, SessionAcknowledgePlan, ShareSession
 from kafka_share.share.unsent import Channel, Sink, UnsentRequest, VersionedRequest
 
 if TYPE_CHECKING:
@@ -368,23 +368,31 @@ class ShareConsumeManager:
                 _maybe_resolve(commit)
                 return None
             plan = state.session.build_close(acks_for_node)
-            self._count_sent(plan.acknowledgements)
-            commit.in_flight[node_id] = acks_for_node
-            request = ShareAcknowledgeRequest(
-                group_id=self._settings.group_id,
-                member_id=self._member_id,
-                share_session_epoch=plan.epoch,
-                is_renew_ack=plan.is_renew_ack,
-                topics=_ack_topics(plan.topics),
-            )
-            wire_request = _guard_v2_features(request)
-            return UnsentRequest(
-                node_id,
-                Channel.SHARE,
-                wire_request,
-                self._ack_handler(node_id, state, plan.acknowledgements, commit, close=True),
-            )
+            return self._share_acknowledge(node_id, state, plan, commit, close=True)
         return None
+
+    def _share_acknowledge(
+        self,
+        node_id: int,
+        state: _NodeState,
+        plan: SessionAcknowledgePlan,
+        commit: _SyncCommit | None,
+        *,
+        close: bool,
+    ) -> UnsentRequest:
+        """The ShareAcknowledge for a session plan, with its response handler."""
+        if commit is not None:
+            commit.in_flight[node_id] = plan.acknowledgements
+        self._count_sent(plan.acknowledgements)
+        request = ShareAcknowledgeRequest(
+            group_id=self._settings.group_id,
+            member_id=self._member_id,
+            share_session_epoch=plan.epoch,
+            is_renew_ack=plan.is_renew_ack,
+            topics=_ack_topics(plan.topics),
+        )
+        handler = self._ack_handler(node_id, state, plan.acknowledgements, commit, close=close)
+        return UnsentRequest(node_id, Channel.SHARE, _guard_v2_features(request), handler)
 
     def _ack_request(
         self,
@@ -409,23 +417,7 @@ class ShareConsumeManager:
             self._fail(acks, _session_lost(node_id), commit)
             _maybe_resolve(commit)
             return None
-        if commit is not None:
-            commit.in_flight[node_id] = acks
-        self._count_sent(plan.acknowledgements)
-        request = ShareAcknowledgeRequest(
-            group_id=self._settings.group_id,
-            member_id=self._member_id,
-            share_session_epoch=plan.epoch,
-            is_renew_ack=plan.is_renew_ack,
-            topics=_ack_topics(plan.topics),
-        )
-        wire_request = _guard_v2_features(request)
-        return UnsentRequest(
-            node_id,
-            Channel.SHARE,
-            wire_request,
-            self._ack_handler(node_id, state, plan.acknowledgements, commit, close=False),
-        )
+        return self._share_acknowledge(node_id, state, plan, commit, close=False)
 
     def _ack_handler(
         self,
