@@ -52,6 +52,19 @@ def _stop_leftovers() -> None:
         cluster.stop()
 
 
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's form (22 base64url characters).
+
+    Like Java's ``Uuid.randomUuid()``, never one starting with ``-``: StorageTool's
+    argument parser would read it as an option ("--cluster-id: expected one
+    argument"), which failed about one start in 64.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def default_kafka_version() -> str:
     """``KAFKA_SHARE_KAFKA_VERSION`` if set, else :data:`DEFAULT_KAFKA_VERSION`."""
     return os.environ.get("KAFKA_SHARE_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
@@ -293,7 +306,7 @@ class LocalKafkaCluster(KafkaCluster):
                 self._broker_ports[index] if self._broker_ports is not None else next(ports)
             )
             addresses.append(NodeAddress(index + 1, "127.0.0.1", broker_port, next(ports)))
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         self._nodes = {}
         for address in addresses:
             home = self.work_dir / f"node-{address.node_id}"
