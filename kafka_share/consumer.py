@@ -83,6 +83,9 @@ AcknowledgementCommitCallback = Callable[
 ]
 
 _client_numbers = itertools.count(1)
+_PLAIN_ACK_TYPES = frozenset(
+    {AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT}
+)
 _COMPLETABLE = (
     SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
 )
@@ -408,6 +411,20 @@ class ShareConsumer(Generic[K, V]):
             IllegalStateError: implicit mode, or the record is not in the current batch.
             UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
         """
+        # Fast path for the per-record hot loop: the common call (ACCEPT or RELEASE
+        # or REJECT in explicit mode, by the owning thread, outside the callback)
+        # skips the full guard. acknowledge() never blocks, so a lock-free check of
+        # the owner is enough to refuse a second thread inside a blocking call.
+        owner = self._owner
+        if (
+            type in _PLAIN_ACK_TYPES
+            and self._explicit
+            and self._state is _State.OPEN
+            and not self._in_callback
+            and (owner is None or owner == threading.get_ident())
+        ):
+            self._in_flight.acknowledge(record, type)
+            return
         with self._owned():
             ack_type = self._check_ack_type(type)
             self._in_flight.acknowledge(record, ack_type)

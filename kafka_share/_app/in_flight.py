@@ -89,14 +89,16 @@ class InFlightBatch:
     # -- acknowledging ----------------------------------------------------------------
 
     def acknowledge(self, record: ConsumerRecord[Any, Any], ack_type: AcknowledgeType) -> None:
-        tip = self._by_name.get((record.topic, record.partition))
+        topic, partition, offset = record[0], record[1], record[2]
+        tip = self._by_name.get((topic, partition))
         p = self._partitions.get(tip) if tip is not None else None
         if p is None:
             raise IllegalStateError(_NOT_IN_BATCH)
-        held = p.records.get(record.offset)
-        if held is None or held.delivery_count != record.delivery_count:
+        held = p.records.get(offset)
+        # The same offset redelivered (a higher delivery count) is another record.
+        if held is None or held[9] != record[9]:
             raise IllegalStateError(_NOT_IN_BATCH)
-        p.acks[record.offset] = int(ack_type)
+        p.acks[offset] = int(ack_type)
 
     def acknowledge_offset(
         self, topic: str, partition: int, offset: int, ack_type: AcknowledgeType

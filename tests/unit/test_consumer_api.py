@@ -128,3 +128,13 @@ def test_wakeup_from_another_thread_interrupts_poll() -> None:
 def test_security_protocols_not_implemented_yet_are_refused_not_ignored() -> None:
     with pytest.raises(ConfigError, match=r"security\.protocol"):
         ShareConsumer(bootstrap_servers=NOWHERE, group_id="g", security_protocol="SSL")
+
+
+def test_acknowledge_accepts_the_wire_values_of_the_types_too() -> None:
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
+                       share_acknowledgement_mode="explicit") as c:
+        for ack_type in (1, 2, 3, AcknowledgeType.ACCEPT):
+            with pytest.raises(IllegalStateError, match="cannot be acknowledged"):
+                c.acknowledge(_record(), ack_type)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="invalid acknowledge type"):
+            c.acknowledge(_record(), 7)  # type: ignore[arg-type]
