@@ -358,7 +358,7 @@ class ShareConsumer(Generic[K, V]):
                     # else: the automatic RELEASE/REJECT of the failed records stays
                     # in the batch until the next poll or commit, so the application
                     # can still override it with acknowledge_offset().
-                    self._send_acks(acks, fetch=want_fetch, linger=self._prefetch)
+                    self._send_acks(acks, fetch=want_fetch, linger=True)
                     fetch_sent = fetch_sent or want_fetch
                     if batch.error is not None:
                         if not batch.records:
