@@ -428,20 +428,26 @@ class ShareConsumeManager:
         *,
         close: bool,
     ) -> Callable[[Any, KafkaError | None], None]:
+        # The session this request was built on: the answer updates that one, even
+        # if the node's session has been replaced meanwhile.
+        session = state.session
+
         def handle(response: Any, error: KafkaError | None) -> None:
             if commit is not None:
                 commit.in_flight.pop(node_id, None)
-            if close and state.reopen_after_close:
+            if error is not None:
+                session.handle_error()
+            else:
+                assert isinstance(response, ShareAcknowledgeResponse)
+                session.handle_response(response.error_code)
+            if close and state.reopen_after_close and state.session is session:
                 # The member left and will rejoin: the next request opens a new session.
                 state.reopen_after_close = False
                 state.session = ShareSession(node_id, self._log)
             if error is not None:
-                state.session.handle_error()
                 self._fail(acks, _transport_failure(node_id, error), commit)
                 _maybe_resolve(commit)
                 return
-            assert isinstance(response, ShareAcknowledgeResponse)
-            state.session.handle_response(response.error_code)
             if response.error_code != 0:
                 err = self._top_level_ack_error(
                     node_id, response.error_code, response.error_message
@@ -601,9 +607,11 @@ class ShareConsumeManager:
         topic_names: dict[uuid.UUID, str],
         sent_ms: int,
     ) -> Callable[[Any, KafkaError | None], None]:
+        session = state.session  # the session this request was built on
+
         def handle(response: Any, error: KafkaError | None) -> None:
             if error is not None:
-                state.session.handle_error()
+                session.handle_error()
                 state.not_before_ms = 0
                 if isinstance(error, UnsupportedVersionError):
                     if not self._reported_v1_limit:
@@ -614,7 +622,7 @@ class ShareConsumeManager:
                 self._cluster.request_update()
                 return
             assert isinstance(response, ShareFetchResponse)
-            state.session.handle_response(response.error_code)
+            session.handle_response(response.error_code)
             if response.error_code != 0:
                 err = self._top_level_ack_error(
                     node_id, response.error_code, response.error_message

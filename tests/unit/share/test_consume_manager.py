@@ -595,3 +595,74 @@ def test_retriable_partition_error_is_retried_after_retry_backoff() -> None:
     env.poll(1000)[1].handler(ack_response(0, error_code=7), None)
     assert env.poll(1000) == {}, "retried immediately, without backoff"
     assert set(env.poll(1100)) == {1}
+
+
+# -- lingering acknowledgements, commit sweep, leaving -----------------------------
+
+
+def test_lingering_acks_wait_then_go_out_alone_when_no_fetch_comes() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    env.mgr.on_async({TIP0: (1, acks(5, 6))}, deadline_ms=10_000, linger_until_ms=50)
+    assert env.poll(10) == {}, "sent before the linger ended"
+    assert env.mgr.time_until_next_ms(10) == 40
+    reqs = env.poll(50)
+    req = reqs[1].request
+    assert isinstance(req, ShareAcknowledgeRequest)
+    assert ack_batches(req, 0) == [(5, 6, [1])]
+
+
+def test_lingering_acks_ride_on_the_next_fetch_to_their_node() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    env.mgr.on_async({TIP0: (1, acks(5, 6))}, deadline_ms=10_000, linger_until_ms=50)
+    env.mgr.on_fetch({TIP0: (1, acks(7))})
+    reqs = env.poll(10)
+    fetch = reqs[1].request
+    assert isinstance(fetch, ShareFetchRequest)
+    assert fetch_ack_batches(fetch, 0) == [(5, 7, [1])]
+    reqs[1].handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
+    assert env.sink.errors_of(TIP0) == [None]
+    assert env.poll(100).keys() <= {1, 2}
+    assert all(isinstance(r.request, ShareFetchRequest) for r in env.poll(200).values())
+
+
+def test_commit_sync_takes_acks_still_waiting_for_a_fetch() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    env.mgr.on_async({TIP0: (1, acks(1, 2))}, deadline_ms=10_000, linger_until_ms=1_000)
+    env.mgr.on_fetch({TIP1: (2, acks(9))})
+    env.mgr.fetch_more = False
+    future: Future[object] = Future()
+    env.mgr.on_sync({TIP0: (1, acks(3))}, 10_000, future)
+    reqs = env.poll(10)
+    assert ack_batches(reqs[1].request, 0) == [(1, 3, [1])]
+    assert ack_batches(reqs[2].request, 1) == [(9, 9, [1])]
+    reqs[1].handler(ack_response(0), None)
+    reqs[2].handler(ack_response(1), None)
+    assert future.result(timeout=0) == {TIP0: None, TIP1: None}
+
+
+def test_leaving_closes_established_sessions_and_reopens_them_later() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({TIP0: (1, acks(4))})  # waiting to ride on a fetch
+    env.mgr.close_sessions()
+    assert not env.mgr.member_ready and not env.mgr.fetch_more
+    reqs = env.poll(0)
+    assert set(reqs) == {1, 2}
+    close1, close2 = reqs[1].request, reqs[2].request
+    assert isinstance(close1, ShareAcknowledgeRequest) and close1.share_session_epoch == -1
+    assert ack_batches(close1, 0) == [(4, 4, [1])]
+    assert isinstance(close2, ShareAcknowledgeRequest) and close2.share_session_epoch == -1
+    reqs[1].handler(ack_response(0), None)
+    reqs[2].handler(ShareAcknowledgeResponse(), None)
+    assert env.sink.errors_of(TIP0) == [None]
+    # Rejoined: the next fetch opens new sessions at epoch 0.
+    env.mgr.member_ready = True
+    env.mgr.on_fetch({})
+    again = env.poll(10)
+    assert {n: r.request.share_session_epoch for n, r in again.items()} == {1: 0, 2: 0}
