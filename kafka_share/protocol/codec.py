@@ -200,7 +200,9 @@ class KafkaCodec:
         start = self._pos + 4
         # One copy per frame into an immutable bytes object: decoded ``records``
         # fields are memoryview slices of it and must not see later buffer edits.
-        frame = bytes(self._buf[start : start + size])
+        # Slicing a memoryview of the buffer avoids an intermediate bytearray copy.
+        with memoryview(self._buf) as buf_view:
+            frame = bytes(buf_view[start : start + size])
         self._pos = start + size
         if not self._in_flight:
             (cid,) = _SIZE.unpack_from(frame, 0)
