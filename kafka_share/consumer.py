@@ -43,7 +43,6 @@ from kafka_share._app.events import (
     AcknowledgeSyncEvent,
     AcksByPartition,
     ApplicationEvent,
-    CallbackRegistrationEvent,
     CompletableEvent,
     CompletedShareFetch,
     ErrorEvent,
@@ -513,8 +512,9 @@ class ShareConsumer(Generic[K, V]):
         with self._owned():
             if callback is not None and not callable(callback):
                 raise TypeError(f"the callback must be callable, got {callback!r}")
+            # Completions always come back (RENEW needs them); without a callback
+            # they are simply not reported.
             self._callback = callback
-            self._submit(CallbackRegistrationEvent(callback is not None))
 
     # -- wakeup and close -------------------------------------------------------------
 

@@ -30,7 +30,6 @@ __all__ = [
     "AcknowledgeSyncEvent",
     "AcknowledgementCompletion",
     "ApplicationEvent",
-    "CallbackRegistrationEvent",
     "CompletableEvent",
     "ErrorEvent",
     "FetchEvent",
@@ -115,11 +114,6 @@ class AcknowledgeOnCloseEvent(CompletableEvent):
 
 
 @attrs.define(eq=False)
-class CallbackRegistrationEvent:
-    enabled: bool
-
-
-@attrs.define(eq=False)
 class StopEvent:
     """Stop the network thread's loop (after close has flushed what it could)."""
 
@@ -132,7 +126,6 @@ ApplicationEvent = (
     | AcknowledgeAsyncEvent
     | AcknowledgeSyncEvent
     | AcknowledgeOnCloseEvent
-    | CallbackRegistrationEvent
     | StopEvent
 )
 

@@ -40,7 +40,6 @@ from kafka_share._app.events import (
     AcknowledgeSyncEvent,
     AcksByPartition,
     ApplicationEvent,
-    CallbackRegistrationEvent,
     CompletableEvent,
     CompletedShareFetch,
     ErrorEvent,
@@ -189,7 +188,7 @@ class NetworkThread:
         self._heartbeat_in_flight = False
         self._assignment_version = -1
         self._pending: list[CompletableEvent] = []
-        self._leave_futures: list[tuple[LeaveGroupEvent, bool]] = []
+        self._leave_futures: list[LeaveGroupEvent] = []
         self._share_v2: bool | None = None
         self._closing = False
         self._reported_topic_errors: set[tuple[str, int]] = set()
@@ -310,12 +309,10 @@ class NetworkThread:
             self._membership.leave()
             self._consume.assigned = []
             if was_in_group and self._coordinator_id is not None:
-                self._leave_futures.append((event, False))
+                self._leave_futures.append(event)
                 self._pending.append(event)
             else:
                 event.future.set_result(None)
-        elif isinstance(event, CallbackRegistrationEvent):
-            pass  # completions are always delivered; the app drops them without a callback
         elif isinstance(event, StopEvent):
             self._stop.set()
 
@@ -512,7 +509,7 @@ class NetworkThread:
 
     def _complete_leaves(self) -> None:
         leaves, self._leave_futures = self._leave_futures, []
-        for event, _ in leaves:
+        for event in leaves:
             if not event.future.done():
                 event.future.set_result(None)
 
@@ -551,13 +548,9 @@ class NetworkThread:
             ), fatal=True)
 
     def _share_fetch_version(self, node_id: int) -> int | None:
+        # _share_v2 is set by _learn_share_version alone, from the first connection.
         table = self._client.api_versions(node_id, Purpose.SHARE)
-        if table is None:
-            return None
-        version = table.max_version(ApiKey.SHARE_FETCH)
-        if version is not None:
-            self._share_v2 = version >= 2
-        return version
+        return None if table is None else table.max_version(ApiKey.SHARE_FETCH)
 
     def _on_disconnect(self, node_id: int, purpose: Purpose, reason: KafkaError) -> None:
         if purpose is Purpose.SHARE:
