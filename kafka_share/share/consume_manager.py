@@ -35,7 +35,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -926,44 +926,51 @@ def _maybe_resolve(commit: _SyncCommit | None) -> None:
         _resolve(commit)
 
 
-def _ack_batches_fetch(batches: list[AckBatch]) -> list[ShareFetchRequest.AcknowledgementBatch]:
-    return [
-        ShareFetchRequest.AcknowledgementBatch(
-            first_offset=b.first_offset,
-            last_offset=b.last_offset,
-            acknowledge_types=list(b.acknowledge_types),
-        )
-        for b in batches
-    ]
+_T = TypeVar("_T")
+
+
+def _by_topic(items: Iterable[tuple[TopicIdPartition, _T]]) -> dict[uuid.UUID, list[_T]]:
+    """Group per-partition wire entries under their topic id, in first-seen order."""
+    grouped: dict[uuid.UUID, list[_T]] = {}
+    for tip, item in items:
+        grouped.setdefault(tip.topic_id, []).append(item)
+    return grouped
 
 
 def _fetch_topics(
     topics: Mapping[TopicIdPartition, list[AckBatch]],
 ) -> list[ShareFetchRequest.FetchTopic]:
-    by_topic: dict[uuid.UUID, list[ShareFetchRequest.FetchPartition]] = {}
-    for tip, batches in topics.items():
-        by_topic.setdefault(tip.topic_id, []).append(
+    grouped = _by_topic(
+        (
+            tip,
             ShareFetchRequest.FetchPartition(
                 partition_index=tip.partition,
-                acknowledgement_batches=_ack_batches_fetch(batches),
-            )
+                acknowledgement_batches=[
+                    ShareFetchRequest.AcknowledgementBatch(
+                        first_offset=b.first_offset,
+                        last_offset=b.last_offset,
+                        acknowledge_types=list(b.acknowledge_types),
+                    )
+                    for b in batches
+                ],
+            ),
         )
-    return [ShareFetchRequest.FetchTopic(topic_id=t, partitions=p) for t, p in by_topic.items()]
+        for tip, batches in topics.items()
+    )
+    return [ShareFetchRequest.FetchTopic(topic_id=t, partitions=p) for t, p in grouped.items()]
 
 
 def _forgotten(tips: Iterable[TopicIdPartition]) -> list[ShareFetchRequest.ForgottenTopic]:
-    by_topic: dict[uuid.UUID, list[int]] = {}
-    for tip in tips:
-        by_topic.setdefault(tip.topic_id, []).append(tip.partition)
-    return [ShareFetchRequest.ForgottenTopic(topic_id=t, partitions=p) for t, p in by_topic.items()]
+    grouped = _by_topic((tip, tip.partition) for tip in tips)
+    return [ShareFetchRequest.ForgottenTopic(topic_id=t, partitions=p) for t, p in grouped.items()]
 
 
 def _ack_topics(
     topics: Mapping[TopicIdPartition, list[AckBatch]],
 ) -> list[ShareAcknowledgeRequest.AcknowledgeTopic]:
-    by_topic: dict[uuid.UUID, list[ShareAcknowledgeRequest.AcknowledgePartition]] = {}
-    for tip, batches in topics.items():
-        by_topic.setdefault(tip.topic_id, []).append(
+    grouped = _by_topic(
+        (
+            tip,
             ShareAcknowledgeRequest.AcknowledgePartition(
                 partition_index=tip.partition,
                 acknowledgement_batches=[
@@ -974,10 +981,11 @@ def _ack_topics(
                     )
                     for b in batches
                 ],
-            )
+            ),
         )
+        for tip, batches in topics.items()
+    )
     return [
         ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=t, partitions=p)
-        for t, p in by_topic.items()
+        for t, p in grouped.items()
     ]
-
