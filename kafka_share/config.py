@@ -620,8 +620,11 @@ class ShareConsumerConfig:
     socket_connection_setup_timeout_max_ms: int = 30_000
     #: A negative value disables idle-connection expiry, as in Java.
     connections_max_idle_ms: int = 540_000
-    #: Socket SO_RCVBUF; -1 uses the OS default.
-    receive_buffer_bytes: int = 65_536
+    #: Socket SO_RCVBUF; -1 uses the OS default. Java's default is 65536, but a
+    #: fixed size turns off the kernel's auto-tuning, and this client's network
+    #: thread shares the GIL with the application: the kernel must be able to
+    #: hold a whole ShareFetch response while the application thread runs.
+    receive_buffer_bytes: int = -1
     #: Socket SO_SNDBUF; -1 uses the OS default.
     send_buffer_bytes: int = 131_072
     metadata_max_age_ms: int = 300_000

@@ -91,6 +91,15 @@ _COMPLETABLE = (
 _DEFAULT_CLOSE_TIMEOUT_S = 30.0
 #: Longest time acknowledgements wait for a fetch to ride on while the buffer drains.
 _ACK_LINGER_MS = 50
+#: Longest a poll waits for the network thread to send a fetch ahead.
+_FETCH_HANDOFF_S = 0.002
+#: A fetch ahead goes out only while the response being delivered acquired at
+#: most this many records: half the broker's default per-partition limit
+#: (``group.share.partition.max.record.locks``, 2000). The broker counts a
+#: partition's in-flight records from the oldest unacknowledged one, so while a
+#: bigger response is being delivered a fetch ahead would find no room, come
+#: back empty, and cost a round trip that delays this consumer's acks.
+_AHEAD_MAX_HELD = 1000
 
 
 class _State(enum.Enum):
@@ -162,6 +171,8 @@ class ShareConsumer(Generic[K, V]):
             not self._explicit and cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
         )
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
+        #: a poll's acks while it may still send them with a fetch ahead (None: sent)
+        self._ahead_acks: AcksByPartition | None = None
         self._in_flight = InFlightBatch()
         self._collector: FetchCollector[K, V] = FetchCollector(
             buffer=self._fetch_buffer,
@@ -338,17 +349,49 @@ class ShareConsumer(Generic[K, V]):
                     return self._records_of(returned)
             else:
                 buffered_before = self._collector.has_buffered()
+                on_drained: Callable[[int], None] | None = None
+                if self._prefetch:
+                    # Fetch ahead (implicit batch_optimized): ask for the next
+                    # response while records are still to be delivered, so the
+                    # broker works while this thread decodes and the application
+                    # processes; this poll's acks ride on it. Only while the
+                    # response being delivered is small (see _AHEAD_MAX_HELD), and
+                    # only with no response queued: at most one waits behind the
+                    # one being delivered. A response taken from the queue means
+                    # the fetch before it was answered, so _ahead_on_drained may
+                    # ask again even if this poll already sent one.
+                    delivering = self._collector.delivering_acquired()
+                    if (
+                        not fetch_sent
+                        and delivering is not None
+                        and delivering <= _AHEAD_MAX_HELD
+                        and self._fetch_buffer.is_empty()
+                    ):
+                        self._send_fetch_ahead(acks)
+                        acks = {}
+                        fetch_sent = True
+                    else:
+                        self._ahead_acks = acks
+                        on_drained = self._ahead_on_drained
                 try:
-                    batch = self._collector.collect()
+                    batch = self._collector.collect(on_drained)
                 except KafkaError:
+                    if on_drained is not None and self._ahead_acks is None:
+                        acks = {}  # they went out with the fetch ahead
+                    self._ahead_acks = None
                     self._send_acks(acks, fetch=False)
                     raise
-                drained = not self._collector.has_buffered()
-                # Fetch when nothing was buffered (Java). In implicit batch_optimized
-                # mode also fetch ahead as soon as the buffer drains, so the next
-                # response is on its way while the application processes this one.
-                want_fetch = not fetch_sent and drained and (
-                    not buffered_before or self._prefetch
+                if on_drained is not None:
+                    if self._ahead_acks is None:
+                        acks = {}
+                        fetch_sent = True
+                    self._ahead_acks = None
+                # Otherwise fetch when nothing was buffered (Java), or, in prefetch
+                # mode, as soon as this poll drained the buffer.
+                want_fetch = (
+                    not fetch_sent
+                    and (not buffered_before or self._prefetch)
+                    and not self._collector.has_buffered()
                 )
                 if batch.records or batch.error is not None:
                     if batch.error is None:
@@ -623,6 +666,34 @@ class ShareConsumer(Generic[K, V]):
         for tip, (node_id, offsets) in taken.items():
             out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(offsets))
         return out
+
+    def _ahead_on_drained(self, acquired: int) -> None:
+        """Collector hook: the last queued response was just taken, not decoded."""
+        if acquired <= _AHEAD_MAX_HELD and self._ahead_acks is not None:
+            acks, self._ahead_acks = self._ahead_acks, None
+            self._send_fetch_ahead(acks)
+
+    def _send_fetch_ahead(self, acks: AcksByPartition) -> None:
+        """Submit a fetch ahead and let the network thread send it before going on.
+
+        The network thread sends it only if no other response is queued by then
+        (else ``acks`` go out on their own): with one ShareFetch per node in
+        flight, at most one response then waits behind the one being delivered,
+        which keeps the records this consumer holds locked well under the
+        broker's per-partition limit (``group.share.partition.max.record.locks``).
+        A fetch that found that limit reached would wait on the broker until
+        ``fetch.max.wait.ms`` while the acks that free locks wait behind it.
+
+        The network thread needs the GIL to write the request. Left alone, this
+        thread keeps the GIL while it decodes and the application processes, and
+        the interpreter only forces a switch after ``sys.getswitchinterval()``
+        (5 ms), the request waiting all that time. Blocking briefly on the event
+        hands the GIL over at once; the wait is capped so a busy network thread
+        never stalls the application.
+        """
+        sent = threading.Event()
+        self._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=self._api_deadline()))
+        sent.wait(_FETCH_HANDOFF_S)
 
     def _send_acks(self, acks: AcksByPartition, *, fetch: bool, linger: bool = False) -> None:
         """Ride on a fetch, or go out as a ShareAcknowledge.

@@ -65,15 +65,20 @@ class CollectResult(Generic[K, V]):
     size_bytes: int = 0
 
 
+def _acquired_count(fetch: CompletedShareFetch) -> int:
+    return sum(last - first + 1 for first, last, _ in fetch.acquired)
+
+
 class _PartitionData:
     """One completed fetch, decoded, with a cursor over its deliverable records."""
 
     __slots__ = (
-        "bytes_left", "errors_at", "lock_timeout_ms", "next_index", "node_id", "partition",
-        "pending",
+        "acquired_count", "bytes_left", "errors_at", "lock_timeout_ms", "next_index",
+        "node_id", "partition", "pending",
     )
 
     def __init__(self, fetch: CompletedShareFetch) -> None:
+        self.acquired_count = _acquired_count(fetch)
         self.partition = fetch.partition
         self.node_id = fetch.node_id
         self.lock_timeout_ms = fetch.acquisition_lock_timeout_ms
@@ -114,8 +119,24 @@ class FetchCollector(Generic[K, V]):
     def has_buffered(self) -> bool:
         return self._current is not None or not self._buffer.is_empty()
 
-    def collect(self) -> CollectResult[K, V]:
-        """Take up to ``max.poll.records`` records from the buffered fetches."""
+    def delivering_acquired(self) -> int | None:
+        """How many records the fetch being delivered acquired (None: no such fetch).
+
+        The broker counts a partition's in-flight records from its oldest
+        unacknowledged one, so until that fetch is fully acknowledged this is
+        roughly what it holds of the partition's record-lock limit.
+        """
+        current = self._current
+        return None if current is None else current.acquired_count
+
+    def collect(self, on_drained: Callable[[int], None] | None = None) -> CollectResult[K, V]:
+        """Take up to ``max.poll.records`` records from the buffered fetches.
+
+        ``on_drained(acquired)`` is called (at most once) when this takes the
+        last queued fetch, before decoding it: the moment to ask for the next
+        response, so the broker works while this thread decodes and the
+        application processes. ``acquired`` is the taken fetch's record count.
+        """
         out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         budget = self._max_poll_records
         size = 0
@@ -127,6 +148,9 @@ class FetchCollector(Generic[K, V]):
                 fetch = self._buffer.take()
                 if fetch is None:
                     break
+                if on_drained is not None and self._buffer.is_empty():
+                    on_drained(_acquired_count(fetch))
+                    on_drained = None
                 data = self._decode(fetch)
                 self._current = data
             if data.lock_timeout_ms is not None:

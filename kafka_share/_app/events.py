@@ -12,6 +12,7 @@ results of acknowledgements (for the commit callback and ``commit_sync``).
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -89,6 +90,12 @@ class FetchEvent:
     """Fetch more records; ``acks`` ride on the next ShareFetch to their node."""
 
     acks: AcksByPartition
+    #: set by the network thread once the round this event started was sent
+    sent: threading.Event | None = None
+    #: a fetch ahead: sent only while no response waits in the fetch buffer;
+    #: otherwise ``acks`` go out as asynchronous acks due by ``ack_deadline_ms``
+    ahead: bool = False
+    ack_deadline_ms: int = 0
 
 
 @attrs.define(eq=False)

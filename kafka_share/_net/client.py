@@ -56,9 +56,13 @@ class NetworkClient:
         request_timeout_ms: int,
         reconnect_backoff_ms: int,
         reconnect_backoff_max_ms: int,
+        receive_buffer_bytes: int = -1,
+        send_buffer_bytes: int = -1,
         logger: Logger | None = None,
     ) -> None:
         self._client_id = client_id
+        self._receive_buffer_bytes = receive_buffer_bytes
+        self._send_buffer_bytes = send_buffer_bytes
         self._log: Logger = logger or log
         self._address_of = address_of
         self._connect_timeout_ms = connect_timeout_ms
@@ -131,6 +135,8 @@ class NetworkClient:
                 now_ms=now_ms,
                 connect_timeout_ms=self._connect_timeout_ms,
                 request_timeout_ms=self._request_timeout_ms,
+                receive_buffer_bytes=self._receive_buffer_bytes,
+                send_buffer_bytes=self._send_buffer_bytes,
                 logger=self._log,
             )
         except KafkaError as exc:

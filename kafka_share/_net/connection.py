@@ -43,8 +43,6 @@ log = logging.getLogger("kafka_share.net")
 #: Called with (response, None) on success or (None, error) on failure.
 ResponseHandler = Callable[[Any, KafkaError | None], None]
 
-_RECV_BYTES = 1 << 20
-
 
 class ConnectionState(enum.Enum):
     CONNECTING = "connecting"
@@ -76,9 +74,13 @@ class BrokerConnection:
         connect_timeout_ms: int,
         request_timeout_ms: int,
         max_frame_bytes: int = 104857600,
+        receive_buffer_bytes: int = -1,
+        send_buffer_bytes: int = -1,
         logger: Logger | None = None,
     ) -> None:
         self.node_id = node_id
+        self._receive_buffer_bytes = receive_buffer_bytes
+        self._send_buffer_bytes = send_buffer_bytes
         self._log: Logger = logger or log
         self.host = host
         self.port = port
@@ -110,6 +112,12 @@ class BrokerConnection:
         sock = socket.socket(family, socktype, proto)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # A size fixed here turns off the kernel's buffer auto-tuning, so -1
+        # (keep the OS default) is usually the faster choice.
+        if self._receive_buffer_bytes >= 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
+        if self._send_buffer_bytes >= 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
         err = sock.connect_ex(addr)
         if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
             sock.close()
@@ -168,21 +176,28 @@ class BrokerConnection:
         self._flush()
 
     def on_readable(self, now_ms: int) -> None:
+        codec = self._codec
         try:
-            data = self.sock.recv(_RECV_BYTES)
+            # The kernel writes straight into the codec's buffer: for a large
+            # response that is the frame's own buffer, so its bytes are copied once.
+            with codec.get_buffer() as buf:
+                nbytes = self.sock.recv_into(buf)
         except (BlockingIOError, InterruptedError):
+            return
+        except KafkaError as exc:
+            self.close(exc)
             return
         except OSError as exc:
             self.close(NetworkError(f"connection to {self.address} failed: {exc}"))
             return
-        if not data:
+        if not nbytes:
             self.close(NetworkError(f"connection to broker {self.address} was closed by the peer"))
             return
         self.last_activity_ms = now_ms
         try:
-            self._codec.receive_data(data)
+            codec.buffer_updated(nbytes)
             while True:
-                event = self._codec.next_response()
+                event = codec.next_response()
                 if event is NEED_DATA:
                     break
                 in_flight, response = event

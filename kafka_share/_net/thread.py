@@ -91,6 +91,8 @@ log = logging.getLogger("kafka_share.network")
 
 #: Longest the loop sleeps without a reason to wake (Java: MAX_POLL_TIMEOUT_MS).
 _MAX_WAIT_MS = 5000
+#: How long the acks of a dropped fetch ahead wait for the next ShareFetch to ride on.
+_AHEAD_ACK_LINGER_MS = 50
 _INVALID_TOPIC_EXCEPTION = 17
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNSUPPORTED_SHARE = (
@@ -159,6 +161,8 @@ class NetworkThread:
             request_timeout_ms=config.request_timeout_ms,
             reconnect_backoff_ms=config.reconnect_backoff_ms,
             reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+            receive_buffer_bytes=config.receive_buffer_bytes,
+            send_buffer_bytes=config.send_buffer_bytes,
             logger=self._log,
         )
         self._client.on_disconnect = self._on_disconnect
@@ -188,6 +192,8 @@ class NetworkThread:
         self._heartbeat_in_flight = False
         self._assignment_version = -1
         self._pending: list[CompletableEvent] = []
+        #: FetchEvent.sent flags to set once this round's requests are written
+        self._fetch_waiters: list[threading.Event] = []
         self._leave_futures: list[LeaveGroupEvent] = []
         self._share_v2: bool | None = None
         self._closing = False
@@ -248,6 +254,12 @@ class NetworkThread:
         requests = self._poll_managers(now)
         for req in requests:
             self._send(req, now)
+        if self._fetch_waiters:
+            # The fetches these events asked for are written (or could not be
+            # sent this round); the waiting application thread may go on.
+            for sent in self._fetch_waiters:
+                sent.set()
+            self._fetch_waiters.clear()
         self._expire_pending(now)
         wait = min(_MAX_WAIT_MS, self._time_to_next_ms(now))
         self._client.poll(max(0, wait))
@@ -285,7 +297,18 @@ class NetworkThread:
         if isinstance(event, PollEvent):
             self._membership.on_poll(event.now_ms)
         elif isinstance(event, FetchEvent):
-            self._consume.on_fetch(_node_acks(event.acks))
+            if event.ahead and not self._buffer.is_empty():
+                # A response arrived after the application asked: fetching more
+                # now would put a third response's records under lock.
+                if event.acks:
+                    self._consume.on_async(
+                        _node_acks(event.acks), event.ack_deadline_ms,
+                        linger_until_ms=now_ms + _AHEAD_ACK_LINGER_MS,
+                    )
+            else:
+                self._consume.on_fetch(_node_acks(event.acks), ahead=event.ahead)
+            if event.sent is not None:
+                self._fetch_waiters.append(event.sent)
         elif isinstance(event, AcknowledgeAsyncEvent):
             self._consume.on_async(
                 _node_acks(event.acks), event.deadline_ms,

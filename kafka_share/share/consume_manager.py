@@ -173,6 +173,8 @@ class ShareConsumeManager:
         self._nodes: dict[int, _NodeState] = {}
         self.assigned: list[TopicIdPartition] = []
         self.fetch_more = False
+        #: the wanted round is a fetch ahead: max_wait_ms 0, one shot
+        self._ahead = False
         self.member_ready = False
         self._closing: _SyncCommit | None = None
         self._record_limit_cursor = 0
@@ -189,8 +191,25 @@ class ShareConsumeManager:
             self._nodes[node_id] = state
         return state
 
-    def on_fetch(self, acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]]) -> None:
-        """The application wants records; ``acks`` ride on the next ShareFetch."""
+    def on_fetch(
+        self,
+        acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
+        *,
+        ahead: bool = False,
+    ) -> None:
+        """The application wants records; ``acks`` ride on the next ShareFetch.
+
+        ``ahead``: the application still has records to deliver and asks early.
+        Such a round has ``max_wait_ms`` 0 and is not repeated if it brings
+        nothing: the broker answers at once with what it can acquire now. A
+        fetch ahead that waited would hold this consumer's acks behind it (one
+        request per node is in flight) while the broker waits for locks that
+        those very acks, or the records still being delivered, would free.
+        """
+        if not ahead:
+            self._ahead = False
+        elif not self.fetch_more:
+            self._ahead = True
         self.fetch_more = True
         for tip, (node_id, a) in acks.items():
             _merge_into(self._node(node_id).piggyback, tip, a)
@@ -276,6 +295,8 @@ class ShareConsumeManager:
         Sessions reopen (epoch 0) when the member fetches again.
         """
         self.fetch_more = False
+        #: the wanted round is a fetch ahead: max_wait_ms 0, one shot
+        self._ahead = False
         self.member_ready = False
         for node_id, state in self._nodes.items():
             if state.session.is_new or state.session.closed or state.close is not None:
@@ -574,6 +595,8 @@ class ShareConsumeManager:
             else:
                 max_wait, min_bytes, max_bytes = s.max_wait_ms, s.min_bytes, s.max_bytes
                 max_records = batch_size = s.max_records
+                if self._ahead:
+                    max_wait = 0
             request = ShareFetchRequest(
                 group_id=s.group_id,
                 member_id=self._member_id,
@@ -594,7 +617,7 @@ class ShareConsumeManager:
             known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
             self._count_sent(plan.acknowledgements)
             handler = self._fetch_handler(
-                node_id, state, plan.acknowledgements, known, self._clock()
+                node_id, state, plan.acknowledgements, known, self._clock(), self._ahead
             )
             out.append(UnsentRequest(node_id, Channel.SHARE, wire_request, handler))
         return out
@@ -606,6 +629,7 @@ class ShareConsumeManager:
         acks: dict[TopicIdPartition, Acknowledgements],
         topic_names: dict[uuid.UUID, str],
         sent_ms: int,
+        ahead: bool,
     ) -> Callable[[Any, KafkaError | None], None]:
         session = state.session  # the session this request was built on
 
@@ -689,8 +713,11 @@ class ShareConsumeManager:
                     records=sum(b - a + 1 for f in completed for a, b, _ in f.acquired),
                     throttle_time_ms=response.throttle_time_ms,
                 )
-            if completed:
+            if completed or (ahead and self._ahead):
+                # An empty answer to a fetch ahead ends that round too, unless the
+                # application asked for a normal fetch in the meantime.
                 self.fetch_more = False
+            if completed:
                 self._sink.add_fetches(completed)
 
         return handle

@@ -73,7 +73,7 @@ def config_error(extra: dict[str, object]) -> str:
         ("socket_connection_setup_timeout_ms", 10_000),
         ("socket_connection_setup_timeout_max_ms", 30_000),
         ("connections_max_idle_ms", 540_000),
-        ("receive_buffer_bytes", 65_536),
+        ("receive_buffer_bytes", -1),
         ("send_buffer_bytes", 131_072),
         ("metadata_max_age_ms", 300_000),
         ("metadata_recovery_strategy", "rebootstrap"),

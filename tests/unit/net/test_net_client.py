@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -399,7 +400,35 @@ def new_connection(address: tuple[str, int], **kw: int) -> BrokerConnection:
         now_ms=monotonic_ms(),
         connect_timeout_ms=kw.get("connect_timeout_ms", 5000),
         request_timeout_ms=kw.get("request_timeout_ms", 5000),
+        receive_buffer_bytes=kw.get("receive_buffer_bytes", -1),
+        send_buffer_bytes=kw.get("send_buffer_bytes", -1),
     )
+
+
+def test_socket_buffer_sizes_are_applied_when_configured() -> None:
+    with FakeBroker(lambda r: NO_REPLY) as broker:
+        default = new_connection(broker.address)
+        sized = new_connection(
+            broker.address, receive_buffer_bytes=300_000, send_buffer_bytes=40_000
+        )
+        try:
+            rcv = sized.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+            snd = sized.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            # The kernel may double the value (Linux) or cap it at rmem_max/wmem_max.
+            assert rcv != default.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+            assert 40_000 <= snd <= 2 * 40_000
+            assert rcv >= min(300_000, _sysctl_int("/proc/sys/net/core/rmem_max", 300_000))
+        finally:
+            default.close()
+            sized.close()
+
+
+def _sysctl_int(path: str, fallback: int) -> int:
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except OSError:
+        return fallback
 
 
 def test_connection_states_and_close_fails_pending_exactly_once() -> None:

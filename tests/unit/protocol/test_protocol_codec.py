@@ -193,3 +193,123 @@ def test_headers_round_trip() -> None:
     assert ResponseHeader.decode(memoryview(b"\x00\x00\x00\x05\x00"), 1)[0].correlation_id == 5
     with pytest.raises(CorruptMessageError):
         ResponseHeader.decode(memoryview(b"\x00"), 0)
+
+
+# -- receiving into the codec's buffers (recv_into) -------------------------------------
+
+
+def share_fetch_frame(cid: int, payload: bytes) -> bytes:
+    resp = m.ShareFetchResponse(
+        responses=[m.ShareFetchResponse.ShareFetchableTopicResponse(
+            partitions=[m.ShareFetchResponse.PartitionData(partition_index=0, records=payload)],
+        )],
+    )
+    return frame(cid, resp.encode(1), 1)
+
+
+def feed(codec: KafkaCodec, stream: bytes, cuts: list[int]) -> list[object]:
+    """Deliver ``stream`` as a socket would: reads of at most the given sizes."""
+    got: list[object] = []
+    pos = 0
+    sizes = iter(cuts)
+    while pos < len(stream):
+        buf = codec.get_buffer()
+        n = min(len(buf), next(sizes, len(stream)), len(stream) - pos)
+        buf[:n] = stream[pos : pos + n]
+        codec.buffer_updated(n)
+        pos += n
+        while (item := codec.next_response()) is not NEED_DATA:
+            assert not isinstance(item, type(NEED_DATA))
+            got.append(item[1])
+    return got
+
+
+def records_of(resp: object) -> memoryview:
+    assert isinstance(resp, m.ShareFetchResponse)
+    records = resp.responses[0].partitions[0].records
+    assert isinstance(records, memoryview)
+    return records
+
+
+def test_a_large_frame_is_read_straight_into_its_own_buffer_and_never_copied() -> None:
+    codec = KafkaCodec("c")
+    cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
+    payload = bytes(range(256)) * 1024  # 256 KiB: bigger than the scratch buffer
+    stream = share_fetch_frame(cid, payload)
+    first = codec.get_buffer()
+    first[:100] = stream[:100]
+    codec.buffer_updated(100)
+    assert codec.next_response() is NEED_DATA
+    rest = codec.get_buffer()
+    # The next read may take exactly the rest of this frame, and no more.
+    assert len(rest) == len(stream) - 100
+    frame_buffer = rest.obj
+    rest[:] = stream[100:]
+    codec.buffer_updated(len(rest))
+    rest.release()
+    item = codec.next_response()
+    assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
+    records = records_of(item[1])
+    assert records.obj is frame_buffer  # a view of the buffer the socket wrote
+    assert records.readonly and bytes(records) == payload
+    assert codec.buffered_bytes == 0
+
+
+@pytest.mark.parametrize("read_size", [1, 3, 4, 5, 1000, 65536, 70000, 1 << 20])
+def test_any_read_size_yields_the_same_responses(read_size: int) -> None:
+    codec = KafkaCodec("c")
+    payloads = [b"x" * 10, bytes(100_000), b"", b"y" * 65_000, b"z" * 3]
+    stream = b""
+    for p in payloads:
+        cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
+        stream += share_fetch_frame(cid, p)
+    got = feed(codec, stream, [read_size] * len(stream))
+    assert [bytes(records_of(r)) for r in got] == payloads
+    assert codec.in_flight_count == 0 and codec.buffered_bytes == 0
+
+
+def test_random_read_sizes_yield_the_same_responses() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        sizes=st.lists(st.integers(0, 120_000), min_size=1, max_size=6),
+        cuts=st.lists(st.integers(1, 90_000), max_size=40),
+    )
+    def check(sizes: list[int], cuts: list[int]) -> None:
+        codec = KafkaCodec("c")
+        payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+        stream = b""
+        for p in payloads:
+            cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
+            stream += share_fetch_frame(cid, p)
+        got = feed(codec, stream, cuts)
+        assert [bytes(records_of(r)) for r in got] == payloads
+
+    check()
+
+
+def test_bad_size_after_good_frames_is_reported_after_those_frames() -> None:
+    codec = KafkaCodec("c", max_frame_bytes=1000)
+    c1, _ = codec.send_request(m.SaslHandshakeRequest(), 0)
+    codec.send_request(m.SaslHandshakeRequest(), 0)
+    good = frame(c1, m.SaslHandshakeResponse().encode(0), 0)
+    codec.receive_data(good + struct.pack(">i", -7) + b"junk")
+    item = codec.next_response()
+    assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
+    assert item[0].correlation_id == c1
+    with pytest.raises(CorruptMessageError, match="frame size -7"):
+        codec.next_response()
+    with pytest.raises(CorruptMessageError, match="unusable"):
+        codec.get_buffer()
+
+
+def test_buffered_bytes_counts_a_partial_large_frame() -> None:
+    codec = KafkaCodec("c")
+    cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
+    stream = share_fetch_frame(cid, bytes(200_000))
+    codec.receive_data(stream[:150_000])
+    assert codec.buffered_bytes == 150_000
+    with pytest.raises(CorruptMessageError, match="150000 bytes of an incomplete frame"):
+        codec.receive_eof()

@@ -251,6 +251,50 @@ def test_response_without_acquired_records_keeps_fetching() -> None:
     assert set(env.poll()) == {1, 2}
 
 
+def test_fetch_ahead_round_does_not_wait_on_the_broker_and_is_not_repeated() -> None:
+    env = Env()
+    env.establish()  # fetch_more stays set after the empty answers: clear it first
+    env.mgr.fetch_more = False
+    env.mgr.on_fetch({TIP0: (1, acks(0, 1))}, ahead=True)
+    reqs = env.poll()
+    assert set(reqs) == {1, 2}
+    for req in reqs.values():
+        assert req.request.max_wait_ms == 0
+        assert req.request.max_records == 100  # it does ask for records
+    assert fetch_ack_batches(reqs[1].request, 0) == [(0, 1, [1])]
+    # Nothing could be acquired right now: the round ends instead of repeating.
+    for req in reqs.values():
+        req.handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
+    assert env.mgr.fetch_more is False
+    assert env.poll() == {}
+
+
+def test_normal_fetch_request_overrides_a_pending_fetch_ahead() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    env.mgr.on_fetch({}, ahead=True)
+    first = env.poll()
+    assert first[1].request.max_wait_ms == 0
+    # The application ran out of records and asks normally while the ahead round
+    # is in flight: its empty answer must not end the wanted round.
+    env.mgr.on_fetch({})
+    for req in first.values():
+        req.handler(ShareFetchResponse(), None)
+    assert env.mgr.fetch_more is True
+    again = env.poll()
+    assert set(again) == {1, 2}
+    assert all(r.request.max_wait_ms == 500 for r in again.values())
+
+
+def test_fetch_ahead_while_a_normal_round_is_wanted_keeps_waiting_on_the_broker() -> None:
+    env = Env()
+    env.establish()
+    assert env.mgr.fetch_more is True
+    env.mgr.on_fetch({}, ahead=True)  # must not turn the wanted round into an ahead one
+    assert all(r.request.max_wait_ms == 500 for r in env.poll().values())
+
+
 def test_not_leader_with_current_leader_updates_the_cluster_leader() -> None:
     env = Env()
     env.mgr.on_fetch({})
