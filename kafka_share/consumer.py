@@ -100,6 +100,9 @@ _FETCH_HANDOFF_S = 0.002
 #: bigger response is being delivered a fetch ahead would find no room, come
 #: back empty, and cost a round trip that delays this consumer's acks.
 _AHEAD_MAX_HELD = 1000
+#: The broker's default ``group.share.record.lock.duration.ms``, until a response
+#: tells the real one.
+_DEFAULT_LOCK_MS = 30_000
 
 
 class _State(enum.Enum):
@@ -110,6 +113,17 @@ class _State(enum.Enum):
 
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -> bool:
+    """Whether to lock the next response while ``acquired`` records are still to
+    be delivered: only for small responses (``_AHEAD_MAX_HELD``), and only if, at
+    the application's pace, both responses would be processed within a quarter of
+    the acquisition lock, so prefetched records do not time out and come back
+    with a higher delivery count (a slow handler switches fetching ahead off)."""
+    if acquired > _AHEAD_MAX_HELD:
+        return False
+    return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
 
 
 def _timeout_ms(timeout: float | None, default_ms: int, what: str) -> int:
@@ -165,14 +179,16 @@ class ShareConsumer(Generic[K, V]):
         cfg.validate_supported()  # e.g. SSL/SASL: refuse rather than connect in plaintext
         self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
         self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
-        # Explicit mode (RENEW, slow handlers) and record_limit never lock records
-        # before the application asks for them.
-        self._prefetch = (
-            not self._explicit and cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
-        )
+        # record_limit never locks records before the application asks for them;
+        # batch_optimized fetches ahead while the application is fast enough.
+        self._prefetch = cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
         #: a poll's acks while it may still send them with a fetch ahead (None: sent)
         self._ahead_acks: AcksByPartition | None = None
+        #: when the last poll returned (monotonic s) and how many records
+        self._returned: tuple[float, int] | None = None
+        #: moving average of the application's time per record between polls
+        self._ms_per_record = 0.0
         self._in_flight = InFlightBatch()
         self._collector: FetchCollector[K, V] = FetchCollector(
             buffer=self._fetch_buffer,
@@ -312,13 +328,32 @@ class ShareConsumer(Generic[K, V]):
         timeout_ms = _timeout_ms(timeout, 0, "poll")
         with self._owned():
             started = _now_ms()
+            self._note_processing_time()
             self._metrics.record_poll_start(started)
             self._poll_waited_ms = 0
+            records: ConsumerRecords[K, V] = ConsumerRecords()
             try:
                 records = self._poll(started + timeout_ms)
             finally:
                 self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
+                self._returned = (time.monotonic(), records.count())
             return records
+
+    def _note_processing_time(self) -> None:
+        """Estimate how long the application spends per record between polls."""
+        if self._returned is None:
+            return
+        returned_at, count = self._returned
+        self._returned = None
+        if count:
+            sample = (time.monotonic() - returned_at) * 1000.0 / count
+            # A moving average: one slow record does not switch fetching ahead off.
+            self._ms_per_record = 0.5 * (self._ms_per_record + sample)
+
+    def _may_fetch_ahead(self, acquired: int) -> bool:
+        return may_fetch_ahead(
+            acquired, self._ms_per_record, self._acquisition_lock_timeout_ms or _DEFAULT_LOCK_MS
+        )
 
     def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
         self._raise_background()
@@ -351,7 +386,7 @@ class ShareConsumer(Generic[K, V]):
                 buffered_before = self._collector.has_buffered()
                 on_drained: Callable[[int], None] | None = None
                 if self._prefetch:
-                    # Fetch ahead (implicit batch_optimized): ask for the next
+                    # Fetch ahead (batch_optimized): ask for the next
                     # response while records are still to be delivered, so the
                     # broker works while this thread decodes and the application
                     # processes; this poll's acks ride on it. Only while the
@@ -364,7 +399,7 @@ class ShareConsumer(Generic[K, V]):
                     if (
                         not fetch_sent
                         and delivering is not None
-                        and delivering <= _AHEAD_MAX_HELD
+                        and self._may_fetch_ahead(delivering)
                         and self._fetch_buffer.is_empty()
                     ):
                         self._send_fetch_ahead(acks)
@@ -669,7 +704,7 @@ class ShareConsumer(Generic[K, V]):
 
     def _ahead_on_drained(self, acquired: int) -> None:
         """Collector hook: the last queued response was just taken, not decoded."""
-        if acquired <= _AHEAD_MAX_HELD and self._ahead_acks is not None:
+        if self._ahead_acks is not None and self._may_fetch_ahead(acquired):
             acks, self._ahead_acks = self._ahead_acks, None
             self._send_fetch_ahead(acks)
 

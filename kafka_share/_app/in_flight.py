@@ -47,7 +47,9 @@ class InFlightBatch:
 
     def __init__(self) -> None:
         self._partitions: dict[TopicIdPartition, _PartitionInFlight] = {}
-        self._by_name: dict[tuple[str, int], TopicIdPartition] = {}
+        #: (topic, partition) -> its entry in _partitions, for acknowledge(record):
+        #: hashing a str and an int is cheaper than a TopicIdPartition (UUID)
+        self._by_name: dict[tuple[str, int], tuple[TopicIdPartition, _PartitionInFlight]] = {}
 
     # -- filling ---------------------------------------------------------------
 
@@ -63,7 +65,7 @@ class InFlightBatch:
                 )
             p = _PartitionInFlight(node_id)
             self._partitions[tip] = p
-            self._by_name[(tip.topic, tip.partition)] = tip
+            self._by_name[(tip.topic, tip.partition)] = (tip, p)
         return p
 
     def add_records(
@@ -89,11 +91,11 @@ class InFlightBatch:
     # -- acknowledging ----------------------------------------------------------------
 
     def acknowledge(self, record: ConsumerRecord[Any, Any], ack_type: AcknowledgeType) -> None:
-        topic, partition, offset = record[0], record[1], record[2]
-        tip = self._by_name.get((topic, partition))
-        p = self._partitions.get(tip) if tip is not None else None
-        if p is None:
+        entry = self._by_name.get((record[0], record[1]))
+        if entry is None:
             raise IllegalStateError(_NOT_IN_BATCH)
+        p = entry[1]
+        offset = record[2]
         held = p.records.get(offset)
         # The same offset redelivered (a higher delivery count) is another record.
         if held is None or held[9] != record[9]:
@@ -103,8 +105,8 @@ class InFlightBatch:
     def acknowledge_offset(
         self, topic: str, partition: int, offset: int, ack_type: AcknowledgeType
     ) -> None:
-        tip = self._by_name.get((topic, partition))
-        p = self._partitions.get(tip) if tip is not None else None
+        entry = self._by_name.get((topic, partition))
+        p = entry[1] if entry is not None else None
         if p is None or offset not in p.failed_offsets:
             raise IllegalStateError(_NOT_IN_BATCH)
         p.acks[offset] = int(ack_type)
@@ -220,5 +222,6 @@ class InFlightBatch:
         for tip in [t for t, p in self._partitions.items()
                     if not (p.records or p.acks or p.renewing or p.ready or p.failed_offsets)]:
             del self._partitions[tip]
-            if self._by_name.get((tip.topic, tip.partition)) == tip:
+            entry = self._by_name.get((tip.topic, tip.partition))
+            if entry is not None and entry[0] == tip:
                 del self._by_name[(tip.topic, tip.partition)]

@@ -138,3 +138,19 @@ def test_acknowledge_accepts_the_wire_values_of_the_types_too() -> None:
                 c.acknowledge(_record(), ack_type)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="invalid acknowledge type"):
             c.acknowledge(_record(), 7)  # type: ignore[arg-type]
+
+
+def test_fetch_ahead_policy_follows_response_size_and_application_pace() -> None:
+    from kafka_share.consumer import may_fetch_ahead
+
+    # A fast application and a small response: fetch ahead.
+    assert may_fetch_ahead(967, 0.005, 30_000)
+    # A response bigger than half the broker's default lock limit: never.
+    assert not may_fetch_ahead(1001, 0.0, 30_000)
+    # 1000 records at 3.75 ms each take 3.75 s, twice that is a quarter of 30 s.
+    assert may_fetch_ahead(1000, 3.75, 30_000)
+    assert not may_fetch_ahead(1000, 3.8, 30_000)
+    # A shorter lock tightens the bound.
+    assert not may_fetch_ahead(1000, 3.75, 15_000)
+    # A slow handler: one record per second, 10 records, 30 s lock -> no.
+    assert not may_fetch_ahead(10, 1000.0, 30_000)
