@@ -22,6 +22,7 @@ Poison records:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -42,7 +43,7 @@ from kafka_share.models import (
     ConsumerRecords,
     TopicIdPartition,
 )
-from kafka_share.records.batch import CorruptBatchError, iter_batches
+from kafka_share.records.batch import CorruptBatchError, RecordShape, iter_batches
 from kafka_share.share.acquired import AcquiredRecords
 
 __all__ = ["CollectResult", "FetchCollector"]
@@ -63,6 +64,19 @@ class CollectResult(Generic[K, V]):
     acquisition_lock_timeout_ms: int | None = None
     #: serialized key + value bytes of ``records`` (for the bytes-consumed metric)
     size_bytes: int = 0
+
+
+_OFFSET_FIELD = operator.itemgetter(2)
+_KEY_SIZE_FIELD = operator.itemgetter(10)
+_VALUE_SIZE_FIELD = operator.itemgetter(11)
+
+
+def _payload_size(records: list[Any]) -> int:
+    """Key + value bytes of ConsumerRecord tuples (a null counts as 0)."""
+    keys: list[int] = list(map(_KEY_SIZE_FIELD, records))
+    values: list[int] = list(map(_VALUE_SIZE_FIELD, records))
+    # Null keys/values carry size -1; count them back to 0 (all loops in C).
+    return sum(keys) + sum(values) + keys.count(-1) + values.count(-1)
 
 
 def _acquired_count(fetch: CompletedShareFetch) -> int:
@@ -209,29 +223,42 @@ class FetchCollector(Generic[K, V]):
                 continue
             if batch.is_control:
                 continue  # its acquired offsets become GAPs as the cursor passes them
+            epoch = batch.partition_leader_epoch
+            leader_epoch = epoch if epoch >= 0 else None
+            ts_type = batch.timestamp_type
+            # Each record is built once, here, as the ConsumerRecord handed out.
+            # Without deserializers delivery is then just a slice of this list.
+            base, last = batch.base_offset, batch.last_offset
+            span_count = (
+                cursor.span_count(base, last) if batch.magic >= 2 else None
+            )
+            if span_count is not None:
+                # The common case: the whole batch lies in one acquired range, so
+                # every record has that range's delivery count and the decoder
+                # builds the ConsumerRecords itself.
+                try:
+                    shaped = batch.shaped_records(RecordShape(
+                        record_type, topic, partition, ts_type, leader_epoch, span_count
+                    ))
+                except CorruptBatchError as exc:
+                    self._reject_batch(data, cursor, exc, rejects)
+                    continue
+                take_span(base, last, gaps)
+                if len(shaped) != last - base + 1:
+                    # Offsets of the batch without a record (compaction) are gaps.
+                    present = set(map(_OFFSET_FIELD, shaped))
+                    gaps.extend(o for o in range(base, last + 1) if o not in present)
+                pending.extend(shaped)
+                size += _payload_size(shaped)
+                continue
             try:
                 records = batch.records()
             except CorruptBatchError as exc:
                 self._reject_batch(data, cursor, exc, rejects)
                 continue
-            epoch = batch.partition_leader_epoch
-            leader_epoch = epoch if epoch >= 0 else None
-            ts_type = batch.timestamp_type
-            # Each record is built once, here, as the ConsumerRecord handed out
-            # (tuple.__new__ skips NamedTuple's Python-level __new__). Without
-            # deserializers delivery is then just a slice of this list.
-            if not records:
-                continue
-            first_offset, last_offset = records[0][0], records[-1][0]
-            span_count = take_span(first_offset, last_offset, gaps)
-            if span_count is not None and len(records) != last_offset - first_offset + 1:
-                # The batch lies in one acquired range but has holes (compaction).
-                present = {r[0] for r in records}
-                gaps.extend(o for o in range(first_offset, last_offset + 1) if o not in present)
+            # tuple.__new__ skips NamedTuple's Python-level __new__.
             for offset, timestamp, key, value, headers in records:
-                # A batch inside one acquired range (the common case) needs no
-                # per-record matching: every record has the range's count.
-                count = span_count if span_count is not None else take(offset, gaps)
+                count = take(offset, gaps)
                 if count is None:
                     continue  # not acquired by us
                 key_size = -1 if key is None else len(key)

@@ -16,6 +16,7 @@ from kafka_share.records.batch import (
     Header,
     Record,
     RecordBatch,
+    RecordShape,
     iter_batches,
 )
 from kafka_share.records.compression import (
@@ -35,6 +36,7 @@ __all__ = [
     "Header",
     "Record",
     "RecordBatch",
+    "RecordShape",
     "UnsupportedCodecError",
     "iter_batches",
 ]

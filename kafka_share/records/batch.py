@@ -81,7 +81,9 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import NamedTuple, NoReturn
+from typing import Any, NamedTuple, NoReturn
+
+import attrs
 
 from kafka_share.errors import CorruptMessageError
 from kafka_share.models import TimestampType
@@ -103,6 +105,7 @@ __all__ = [
     "Header",
     "Record",
     "RecordBatch",
+    "RecordShape",
     "iter_batches",
 ]
 
@@ -110,6 +113,19 @@ Header = tuple[str, bytes | None]
 """One record header: ``(key, value)``."""
 
 Record = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
+
+
+@attrs.frozen
+class RecordShape:
+    """The constants of :meth:`RecordBatch.shaped_records` for one batch."""
+
+    #: a tuple subclass (e.g. a NamedTuple) taking the twelve fields in order
+    type: type
+    topic: str
+    partition: int
+    timestamp_type: TimestampType
+    leader_epoch: int | None
+    delivery_count: int
 """One decoded record: ``(offset, timestamp, key, value, headers)``."""
 
 # base_offset q, batch_length i, partition_leader_epoch i, magic b, crc I,
@@ -364,6 +380,26 @@ class RecordBatch:
         """
         if self._legacy_records is not None:
             return self._legacy_records
+        records: list[Record] = self._decode(None)
+        return records
+
+    def shaped_records(self, shape: RecordShape) -> list[Any]:
+        """Decode the records (v2 batches only) straight into ``shape.type`` tuples.
+
+        Each record becomes ``shape.type`` built from ``(topic, partition, offset,
+        timestamp, timestamp_type, key, value, headers, leader_epoch,
+        delivery_count, key_size, value_size)`` with the constants from ``shape``
+        (sizes are -1 for a null key or value): the consumer's record layout,
+        built once, without an intermediate tuple per record.
+
+        Raises:
+            CorruptBatchError: as :meth:`records`; ValueError for a legacy batch.
+        """
+        if self._legacy_records is not None:
+            raise ValueError("shaped_records() needs a v2 record batch")
+        return self._decode(shape)
+
+    def _decode(self, shape: RecordShape | None) -> list[Any]:
         data = self._data
         pos = self._start + BATCH_HEADER_SIZE
         end = self._end
@@ -397,6 +433,7 @@ class RecordBatch:
                 base_offset=self.base_offset,
                 base_timestamp=self.base_timestamp,
                 append_timestamp=self.max_timestamp if log_append else None,
+                shape=shape,
             )
         except _RecordError as exc:
             where = exc.args[1] - start
@@ -477,14 +514,19 @@ def _decode_v2_records(
     base_offset: int,
     base_timestamp: int,
     append_timestamp: int | None,
-) -> list[Record]:
+    shape: RecordShape | None = None,
+) -> list[Any]:
     # The hot loop. Varints are decoded inline with 1- and 2-byte fast paths
     # (almost every length, delta and size in practice), falling back to
     # _read_varint for longer ones; zig-zag decode is (u >> 1) ^ -(u & 1).
     # Lengths are validated only where a bad one could move backwards or read
     # past the record: a final "pos == rec_end" check catches the rest.
-    records: list[Record] = []
+    records: list[Any] = []
     append = records.append
+    if shape is not None:
+        new = tuple.__new__
+        s_type, s_topic, s_partition = shape.type, shape.topic, shape.partition
+        s_ts_type, s_epoch, s_count = shape.timestamp_type, shape.leader_epoch, shape.delivery_count
     read_varint = _read_varint
     no_headers = _NO_HEADERS
     for _ in range(count):
@@ -573,15 +615,22 @@ def _decode_v2_records(
             raise _RecordError(
                 f"record fields end at byte {pos} but its length says {rec_end}", rec_end
             )
-        append(
-            (
-                base_offset + offset_delta,
-                base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
-                key,
-                value,
-                headers,
+        if shape is None:
+            append(
+                (
+                    base_offset + offset_delta,
+                    base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
+                    key,
+                    value,
+                    headers,
+                )
             )
-        )
+        else:
+            append(new(s_type, (
+                s_topic, s_partition, base_offset + offset_delta,
+                base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
+                s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
+            )))
     if pos != end:
         raise _RecordError(f"{end - pos} bytes left over after {count} records", pos)
     return records

@@ -300,6 +300,12 @@ class AcquiredCursor:
             if self._next > self._last or offset < self._next:
                 return None  # exhausted, or the record sits in a hole between ranges
 
+    def span_count(self, first: int, last: int) -> int | None:
+        """The delivery count :meth:`take_span` would return, changing nothing."""
+        if first < self._next or last > self._last or self._next > self._last:
+            return None
+        return self._count
+
     def take_span(self, first: int, last: int, gaps: list[int]) -> int | None:
         """Resolve ``first..last`` at once when the current range holds all of it.
 

@@ -14,7 +14,7 @@ from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import GAP, InFlightBatch
 from kafka_share.errors import CorruptRecordError, RecordDeserializationError
 from kafka_share.models import AcknowledgeType, ConsumerRecord, TimestampType, TopicIdPartition
-from kafka_share.records.builder import NewRecord, build_batch, build_control_batch
+from kafka_share.records.builder import NewRecord, build_batch, build_control_batch, with_crc
 
 TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 0)
 TIP1 = TopicIdPartition(uuid.UUID(int=7), "orders", 1)
@@ -249,6 +249,24 @@ def test_deserializer_failure_on_the_first_record_is_raised_by_this_poll() -> No
     assert result.error.is_key is True and result.error.offset == 0
     assert h.in_flight.take_acknowledged() == {TIP: (NODE, {0: RELEASE})}
     assert collected_offsets(h.collector.collect()) == [1, 2]
+
+
+def test_malformed_records_in_a_batch_inside_one_acquired_range_are_rejected() -> None:
+    # A valid CRC over a broken records section: the batch decodes wrong, not the
+    # framing, so only that batch's offsets are rejected and the next one delivers.
+    h = Harness()
+    good = build_batch(values(3), base_offset=0)
+    bad = bytearray(build_batch(values(3, 3), base_offset=3))
+    bad[61] = 0x7F  # the first record's length varint: now far too long
+    after = build_batch(values(2, 6), base_offset=6)
+    h.add(good + with_crc(bad) + after, [(0, 7, 1)])
+    result = h.collector.collect()
+    assert collected_offsets(result) == [0, 1, 2]
+    assert isinstance(result.error, CorruptRecordError)
+    assert collected_offsets(h.collector.collect()) == [6, 7]
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    acks = h.acks()
+    assert {o: acks[o] for o in (3, 4, 5)} == {3: REJECT, 4: REJECT, 5: REJECT}
 
 
 def test_crc_failure_rejects_the_acquired_offsets_of_that_batch_only() -> None:

@@ -10,6 +10,7 @@ from kafka_share.records import (
     ControlRecordType,
     CorruptBatchError,
     RecordBatch,
+    RecordShape,
     UnsupportedCodecError,
     iter_batches,
 )
@@ -368,6 +369,31 @@ def test_unknown_codec_in_batch() -> None:
         _ = batch.compression_type
     with pytest.raises(CorruptBatchError, match="unknown compression codec id 7"):
         batch.records()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_shaped_records_match_records_with_the_shape_constants(codec: CompressionType) -> None:
+    values = [(b"k1", b"v1"), (None, b"value-2"), (b"", None)]
+    data = build_batch(
+        [NewRecord(k, v, timestamp=1000 + i, headers=(("h", b"x"),) if i == 1 else ())
+         for i, (k, v) in enumerate(values)],
+        base_offset=40, compression=codec,
+    )
+    [batch] = list(iter_batches(data, check_crcs=True))
+    shape = RecordShape(tuple, "orders", 3, TimestampType.CREATE_TIME, 7, 2)
+    shaped = batch.shaped_records(shape)
+    assert shaped == [
+        ("orders", 3, off, ts, TimestampType.CREATE_TIME, k, v, h, 7, 2,
+         -1 if k is None else len(k), -1 if v is None else len(v))
+        for off, ts, k, v, h in batch.records()
+    ]
+
+
+def test_shaped_records_refuses_a_legacy_batch() -> None:
+    [batch] = list(iter_batches(build_legacy_message_set([(b"a", b"1", 50)], magic=1),
+                                check_crcs=True))
+    with pytest.raises(ValueError, match="v2 record batch"):
+        batch.shaped_records(RecordShape(tuple, "t", 0, TimestampType.CREATE_TIME, None, 1))
 
 
 # ------------------------------------------------------------------ legacy v0 / v1
