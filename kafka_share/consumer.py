@@ -82,9 +82,9 @@ AcknowledgementCommitCallback = Callable[
 ]
 
 _client_numbers = itertools.count(1)
-_PLAIN_ACK_TYPES = frozenset(
-    {AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT}
-)
+_ACCEPT = AcknowledgeType.ACCEPT
+_RELEASE = AcknowledgeType.RELEASE
+_REJECT = AcknowledgeType.REJECT
 _COMPLETABLE = (
     SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
 )
@@ -494,7 +494,8 @@ class ShareConsumer(Generic[K, V]):
         # the owner is enough to refuse a second thread inside a blocking call.
         owner = self._owner
         if (
-            type in _PLAIN_ACK_TYPES
+            # Identity tests: hashing an Enum member runs Python code.
+            (type is _ACCEPT or type is _RELEASE or type is _REJECT)
             and self._explicit
             and self._state is _State.OPEN
             and not self._in_callback
