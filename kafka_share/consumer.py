@@ -185,6 +185,8 @@ class ShareConsumer(Generic[K, V]):
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
         #: a poll's acks while it may still send them with a fetch ahead (None: sent)
         self._ahead_acks: AcksByPartition | None = None
+        #: the response being delivered when the last fetch ahead went out
+        self._ahead_for: object | None = None
         #: when the last poll returned (monotonic s) and how many records
         self._returned: tuple[float, int] | None = None
         #: moving average of the application's time per record between polls
@@ -399,9 +401,13 @@ class ShareConsumer(Generic[K, V]):
                     if (
                         not fetch_sent
                         and delivering is not None
+                        and self._collector.delivering() is not self._ahead_for
                         and self._may_fetch_ahead(delivering)
                         and self._fetch_buffer.is_empty()
                     ):
+                        # Once per response: if that fetch comes back empty (no new
+                        # data), the next one waits until this response is drained.
+                        self._ahead_for = self._collector.delivering()
                         self._send_fetch_ahead(acks)
                         acks = {}
                         fetch_sent = True
@@ -420,6 +426,7 @@ class ShareConsumer(Generic[K, V]):
                     if self._ahead_acks is None:
                         acks = {}
                         fetch_sent = True
+                        self._ahead_for = self._collector.delivering()
                     self._ahead_acks = None
                 # Otherwise fetch when nothing was buffered (Java), or, in prefetch
                 # mode, as soon as this poll drained the buffer.

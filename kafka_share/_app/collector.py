@@ -22,6 +22,7 @@ Poison records:
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -133,6 +134,10 @@ class FetchCollector(Generic[K, V]):
     def has_buffered(self) -> bool:
         return self._current is not None or not self._buffer.is_empty()
 
+    def delivering(self) -> object | None:
+        """An opaque token for the fetch being delivered (None: no such fetch)."""
+        return self._current
+
     def delivering_acquired(self) -> int | None:
         """How many records the fetch being delivered acquired (None: no such fetch).
 
@@ -163,7 +168,11 @@ class FetchCollector(Generic[K, V]):
                 if fetch is None:
                     break
                 if on_drained is not None and self._buffer.is_empty():
-                    on_drained(_acquired_count(fetch))
+                    try:
+                        on_drained(_acquired_count(fetch))
+                    except BaseException:
+                        self._buffer.push_front(fetch)  # not lost: the next poll takes it
+                        raise
                     on_drained = None
                 data = self._decode(fetch)
                 self._current = data
@@ -243,14 +252,21 @@ class FetchCollector(Generic[K, V]):
                 except CorruptBatchError as exc:
                     self._reject_batch(data, cursor, exc, rejects)
                     continue
-                take_span(base, last, gaps)
-                if len(shaped) != last - base + 1:
-                    # Offsets of the batch without a record (compaction) are gaps.
-                    present = set(map(_OFFSET_FIELD, shaped))
-                    gaps.extend(o for o in range(base, last + 1) if o not in present)
-                pending.extend(shaped)
-                size += _payload_size(shaped)
-                continue
+                offsets = list(map(_OFFSET_FIELD, shaped))
+                if not offsets or (
+                    offsets[0] >= base and offsets[-1] <= last
+                    and all(map(operator.lt, offsets, itertools.islice(offsets, 1, None)))
+                ):
+                    take_span(base, last, gaps)
+                    if len(offsets) != last - base + 1:
+                        # Offsets of the batch without a record (compaction) are gaps.
+                        present = set(offsets)
+                        gaps.extend(o for o in range(base, last + 1) if o not in present)
+                    pending.extend(shaped)
+                    size += _payload_size(shaped)
+                    continue
+                # Offsets out of order or outside the batch header's range (a
+                # broken batch that passed its CRC): match them one by one.
             try:
                 records = batch.records()
             except CorruptBatchError as exc:

@@ -112,8 +112,9 @@ class BrokerConnection:
         sock = socket.socket(family, socktype, proto)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # A size fixed here turns off the kernel's buffer auto-tuning, so -1
-        # (keep the OS default) is usually the faster choice.
+        # A size fixed here turns off the kernel's auto-tuning for that direction.
+        # Receiving defaults to -1 (auto-tuned): responses are large. Sending keeps
+        # Java's 128 KiB: requests are small.
         if self._receive_buffer_bytes >= 0:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
         if self._send_buffer_bytes >= 0:

@@ -175,6 +175,7 @@ class NetworkThread:
                 max_records=config.max_poll_records,
                 record_limit=config.share_acquire_mode is AcquireMode.RECORD_LIMIT,
                 retry_backoff_ms=config.retry_backoff_ms,
+                ack_timeout_ms=config.default_api_timeout_ms,
             ),
             cluster=self._cluster,
             sink=self._sink,

@@ -270,6 +270,8 @@ class KafkaCodec:
                 self._ready_bytes += 4 + size
                 pos = body_start + size
                 continue
+            # Allocated at its full size as soon as the prefix is known, as Java's
+            # NetworkReceive does; max_frame_bytes bounds what a bad prefix costs.
             frame = bytearray(size)
             frame[:have] = scratch[body_start:end]
             self._frame = frame

@@ -113,6 +113,7 @@ Header = tuple[str, bytes | None]
 """One record header: ``(key, value)``."""
 
 Record = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
+"""One decoded record: ``(offset, timestamp, key, value, headers)``."""
 
 
 @attrs.frozen
@@ -126,7 +127,6 @@ class RecordShape:
     timestamp_type: TimestampType
     leader_epoch: int | None
     delivery_count: int
-"""One decoded record: ``(offset, timestamp, key, value, headers)``."""
 
 # base_offset q, batch_length i, partition_leader_epoch i, magic b, crc I,
 # attributes h, last_offset_delta i, base_timestamp q, max_timestamp q,

@@ -76,6 +76,8 @@ _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNKNOWN_TOPIC_ID = 100
 _INCONSISTENT_TOPIC_ID = 103
 _CORRUPT_MESSAGE = 2
+#: How long acks stranded by the end of a fetch round wait for the next one.
+_STRANDED_ACK_LINGER_MS = 50
 _REFRESH_METADATA_ERRORS = frozenset(
     {
         _NOT_LEADER,
@@ -111,6 +113,8 @@ class FetchSettings:
     retry_backoff_ms: int
     #: how long a session close after leaving the group may take
     close_timeout_ms: int = 30_000
+    #: deadline for acks that were waiting for a fetch and go on their own instead
+    ack_timeout_ms: int = 60_000
 
 
 @attrs.define(eq=False)
@@ -295,8 +299,6 @@ class ShareConsumeManager:
         Sessions reopen (epoch 0) when the member fetches again.
         """
         self.fetch_more = False
-        #: the wanted round is a fetch ahead: max_wait_ms 0, one shot
-        self._ahead = False
         self.member_ready = False
         for node_id, state in self._nodes.items():
             if state.session.is_new or state.session.closed or state.close is not None:
@@ -717,10 +719,27 @@ class ShareConsumeManager:
                 # An empty answer to a fetch ahead ends that round too, unless the
                 # application asked for a normal fetch in the meantime.
                 self.fetch_more = False
+                self._unstrand_piggyback()
             if completed:
                 self._sink.add_fetches(completed)
 
         return handle
+
+    def _unstrand_piggyback(self) -> None:
+        """The fetch round ended: acks queued to ride on a fetch since that round's
+        requests went out would wait for the next round, which may be a whole
+        response away. They linger briefly for one, then go as a ShareAcknowledge."""
+        for state in self._nodes.values():
+            if not state.piggyback:
+                continue
+            if not state.async_acks:
+                state.async_linger_until_ms = self._now_ms + _STRANDED_ACK_LINGER_MS
+            for tip, a in state.piggyback.items():
+                _merge_into(state.async_acks, tip, a)
+            state.piggyback = {}
+            state.async_deadline_ms = max(
+                state.async_deadline_ms, self._now_ms + self._settings.ack_timeout_ms
+            )
 
     def _partition_fetch_error(self, tip: TopicIdPartition, code: int, message: str | None) -> None:
         if code in _REFRESH_METADATA_ERRORS:

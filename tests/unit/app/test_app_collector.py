@@ -269,6 +269,29 @@ def test_malformed_records_in_a_batch_inside_one_acquired_range_are_rejected() -
     assert {o: acks[o] for o in (3, 4, 5)} == {3: REJECT, 4: REJECT, 5: REJECT}
 
 
+@pytest.mark.parametrize(
+    ("deltas", "delivered", "gaps"),
+    [
+        ((0, 0, 2), [10, 12], [11]),  # a repeated offset: delivered once, 11 is a gap
+        ((0, 2, 1), [10, 12], [11]),  # out of order: the late 11 cannot be matched
+    ],
+)
+def test_records_out_of_order_in_a_valid_batch_are_matched_one_by_one(
+    deltas: tuple[int, ...], delivered: list[int], gaps: list[int]
+) -> None:
+    h = Harness()
+    batch = build_batch(
+        [NewRecord(b"k", f"v{d}".encode(), offset_delta=d) for d in deltas], base_offset=10
+    )
+    h.add(batch, [(10, 12, 1)])
+    result = h.collector.collect()
+    assert collected_offsets(result) == delivered
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    acks = h.acks()
+    assert sorted(o for o, t in acks.items() if t == GAP) == gaps
+    assert sorted(acks) == [10, 11, 12]  # every acquired offset is resolved
+
+
 def test_crc_failure_rejects_the_acquired_offsets_of_that_batch_only() -> None:
     h = Harness()
     good = build_batch(values(3), base_offset=0)

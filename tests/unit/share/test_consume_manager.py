@@ -269,6 +269,31 @@ def test_fetch_ahead_round_does_not_wait_on_the_broker_and_is_not_repeated() -> 
     assert env.poll() == {}
 
 
+def test_acks_queued_behind_a_fetch_that_ends_the_round_are_not_stranded() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.fetch_more = False
+    env.mgr.on_fetch({}, ahead=True)
+    first = env.poll(10)
+    # The application polls again while that fetch is out: its acks queue for a fetch.
+    env.mgr.on_fetch({TIP0: (1, acks(7))}, ahead=True)
+    assert env.poll(11) == {}
+    data = b"\x00" * 8
+    first[1].handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=data,
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=20, last_offset=21, delivery_count=1)],
+    )), None)
+    first[2].handler(ShareFetchResponse(), None)
+    assert env.mgr.fetch_more is False  # records came: the round is over
+    # The acks linger briefly for a fetch, then go on their own.
+    assert env.poll(20) == {}
+    reqs = env.poll(70)
+    assert set(reqs) == {1}
+    assert isinstance(reqs[1].request, ShareAcknowledgeRequest)
+    assert ack_batches(reqs[1].request, 0) == [(7, 7, [1])]
+
+
 def test_normal_fetch_request_overrides_a_pending_fetch_ahead() -> None:
     env = Env()
     env.establish()
