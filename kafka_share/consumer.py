@@ -100,6 +100,9 @@ _FETCH_HANDOFF_S = 0.002
 #: bigger response is being delivered a fetch ahead would find no room, come
 #: back empty, and cost a round trip that delays this consumer's acks.
 _AHEAD_MAX_HELD = 1000
+#: A response this large (or with max.poll.records records) is worth fetching
+#: ahead of; a smaller one means the consumer has caught up with the log.
+_AHEAD_MIN_BYTES = 256 * 1024
 #: The broker's default ``group.share.record.lock.duration.ms``, until a response
 #: tells the real one.
 _DEFAULT_LOCK_MS = 30_000
@@ -113,6 +116,13 @@ class _State(enum.Enum):
 
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def caught_up(acquired: int, size_bytes: int, max_poll_records: int) -> bool:
+    """Whether a response this small means the consumer has reached the log end:
+    fewer records than one poll takes and under ``_AHEAD_MIN_BYTES`` (a response
+    of large records is cut by bytes, not by count)."""
+    return acquired < max_poll_records and size_bytes < _AHEAD_MIN_BYTES
 
 
 def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -> bool:
@@ -386,7 +396,7 @@ class ShareConsumer(Generic[K, V]):
                     return self._records_of(returned)
             else:
                 buffered_before = self._collector.has_buffered()
-                on_drained: Callable[[int], None] | None = None
+                on_drained: Callable[[int, int], None] | None = None
                 if self._prefetch:
                     # Fetch ahead (batch_optimized): ask for the next
                     # response while records are still to be delivered, so the
@@ -401,6 +411,8 @@ class ShareConsumer(Generic[K, V]):
                     if (
                         not fetch_sent
                         and delivering is not None
+                        # several polls' worth: not a caught-up trickle
+                        and delivering >= self._config.max_poll_records
                         and self._collector.delivering() is not self._ahead_for
                         and self._may_fetch_ahead(delivering)
                         and self._fetch_buffer.is_empty()
@@ -710,9 +722,19 @@ class ShareConsumer(Generic[K, V]):
             out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(offsets))
         return out
 
-    def _ahead_on_drained(self, acquired: int) -> None:
-        """Collector hook: the last queued response was just taken, not decoded."""
-        if self._ahead_acks is not None and self._may_fetch_ahead(acquired):
+    def _ahead_on_drained(self, acquired: int, size: int) -> None:
+        """Collector hook: the last queued response was just taken, not decoded.
+
+        A small response means the consumer has caught up with the log: nothing
+        is waiting to be prefetched, and a fetch ahead would only come back empty
+        and delay the long-polling fetch that brings the next record. Such a
+        response is drained first, then fetched for as usual.
+        """
+        if (
+            self._ahead_acks is not None
+            and not caught_up(acquired, size, self._config.max_poll_records)
+            and self._may_fetch_ahead(acquired)
+        ):
             acks, self._ahead_acks = self._ahead_acks, None
             self._send_fetch_ahead(acks)
 

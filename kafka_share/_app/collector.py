@@ -148,13 +148,16 @@ class FetchCollector(Generic[K, V]):
         current = self._current
         return None if current is None else current.acquired_count
 
-    def collect(self, on_drained: Callable[[int], None] | None = None) -> CollectResult[K, V]:
+    def collect(
+        self, on_drained: Callable[[int, int], None] | None = None
+    ) -> CollectResult[K, V]:
         """Take up to ``max.poll.records`` records from the buffered fetches.
 
-        ``on_drained(acquired)`` is called (at most once) when this takes the
-        last queued fetch, before decoding it: the moment to ask for the next
+        ``on_drained(acquired, size)`` is called (at most once) when this takes
+        the last queued fetch, before decoding it: the moment to ask for the next
         response, so the broker works while this thread decodes and the
-        application processes. ``acquired`` is the taken fetch's record count.
+        application processes. ``acquired`` is the taken fetch's record count,
+        ``size`` the bytes of its records section.
         """
         out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         budget = self._max_poll_records
@@ -169,7 +172,7 @@ class FetchCollector(Generic[K, V]):
                     break
                 if on_drained is not None and self._buffer.is_empty():
                     try:
-                        on_drained(_acquired_count(fetch))
+                        on_drained(_acquired_count(fetch), len(fetch.records))
                     except BaseException:
                         self._buffer.push_front(fetch)  # not lost: the next poll takes it
                         raise

@@ -154,3 +154,12 @@ def test_fetch_ahead_policy_follows_response_size_and_application_pace() -> None
     assert not may_fetch_ahead(1000, 3.75, 15_000)
     # A slow handler: one record per second, 10 records, 30 s lock -> no.
     assert not may_fetch_ahead(10, 1000.0, 30_000)
+
+
+def test_a_small_response_means_caught_up_and_no_fetch_ahead() -> None:
+    from kafka_share.consumer import caught_up
+
+    assert caught_up(1, 100, 500)  # a live trickle: long-poll instead
+    assert not caught_up(967, 990_000, 500)  # a backlog of 1 KiB records
+    assert not caught_up(97, 1_000_000, 500)  # 10 KiB records: cut by bytes
+    assert not caught_up(500, 50_000, 500)  # a full poll's worth of small records

@@ -173,19 +173,20 @@ def test_max_poll_records_splits_a_fetch_across_polls() -> None:
 def test_on_drained_runs_when_the_last_queued_fetch_is_taken_before_it_is_decoded() -> None:
     h = Harness(max_poll_records=4)
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
-    h.add(build_batch(values(6)), [(0, 1, 1), (3, 5, 2)], tip=TIP1)
-    calls: list[tuple[int, int | None]] = []
+    tip1_data = build_batch(values(6))
+    h.add(tip1_data, [(0, 1, 1), (3, 5, 2)], tip=TIP1)
+    calls: list[tuple[int, int, int | None]] = []
 
-    def on_drained(acquired: int) -> None:
+    def on_drained(acquired: int, size: int) -> None:
         # TIP's fetch is used up and TIP1's is taken but not decoded yet.
-        calls.append((acquired, h.collector.delivering_acquired()))
+        calls.append((acquired, size, h.collector.delivering_acquired()))
 
     first = h.collector.collect(on_drained)
     assert len(first.records) == 4
-    assert calls == [(5, None)]  # TIP1 acquired 2 + 3 records
+    assert calls == [(5, len(tip1_data), None)]  # TIP1 acquired 2 + 3 records
     assert h.collector.delivering_acquired() == 5
     h.collector.collect(on_drained)
-    assert calls == [(5, None)]  # nothing more was taken from the queue
+    assert len(calls) == 1  # nothing more was taken from the queue
 
 
 def test_on_drained_is_not_called_while_other_fetches_stay_queued() -> None:
@@ -193,9 +194,9 @@ def test_on_drained_is_not_called_while_other_fetches_stay_queued() -> None:
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP1)
     calls: list[int] = []
-    h.collector.collect(calls.append)
+    h.collector.collect(lambda acquired, size: calls.append(acquired))
     assert calls == []  # took TIP's fetch; TIP1's is still queued
-    h.collector.collect(calls.append)
+    h.collector.collect(lambda acquired, size: calls.append(acquired))
     assert calls == [3]
 
 
