@@ -67,6 +67,7 @@ from kafka_share.errors import (
 from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 from kafka_share.share.acknowledgements import Acknowledgements
+from kafka_share.share.consume_manager import ACK_LINGER_MS
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
@@ -89,8 +90,6 @@ _COMPLETABLE = (
     SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
 )
 _DEFAULT_CLOSE_TIMEOUT_S = 30.0
-#: Longest time acknowledgements wait for a fetch to ride on while the buffer drains.
-_ACK_LINGER_MS = 50
 #: Longest a poll waits for the network thread to send a fetch ahead.
 _FETCH_HANDOFF_S = 0.002
 #: A fetch ahead goes out only while the response being delivered acquired at
@@ -764,7 +763,7 @@ class ShareConsumer(Generic[K, V]):
         """Ride on a fetch, or go out as a ShareAcknowledge.
 
         ``linger``: the buffer still holds records, so more acks follow within
-        milliseconds; the network thread keeps these for up to ``_ACK_LINGER_MS``
+        milliseconds; the network thread keeps these for up to ``ACK_LINGER_MS``
         and puts them on the next ShareFetch to their node if one goes out by then,
         instead of a ShareAcknowledge each that the fetch would queue behind.
         """
@@ -772,7 +771,7 @@ class ShareConsumer(Generic[K, V]):
             self._submit(FetchEvent(acks))
         elif acks:
             self._submit(AcknowledgeAsyncEvent(
-                acks, self._api_deadline(), linger_ms=_ACK_LINGER_MS if linger else 0
+                acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0
             ))
 
     def _drain_background(self) -> None:

@@ -276,21 +276,17 @@ class FetchCollector(Generic[K, V]):
                 self._reject_batch(data, cursor, exc, rejects)
                 continue
             # tuple.__new__ skips NamedTuple's Python-level __new__.
+            first_new = len(pending)
             for offset, timestamp, key, value, headers in records:
                 count = take(offset, gaps)
                 if count is None:
                     continue  # not acquired by us
-                key_size = -1 if key is None else len(key)
-                value_size = -1 if value is None else len(value)
                 pending.append(new(record_type, (
                     topic, partition, offset, timestamp, ts_type, key, value, headers,
-                    leader_epoch, count, key_size, value_size,
+                    leader_epoch, count,
+                    -1 if key is None else len(key), -1 if value is None else len(value),
                 )))
-                size += value_size + key_size
-                if key is None:
-                    size += 1
-                if value is None:
-                    size += 1
+            size += _payload_size(pending[first_new:])
         data.bytes_left = size
         cursor.finish(gaps)
         if gaps:

@@ -74,7 +74,7 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import Acknowledgements
-from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
+from kafka_share.share.consume_manager import ACK_LINGER_MS, FetchSettings, ShareConsumeManager
 from kafka_share.share.membership import (
     MembershipManager,
     MemberState,
@@ -91,8 +91,6 @@ log = logging.getLogger("kafka_share.network")
 
 #: Longest the loop sleeps without a reason to wake (Java: MAX_POLL_TIMEOUT_MS).
 _MAX_WAIT_MS = 5000
-#: How long the acks of a dropped fetch ahead wait for the next ShareFetch to ride on.
-_AHEAD_ACK_LINGER_MS = 50
 _INVALID_TOPIC_EXCEPTION = 17
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNSUPPORTED_SHARE = (
@@ -304,7 +302,7 @@ class NetworkThread:
                 if event.acks:
                     self._consume.on_async(
                         _node_acks(event.acks), event.ack_deadline_ms,
-                        linger_until_ms=now_ms + _AHEAD_ACK_LINGER_MS,
+                        linger_until_ms=now_ms + ACK_LINGER_MS,
                     )
             else:
                 self._consume.on_fetch(_node_acks(event.acks), ahead=event.ahead)

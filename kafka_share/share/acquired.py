@@ -316,11 +316,11 @@ class AcquiredCursor:
         ``gaps`` itself. Returns None, changing nothing, when the span is not
         wholly inside the current range; then use :meth:`take` per record.
         """
-        if first < self._next or last > self._last or self._next > self._last:
+        count = self.span_count(first, last)
+        if count is None:
             return None
         if first > self._next:
             gaps.extend(range(self._next, first))
-        count = self._count
         self._next = last + 1
         if self._next > self._last:
             self._advance_range()

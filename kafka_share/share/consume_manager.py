@@ -76,8 +76,9 @@ _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNKNOWN_TOPIC_ID = 100
 _INCONSISTENT_TOPIC_ID = 103
 _CORRUPT_MESSAGE = 2
-#: How long acks stranded by the end of a fetch round wait for the next one.
-_STRANDED_ACK_LINGER_MS = 50
+#: How long acknowledgements waiting for a ShareFetch to ride on may wait for one
+#: before they go as a ShareAcknowledge of their own.
+ACK_LINGER_MS = 50
 _REFRESH_METADATA_ERRORS = frozenset(
     {
         _NOT_LEADER,
@@ -228,13 +229,7 @@ class ShareConsumeManager:
         """Acknowledgements to send as a ShareAcknowledge; with ``linger_until_ms``
         they may wait until then for a ShareFetch to the same node to carry them."""
         for tip, (node_id, a) in acks.items():
-            state = self._node(node_id)
-            if not state.async_acks:
-                state.async_linger_until_ms = linger_until_ms
-            elif linger_until_ms == 0:
-                state.async_linger_until_ms = 0
-            _merge_into(state.async_acks, tip, a)
-            state.async_deadline_ms = max(state.async_deadline_ms, deadline_ms)
+            _queue_async(self._node(node_id), {tip: a}, deadline_ms, linger_until_ms)
 
     def on_sync(
         self,
@@ -730,16 +725,12 @@ class ShareConsumeManager:
         requests went out would wait for the next round, which may be a whole
         response away. They linger briefly for one, then go as a ShareAcknowledge."""
         for state in self._nodes.values():
-            if not state.piggyback:
-                continue
-            if not state.async_acks:
-                state.async_linger_until_ms = self._now_ms + _STRANDED_ACK_LINGER_MS
-            for tip, a in state.piggyback.items():
-                _merge_into(state.async_acks, tip, a)
-            state.piggyback = {}
-            state.async_deadline_ms = max(
-                state.async_deadline_ms, self._now_ms + self._settings.ack_timeout_ms
-            )
+            if state.piggyback:
+                acks, state.piggyback = state.piggyback, {}
+                _queue_async(
+                    state, acks, self._now_ms + self._settings.ack_timeout_ms,
+                    self._now_ms + ACK_LINGER_MS,
+                )
 
     def _partition_fetch_error(self, tip: TopicIdPartition, code: int, message: str | None) -> None:
         if code in _REFRESH_METADATA_ERRORS:
@@ -981,6 +972,23 @@ def _by_topic(items: Iterable[tuple[TopicIdPartition, _T]]) -> dict[uuid.UUID, l
     for tip, item in items:
         grouped.setdefault(tip.topic_id, []).append(item)
     return grouped
+
+
+def _queue_async(
+    state: _NodeState,
+    acks: Mapping[TopicIdPartition, Acknowledgements],
+    deadline_ms: int,
+    linger_until_ms: int,
+) -> None:
+    """Add ``acks`` to a node's asynchronous acks. The first to arrive set the
+    linger; acks that must go now (``linger_until_ms`` 0) end it for all."""
+    if not state.async_acks:
+        state.async_linger_until_ms = linger_until_ms
+    elif linger_until_ms == 0:
+        state.async_linger_until_ms = 0
+    for tip, a in acks.items():
+        _merge_into(state.async_acks, tip, a)
+    state.async_deadline_ms = max(state.async_deadline_ms, deadline_ms)
 
 
 def _fetch_topics(

@@ -200,6 +200,21 @@ def test_on_drained_is_not_called_while_other_fetches_stay_queued() -> None:
     assert calls == [3]
 
 
+@pytest.mark.parametrize(
+    "acquired",
+    [[(0, 3, 1)], [(1, 3, 1)]],  # the whole batch (decoded shaped) or part of it
+)
+def test_size_bytes_counts_keys_and_values_with_nulls_as_zero(
+    acquired: list[tuple[int, int, int]],
+) -> None:
+    h = Harness()
+    h.add(build_batch([(b"k0", b"v00"), (None, b"value"), (b"key", None), (None, None)]),
+          acquired)
+    result = h.collector.collect()
+    expected = {0: 5, 1: 5, 2: 3, 3: 0}
+    assert result.size_bytes == sum(expected[o] for o in collected_offsets(result))
+
+
 def test_max_poll_records_spans_partitions_in_buffer_order() -> None:
     h = Harness(max_poll_records=4)
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
