@@ -20,6 +20,7 @@ import attrs
 
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
+from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 
 if TYPE_CHECKING:
     from kafka_share.share.acknowledgements import Acknowledgements
@@ -32,6 +33,7 @@ __all__ = [
     "AcknowledgementCompletion",
     "ApplicationEvent",
     "CompletableEvent",
+    "CompletedShareFetch",
     "ErrorEvent",
     "FetchEvent",
     "LeaveGroupEvent",
@@ -148,32 +150,3 @@ class ErrorEvent:
 
     error: KafkaError
     fatal: bool = False
-
-
-@attrs.frozen
-class AcknowledgementCompletion:
-    """The broker's answer (or a local failure) for one acknowledgement batch of a partition."""
-
-    partition: TopicIdPartition
-    offsets: frozenset[int]
-    error: KafkaError | None
-    #: Offsets that were RENEWed successfully and go back to the application.
-    renewed_offsets: frozenset[int] = frozenset()
-    #: Lock duration reported with the answer (ShareAcknowledge v2), if any.
-    acquisition_lock_timeout_ms: int | None = None
-
-
-@attrs.define(eq=False)
-class CompletedShareFetch:
-    """One partition's data from one ShareFetch response (network -> application).
-
-    Decoding and deserialization happen on the application thread, like Java's
-    ShareCompletedFetch, so the network thread stays free for heartbeats.
-    """
-
-    node_id: int
-    partition: TopicIdPartition
-    records: bytes | memoryview
-    #: (first_offset, last_offset, delivery_count) ranges the broker acquired for us
-    acquired: list[tuple[int, int, int]]
-    acquisition_lock_timeout_ms: int | None = None

@@ -9,6 +9,20 @@ to the connection it was opened on and answers requests on one connection in ord
 a ShareFetch long-polling for ``fetch.max.wait.ms`` would otherwise delay the
 heartbeats queued behind it. Group traffic (FindCoordinator, ShareGroupHeartbeat)
 and metadata use the ``CONTROL`` connection.
+
+A request for a node that cannot be connected to right now (its reconnect
+backoff has not passed) is *parked*: it waits here, once, until the backoff has
+passed and then goes out on a new connection, or fails when its deadline passes.
+The engine never sees a synchronous failure it would answer by building the same
+request again, and :meth:`NetworkClient.poll` sleeps until the earliest backoff
+or deadline instead of spinning.
+
+Reconnects back off exponentially with jitter (``reconnect.backoff.ms`` up to
+``reconnect.backoff.max.ms``), and the connection setup timeout grows the same
+way (``socket.connection.setup.timeout.ms`` up to ``.max.ms``), as in Java.
+A broker that stays unreachable is reported at WARNING once it has lasted
+``UNREACHABLE_WARN_MS`` (single failures are routine during restarts and are
+logged at DEBUG/INFO), and its recovery at INFO.
 """
 
 from __future__ import annotations
@@ -18,12 +32,16 @@ import logging
 import selectors
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from kafka_share._log import Logger
-from kafka_share.errors import KafkaError, NetworkError
+from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kafka_share.protocol.api_keys import ApiVersionsTable
+from kafka_share.share.backoff import ExponentialBackoff
 
 from .connection import BrokerConnection, ConnectionState, ResponseHandler
 
@@ -34,6 +52,35 @@ log = logging.getLogger("kafka_share.net")
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+#: How long a node must have been unreachable before it is reported at WARNING.
+UNREACHABLE_WARN_MS = 10_000
+#: How often a node that stays unreachable is reported again at WARNING.
+UNREACHABLE_REPEAT_MS = 60_000
+
+
+@attrs.define(eq=False)
+class _Parked:
+    request: Any
+    handler: ResponseHandler
+    version: int | None
+    timeout_ms: int | None
+    deadline_ms: int
+
+
+@attrs.define(eq=False)
+class _NodeHealth:
+    """Reconnect bookkeeping of one node."""
+
+    #: consecutive connection attempts that never got ready
+    failures: int = 0
+    #: no new connection before this time
+    not_before_ms: int = 0
+    #: when the current run of failures started (None: reachable)
+    down_since_ms: int | None = None
+    last_warning_ms: int | None = None
+    last_error: str = ""
 
 
 class Purpose(enum.Enum):
@@ -54,6 +101,7 @@ class NetworkClient:
         address_of: AddressLookup,
         connect_timeout_ms: int,
         request_timeout_ms: int,
+        connect_timeout_max_ms: int | None = None,
         reconnect_backoff_ms: int,
         reconnect_backoff_max_ms: int,
         receive_buffer_bytes: int = -1,
@@ -67,16 +115,21 @@ class NetworkClient:
         self._address_of = address_of
         self._connect_timeout_ms = connect_timeout_ms
         self._request_timeout_ms = request_timeout_ms
-        self._reconnect_backoff_ms = reconnect_backoff_ms
-        self._reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self._reconnect_backoff = ExponentialBackoff(
+            reconnect_backoff_ms, max(reconnect_backoff_ms, reconnect_backoff_max_ms)
+        )
+        self._connect_timeout = ExponentialBackoff(
+            connect_timeout_ms, max(connect_timeout_ms, connect_timeout_max_ms or 0)
+        )
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._connections: dict[tuple[int, Purpose], BrokerConnection] = {}
-        # node -> (earliest next attempt, consecutive failures)
-        self._backoff: dict[int, tuple[int, int]] = {}
+        self._health: dict[int, _NodeHealth] = {}
+        #: requests waiting for a node's reconnect backoff to pass
+        self._parked: dict[tuple[int, Purpose], deque[_Parked]] = {}
         #: Called with (node_id, purpose, reason) after a connection closes.
         self.on_disconnect: Callable[[int, Purpose, KafkaError], None] | None = None
 
@@ -105,8 +158,8 @@ class NetworkClient:
         return None
 
     def can_connect(self, node_id: int, now_ms: int) -> bool:
-        until, _ = self._backoff.get(node_id, (0, 0))
-        return now_ms >= until
+        health = self._health.get(node_id)
+        return health is None or now_ms >= health.not_before_ms
 
     def ensure_connection(
         self, node_id: int, purpose: Purpose, now_ms: int
@@ -126,6 +179,8 @@ class NetworkClient:
         if address is None:
             return None
         host, port = address
+        health = self._health.get(node_id)
+        attempts = health.failures if health is not None else 0
         try:
             conn = BrokerConnection(
                 node_id=node_id,
@@ -133,15 +188,15 @@ class NetworkClient:
                 port=port,
                 client_id=self._client_id,
                 now_ms=now_ms,
-                connect_timeout_ms=self._connect_timeout_ms,
+                connect_timeout_ms=self._connect_timeout.backoff_ms(attempts),
                 request_timeout_ms=self._request_timeout_ms,
                 receive_buffer_bytes=self._receive_buffer_bytes,
                 send_buffer_bytes=self._send_buffer_bytes,
                 logger=self._log,
             )
         except KafkaError as exc:
-            self._note_failure(node_id, now_ms)
-            self._log.warning("cannot connect to node %s at %s:%s: %s", node_id, host, port, exc)
+            self._log.debug("cannot connect to node %s at %s:%s: %s", node_id, host, port, exc)
+            self._note_failure(node_id, f"{host}:{port}", str(exc), now_ms)
             return None
         self._connections[(node_id, purpose)] = conn
         conn.on_close = self._unregister
@@ -165,13 +220,68 @@ class NetworkClient:
         version: int | None = None,
         timeout_ms: int | None = None,
     ) -> bool:
-        """Send ``request``; False (handler not called) when no connection can be made now."""
+        """Send ``request``, or park it until the node may be connected to again.
+
+        Returns False (the handler already called with a NetworkError) only when
+        the node's address is unknown.
+        """
+        key = (node_id, purpose)
         conn = self.ensure_connection(node_id, purpose, now_ms)
         if conn is None:
-            return False
+            if self._address_of(node_id) is None:
+                handler(None, NetworkError(f"the address of node {node_id} is not known"))
+                return False
+            deadline = now_ms + (self._request_timeout_ms if timeout_ms is None else timeout_ms)
+            self._parked.setdefault(key, deque()).append(
+                _Parked(request, handler, version, timeout_ms, deadline)
+            )
+            return True
         conn.send(request, handler, now_ms=now_ms, version=version, timeout_ms=timeout_ms)
         self._update_interest(conn)
         return True
+
+    def _unpark(self, now_ms: int) -> None:
+        """Send parked requests whose node may be connected to now; fail those whose
+        deadline has passed."""
+        for key in list(self._parked):
+            queue = self._parked[key]
+            node_id, purpose = key
+            while queue and now_ms >= queue[0].deadline_ms:
+                p = queue.popleft()
+                health = self._health.get(node_id)
+                why = f": {health.last_error}" if health is not None and health.last_error else ""
+                p.handler(None, KafkaTimeoutError(
+                    f"request {type(p.request).__name__} could not be sent: node {node_id} "
+                    f"could not be reached before the request timed out{why}"
+                ))
+            if not queue:
+                del self._parked[key]
+                continue
+            if not self.can_connect(node_id, now_ms):
+                continue
+            conn = self.ensure_connection(node_id, purpose, now_ms)
+            if conn is None:
+                if self._address_of(node_id) is None:
+                    del self._parked[key]
+                    for p in queue:
+                        p.handler(None, NetworkError(f"the address of node {node_id} is not known"))
+                continue
+            del self._parked[key]
+            for p in queue:
+                conn.send(p.request, p.handler, now_ms=now_ms, version=p.version,
+                          timeout_ms=p.timeout_ms)
+            self._update_interest(conn)
+
+    def _next_parked_ms(self, now_ms: int) -> int | None:
+        """When a parked request next needs attention (its node's backoff ends or its
+        deadline passes)."""
+        times: list[int] = []
+        for (node_id, _purpose), queue in self._parked.items():
+            if queue:
+                times.append(queue[0].deadline_ms)
+                health = self._health.get(node_id)
+                times.append(health.not_before_ms if health is not None else now_ms)
+        return min(times) if times else None
 
     def close_node(self, node_id: int, reason: KafkaError | None = None) -> None:
         for (nid, _purpose), conn in list(self._connections.items()):
@@ -180,6 +290,10 @@ class NetworkClient:
         self._reap_closed(monotonic_ms())
 
     def close(self) -> None:
+        parked = [p for q in self._parked.values() for p in q]
+        self._parked.clear()
+        for p in parked:
+            p.handler(None, NetworkError("the consumer is closing"))
         for conn in list(self._connections.values()):
             conn.close(NetworkError("the consumer is closing"))
         self._reap_closed(monotonic_ms())
@@ -188,7 +302,9 @@ class NetworkClient:
         self._wake_w.close()
 
     def has_in_flight(self) -> bool:
-        return any(c.in_flight_count for c in self._connections.values())
+        return any(c.in_flight_count for c in self._connections.values()) or any(
+            self._parked.values()
+        )
 
     # -- the loop ---------------------------------------------------------------
 
@@ -203,6 +319,10 @@ class NetworkClient:
     def poll(self, timeout_ms: int) -> None:
         """Wait for I/O up to ``timeout_ms`` and run every ready connection's handlers."""
         now = monotonic_ms()
+        self._unpark(now)
+        parked = self._next_parked_ms(now)
+        if parked is not None:
+            timeout_ms = min(timeout_ms, max(0, parked - now))
         for conn in self._connections.values():
             deadline = conn.next_deadline_ms()
             if deadline is not None:
@@ -225,6 +345,7 @@ class NetworkClient:
             if conn.state is not ConnectionState.CLOSED:
                 conn.check_timeouts(now)
         self._reap_closed(now)
+        self._unpark(now)
 
     # -- internals ----------------------------------------------------------------
 
@@ -248,16 +369,40 @@ class NetworkClient:
         if key.events != events:
             self._selector.modify(conn.sock, events, conn)
 
-    def _note_failure(self, node_id: int, now_ms: int) -> None:
-        _, failures = self._backoff.get(node_id, (0, 0))
-        delay = min(self._reconnect_backoff_max_ms, self._reconnect_backoff_ms * (2**failures))
-        self._backoff[node_id] = (now_ms + delay, failures + 1)
+    def _note_failure(self, node_id: int, address: str, error: str, now_ms: int) -> None:
+        health = self._health.setdefault(node_id, _NodeHealth())
+        health.not_before_ms = now_ms + self._reconnect_backoff.backoff_ms(health.failures)
+        health.failures += 1
+        health.last_error = error
+        if health.down_since_ms is None:
+            health.down_since_ms = now_ms
+        down_ms = now_ms - health.down_since_ms
+        if down_ms >= UNREACHABLE_WARN_MS and (
+            health.last_warning_ms is None
+            or now_ms - health.last_warning_ms >= UNREACHABLE_REPEAT_MS
+        ):
+            health.last_warning_ms = now_ms
+            what = "bootstrap server" if node_id < 0 else f"broker {node_id}"
+            self._log.warning(
+                "cannot reach %s at %s for %.0f s (%d attempts, retrying every %d ms at "
+                "most): %s", what, address, down_ms / 1000, health.failures,
+                self._reconnect_backoff.backoff_ms(health.failures), error,
+            )
+
+    def _note_ready(self, conn: BrokerConnection, now_ms: int) -> None:
+        health = self._health.pop(conn.node_id, None)
+        if health is not None and health.last_warning_ms is not None:
+            down_ms = now_ms - (health.down_since_ms or now_ms)
+            what = "bootstrap server" if conn.node_id < 0 else f"broker {conn.node_id}"
+            self._log.info(
+                "connected to %s at %s again after %.0f s", what, conn.address, down_ms / 1000
+            )
 
     def _reap_closed(self, now_ms: int) -> None:
         for key, conn in list(self._connections.items()):
             if conn.state is not ConnectionState.CLOSED:
-                if conn.is_ready:
-                    self._backoff.pop(conn.node_id, None)
+                if conn.is_ready and conn.node_id in self._health:
+                    self._note_ready(conn, now_ms)
                 continue
             del self._connections[key]
             try:
@@ -265,7 +410,8 @@ class NetworkClient:
             except (KeyError, ValueError):
                 pass
             if conn.api_versions is None:
-                self._note_failure(conn.node_id, now_ms)
+                reason = conn.close_reason or NetworkError("connection closed")
+                self._note_failure(conn.node_id, conn.address, str(reason), now_ms)
             if self.on_disconnect is not None:
                 reason = conn.close_reason or NetworkError("connection closed")
                 self.on_disconnect(key[0], key[1], reason)

@@ -30,16 +30,13 @@ unanswered partitions complete with ``RequestTimedOutError``.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from kafka_share._app.events import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share._log import Logger
 from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader
 from kafka_share.errors import (
@@ -60,8 +57,16 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
+from kafka_share.share.backoff import ExponentialBackoff
+from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share.share.session import SESSION_RESET_ERRORS, SessionAcknowledgePlan, ShareSession
-from kafka_share.share.unsent import Channel, Sink, UnsentRequest, VersionedRequest
+from kafka_share.share.unsent import (
+    Channel,
+    ResponseHandler,
+    Sink,
+    UnsentRequest,
+    VersionedRequest,
+)
 
 if TYPE_CHECKING:
     from kafka_share.metrics import ShareConsumerMetrics
@@ -112,6 +117,8 @@ class FetchSettings:
     max_records: int
     record_limit: bool
     retry_backoff_ms: int
+    #: cap of the exponential backoff after failed share requests to a node
+    retry_backoff_max_ms: int = 1_000
     #: how long a session close after leaving the group may take
     close_timeout_ms: int = 30_000
     #: deadline for acks that were waiting for a fetch and go on their own instead
@@ -123,12 +130,15 @@ class _SyncCommit:
     """One ``commit_sync`` (or close) call spanning several nodes."""
 
     deadline_ms: int
-    future: Future[object] | None
+    #: the driver's handle for the waiting call (None: nobody waits, e.g. a leave)
+    token: object | None
     #: node -> acks still to send to that node
     per_node: dict[int, dict[TopicIdPartition, Acknowledgements]]
     results: dict[TopicIdPartition, KafkaError | None] = attrs.field(factory=dict)
     #: node -> acks sent and not answered yet
     in_flight: dict[int, dict[TopicIdPartition, Acknowledgements]] = attrs.field(factory=dict)
+    #: the outcome went to the sink (or nobody waits for one)
+    resolved: bool = False
 
     def done(self) -> bool:
         return not self.per_node and not self.in_flight
@@ -147,6 +157,8 @@ class _NodeState:
     sync_queue: deque[_SyncCommit] = attrs.field(factory=deque)
     close: _SyncCommit | None = None
     not_before_ms: int = 0
+    #: consecutive failed share requests (transport errors) to this node
+    failures: int = 0
     #: the close is a leave (not the consumer closing): open a new session afterwards
     reopen_after_close: bool = False
 
@@ -163,13 +175,16 @@ class ShareConsumeManager:
         member_id: str,
         share_fetch_version: Callable[[int], int | None],
         metrics: ShareConsumerMetrics | None = None,
-        clock: Callable[[], int] | None = None,
         logger: Logger | None = None,
+        random_source: Callable[[], float] | None = None,
     ) -> None:
         self._metrics = metrics
         self._log: Logger = logger or log
-        self._clock = clock or _monotonic_ms
         self._settings = settings
+        self._backoff = ExponentialBackoff(
+            settings.retry_backoff_ms, settings.retry_backoff_max_ms,
+            random_source=random_source,
+        )
         self._cluster = cluster
         self._sink = sink
         self._member_id = member_id
@@ -235,7 +250,7 @@ class ShareConsumeManager:
         self,
         acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
         deadline_ms: int,
-        future: Future[object],
+        token: object,
     ) -> None:
         # A commit sends everything still waiting: acknowledgements queued to ride
         # on a fetch or lingering for one go with it (and are reported with it).
@@ -248,17 +263,17 @@ class ShareConsumeManager:
             state.piggyback = {}
         for tip, (node_id, a) in acks.items():
             _merge_into(per_node.setdefault(node_id, {}), tip, a)
-        commit = _SyncCommit(deadline_ms, future, per_node)
+        commit = _SyncCommit(deadline_ms, token, per_node)
         for node_id in per_node:
             self._node(node_id).sync_queue.append(commit)
         if commit.done():
-            _resolve(commit)
+            self._resolve(commit)
 
     def on_close(
         self,
         acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
         deadline_ms: int,
-        future: Future[object],
+        token: object,
     ) -> None:
         """Final acks and a closing ShareAcknowledge (epoch -1) to every node with a session."""
         self.fetch_more = False
@@ -274,12 +289,12 @@ class ShareConsumeManager:
             state.async_acks = {}
             if not pending and state.session.is_new:
                 del per_node[node_id]  # no session was ever opened there
-        commit = _SyncCommit(deadline_ms, future, per_node)
+        commit = _SyncCommit(deadline_ms, token, per_node)
         for node_id in per_node:
             self._node(node_id).close = commit
         self._closing = commit
         if commit.done():
-            _resolve(commit)
+            self._resolve(commit)
 
     def block_fetching(self) -> None:
         """Never fetch again (the consumer's configuration cannot work with this cluster)."""
@@ -377,13 +392,13 @@ class ShareConsumeManager:
                 state.session = ShareSession(node_id, self._log)
             if state.session.closed:
                 self._fail(acks_for_node, NetworkError("the share session is closed"), commit)
-                _maybe_resolve(commit)
+                self._maybe_resolve(commit)
                 return None
             if state.session.is_new:
                 # Never established (or lost): there is nothing to close, and acks
                 # cannot open a session.
                 self._fail(acks_for_node, _session_lost(node_id), commit)
-                _maybe_resolve(commit)
+                self._maybe_resolve(commit)
                 return None
             plan = state.session.build_close(acks_for_node)
             return self._share_acknowledge(node_id, state, plan, commit, close=True)
@@ -428,12 +443,12 @@ class ShareConsumeManager:
                 ),
                 commit,
             )
-            _maybe_resolve(commit)
+            self._maybe_resolve(commit)
             return None
         plan = state.session.build_acknowledge(acks)
         if plan is None:
             self._fail(acks, _session_lost(node_id), commit)
-            _maybe_resolve(commit)
+            self._maybe_resolve(commit)
             return None
         return self._share_acknowledge(node_id, state, plan, commit, close=False)
 
@@ -445,12 +460,13 @@ class ShareConsumeManager:
         commit: _SyncCommit | None,
         *,
         close: bool,
-    ) -> Callable[[Any, KafkaError | None], None]:
+    ) -> ResponseHandler:
         # The session this request was built on: the answer updates that one, even
         # if the node's session has been replaced meanwhile.
         session = state.session
 
-        def handle(response: Any, error: KafkaError | None) -> None:
+        def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
+            self._now_ms = max(self._now_ms, now_ms)
             if commit is not None:
                 commit.in_flight.pop(node_id, None)
             if error is not None:
@@ -464,14 +480,14 @@ class ShareConsumeManager:
                 state.session = ShareSession(node_id, self._log)
             if error is not None:
                 self._fail(acks, _transport_failure(node_id, error), commit)
-                _maybe_resolve(commit)
+                self._maybe_resolve(commit)
                 return
             if response.error_code != 0:
                 err = self._top_level_ack_error(
                     node_id, response.error_code, response.error_message
                 )
                 self._fail(acks, err, commit)
-                _maybe_resolve(commit)
+                self._maybe_resolve(commit)
                 return
             lock_ms = response.acquisition_lock_timeout_ms or None
             self._apply_leader_hints(response.responses, response.node_endpoints)
@@ -506,11 +522,15 @@ class ShareConsumeManager:
                         ),
                         commit,
                     )
-            if retry and commit is not None:
+            if retry and commit is not None and commit.resolved:
+                # The commit already timed out: retry these on their own.
+                _queue_async(state, retry, now_ms + self._settings.ack_timeout_ms, 0)
+                state.not_before_ms = now_ms + self._settings.retry_backoff_ms
+            elif retry and commit is not None:
                 commit.per_node.setdefault(node_id, {}).update(retry)
                 state.sync_queue.appendleft(commit)
-                state.not_before_ms = self._now_ms + self._settings.retry_backoff_ms
-            _maybe_resolve(commit)
+                state.not_before_ms = now_ms + self._settings.retry_backoff_ms
+            self._maybe_resolve(commit)
 
         return handle
 
@@ -614,7 +634,7 @@ class ShareConsumeManager:
             known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
             self._count_sent(plan.acknowledgements)
             handler = self._fetch_handler(
-                node_id, state, plan.acknowledgements, known, self._clock(), self._ahead
+                node_id, state, plan.acknowledgements, known, now_ms, self._ahead
             )
             out.append(UnsentRequest(node_id, Channel.SHARE, wire_request, handler))
         return out
@@ -627,13 +647,18 @@ class ShareConsumeManager:
         topic_names: dict[uuid.UUID, str],
         sent_ms: int,
         ahead: bool,
-    ) -> Callable[[Any, KafkaError | None], None]:
+    ) -> ResponseHandler:
         session = state.session  # the session this request was built on
 
-        def handle(response: Any, error: KafkaError | None) -> None:
+        def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
+            self._now_ms = max(self._now_ms, now_ms)
             if error is not None:
                 session.handle_error()
-                state.not_before_ms = 0
+                # Back off before the next request to this node: a broker that is
+                # down (or a leader that moved) would otherwise be asked again on
+                # every loop, each failure also asking for new metadata.
+                state.not_before_ms = now_ms + self._backoff.backoff_ms(state.failures)
+                state.failures += 1
                 if isinstance(error, UnsupportedVersionError):
                     if not self._reported_v1_limit:
                         self._reported_v1_limit = True
@@ -644,6 +669,7 @@ class ShareConsumeManager:
                 return
             assert isinstance(response, ShareFetchResponse)
             session.handle_response(response.error_code)
+            state.failures = 0
             if response.error_code != 0:
                 err = self._top_level_ack_error(
                     node_id, response.error_code, response.error_message
@@ -702,10 +728,9 @@ class ShareConsumeManager:
                         None,
                     )
             if self._metrics is not None:
-                now = self._clock()
                 self._metrics.record_fetch(
-                    now,
-                    latency_ms=now - sent_ms,
+                    now_ms,
+                    latency_ms=now_ms - sent_ms,
                     size_bytes=sum(len(f.records) for f in completed),
                     records=sum(b - a + 1 for f in completed for a, b, _ in f.acquired),
                     throttle_time_ms=response.throttle_time_ms,
@@ -821,8 +846,14 @@ class ShareConsumeManager:
         if commit is not None and commit.results.get(tip) is None:
             commit.results[tip] = error
         offsets = acks.offsets()
-        if error is not None and self._metrics is not None:
-            self._metrics.record_acknowledgements(0, len(offsets), self._clock())
+        if error is not None:
+            # Visible at the default level: these records come back to the group.
+            self._log.warning(
+                "acknowledging %d record(s) of %s-%s failed: %s",
+                len(offsets), tip.topic, tip.partition, error,
+            )
+            if self._metrics is not None:
+                self._metrics.record_acknowledgements(0, len(offsets), self._now_ms)
         self._sink.ack_completed(
             AcknowledgementCompletion(
                 partition=tip,
@@ -836,7 +867,7 @@ class ShareConsumeManager:
     def _count_sent(self, acks: Mapping[TopicIdPartition, Acknowledgements]) -> None:
         if self._metrics is not None and acks:
             self._metrics.record_acknowledgements(
-                sum(len(a) for a in acks.values()), 0, self._clock()
+                sum(len(a) for a in acks.values()), 0, self._now_ms
             )
 
     def _expire(self, now_ms: int) -> None:
@@ -851,17 +882,36 @@ class ShareConsumeManager:
                     ),
                     None,
                 )
-            for commit in list(state.sync_queue) + ([state.close] if state.close else []):
+            for commit in list(state.sync_queue):
                 if now_ms >= commit.deadline_ms:
-                    self._expire_commit(commit)
-                    if state.close is commit:
-                        state.close = None
-            state.sync_queue = deque(c for c in state.sync_queue if not _is_resolved(c))
+                    self._expire_commit(commit, now_ms)
+            if state.close is not None and now_ms >= state.close.deadline_ms:
+                self._expire_close(state.close)
+                state.close = None
+            state.sync_queue = deque(c for c in state.sync_queue if not c.resolved)
             del node_id
         if self._closing is not None and now_ms >= self._closing.deadline_ms:
-            self._expire_commit(self._closing)
+            self._expire_close(self._closing)
 
-    def _expire_commit(self, commit: _SyncCommit) -> None:
+    def _expire_commit(self, commit: _SyncCommit, now_ms: int) -> None:
+        """A ``commit_sync`` ran out of time: the caller gets a timeout, but no
+        acknowledgement is thrown away. Those not sent yet stay pending (they ride on
+        the next ShareFetch to their node or go with the next commit, as Java's
+        do); those sent keep waiting for their answer, which reaches the commit
+        callback when it comes. Throwing them away would redeliver records the
+        application has processed."""
+        for node_id, acks in list(commit.per_node.items()):
+            _queue_async(
+                self._node(node_id), acks, now_ms + self._settings.ack_timeout_ms,
+                now_ms + ACK_LINGER_MS,
+            )
+        commit.per_node.clear()
+        self._resolve(commit, timed_out=True)
+
+    def _expire_close(self, commit: _SyncCommit) -> None:
+        """A close (or a leave's session close) ran out of time: the consumer is
+        going away, so what was not answered fails; the broker releases those
+        records when the session or the lock ends."""
         for _node_id, acks in list(commit.per_node.items()):
             self._fail(
                 acks,
@@ -875,15 +925,22 @@ class ShareConsumeManager:
             self._fail(acks, RequestTimedOutError(
                 "no answer to the acknowledgements before the deadline"), commit)
         commit.in_flight.clear()
-        _resolve(commit)
+        self._resolve(commit, timed_out=True)
+
+    def _resolve(self, commit: _SyncCommit, *, timed_out: bool = False) -> None:
+        if commit.resolved:
+            return
+        commit.resolved = True
+        if commit.token is not None:
+            self._sink.commit_completed(commit.token, dict(commit.results), timed_out=timed_out)
+
+    def _maybe_resolve(self, commit: _SyncCommit | None) -> None:
+        if commit is not None and commit.done():
+            self._resolve(commit)
 
     @property
     def close_done(self) -> bool:
-        return self._closing is None or _is_resolved(self._closing)
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
+        return self._closing is None or self._closing.resolved or self._closing.token is None
 
 
 def _merge_into(
@@ -949,18 +1006,8 @@ def _guard_v2_features(
     return VersionedRequest(request.API_KEY, build)
 
 
-def _is_resolved(commit: _SyncCommit) -> bool:
-    return commit.future is None or commit.future.done()
 
 
-def _resolve(commit: _SyncCommit) -> None:
-    if commit.future is not None and not commit.future.done():
-        commit.future.set_result(dict(commit.results))
-
-
-def _maybe_resolve(commit: _SyncCommit | None) -> None:
-    if commit is not None and commit.done():
-        _resolve(commit)
 
 
 _T = TypeVar("_T")

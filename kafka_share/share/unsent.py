@@ -9,11 +9,18 @@ from typing import Any, Protocol
 import attrs
 
 from kafka_share.errors import KafkaError
+from kafka_share.models import TopicIdPartition
+from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 
-__all__ = ["Channel", "ResponseHandler", "Sink", "UnsentRequest"]
+__all__ = ["AckResults", "Channel", "ResponseHandler", "Sink", "UnsentRequest"]
 
-#: Called once with (response, None) or (None, error).
-ResponseHandler = Callable[[Any, KafkaError | None], None]
+#: Per-partition outcome of a commit: ``None`` for success, else the error.
+AckResults = dict[TopicIdPartition, KafkaError | None]
+
+#: Called once with ``(response, None, now_ms)`` or ``(None, error, now_ms)``; the
+#: driver passes the time the answer (or failure) was seen, so engine handlers
+#: never read a clock.
+ResponseHandler = Callable[[Any, KafkaError | None, int], None]
 
 
 class Channel(enum.Enum):
@@ -36,11 +43,23 @@ class UnsentRequest:
 
 
 class Sink(Protocol):
-    """Where the share engine delivers results for the application thread."""
+    """Where the share engine delivers results for the application side.
 
-    def add_fetches(self, fetches: list[Any]) -> None: ...
+    Plain values only: the driver (the network thread) turns them into the
+    application's events and completes its futures.
+    """
 
-    def ack_completed(self, completion: Any) -> None: ...
+    def add_fetches(self, fetches: list[CompletedShareFetch]) -> None: ...
+
+    def ack_completed(self, completion: AcknowledgementCompletion) -> None: ...
+
+    def commit_completed(self, token: object, results: AckResults, *, timed_out: bool) -> None:
+        """A ``commit_sync`` or close identified by ``token`` is finished: ``results``
+        per partition; ``timed_out`` when its deadline passed first (acknowledgements
+        not sent by then stay pending and go with the next fetch or commit)."""
+
+    def leave_completed(self) -> None:
+        """The leave heartbeat was answered (or failed): the member is out."""
 
     def error(self, error: KafkaError, *, fatal: bool = False) -> None: ...
 

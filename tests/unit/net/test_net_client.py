@@ -264,19 +264,26 @@ def test_connect_refused_fails_the_request_and_backs_off_exponentially(
     run_until(client, lambda: out.done)
     assert isinstance(out.error, NetworkError)
     after = monotonic_ms()
-    # Backing off: no new connection is attempted and send says so.
+    # Backing off (10 s, jittered by up to 20 %): no new connection is attempted;
+    # a request sent meanwhile is parked, not failed (the engine would only build
+    # it again), and waits for the backoff.
     assert not client.can_connect(NODE, after)
-    assert not client.send(NODE, Purpose.CONTROL, metadata(), Outcome(), after)
+    parked = Outcome()
+    assert client.send(NODE, Purpose.CONTROL, metadata(), parked, after)
+    client.poll(20)
+    assert not parked.done
+    assert client.has_in_flight()
     assert client.ensure_connection(NODE, Purpose.CONTROL, after) is None
-    assert client.can_connect(NODE, after + 10_001)
+    assert not client.can_connect(NODE, after + 7_999)
+    assert client.can_connect(NODE, after + 12_001)
     # A second failure doubles the delay.
-    later = after + 10_001
+    later = after + 12_001
     out2 = Outcome()
     assert client.send(NODE, Purpose.CONTROL, metadata(), out2, later)
     run_until(client, lambda: out2.done)
     now = monotonic_ms()
-    assert not client.can_connect(NODE, now + 10_001)
-    assert client.can_connect(NODE, now + 20_001)
+    assert not client.can_connect(NODE, now + 15_999)
+    assert client.can_connect(NODE, now + 24_001)
 
 
 def test_reconnect_after_backoff_reaches_a_broker_that_came_up(
@@ -313,7 +320,10 @@ def test_unknown_node_cannot_be_sent_to(clients: list[NetworkClient]) -> None:
     clients.append(client)
     out = Outcome()
     assert not client.send(99, Purpose.CONTROL, metadata(), out, monotonic_ms())
-    assert not out.done
+    # The handler hears of it at once: a request nobody answers would leave the
+    # engine waiting for it forever.
+    assert out.done and isinstance(out.error, NetworkError)
+    assert "node 99" in str(out.error)
 
 
 def test_close_node_fails_pending_requests(clients: list[NetworkClient]) -> None:

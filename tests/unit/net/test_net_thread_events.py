@@ -47,7 +47,7 @@ def test_fetch_ahead_is_dropped_when_a_response_is_already_queued(
     thread._apply(
         FetchEvent(_acks(), sent=sent, ahead=True, ack_deadline_ms=10_000), now_ms=1_000
     )
-    consume = thread._consume
+    consume = thread._engine.consume
     assert consume.fetch_more is False
     # The acks are not lost: they wait briefly for a fetch, then go out alone.
     state = consume._nodes[1]
@@ -62,6 +62,6 @@ def test_fetch_ahead_with_an_empty_buffer_asks_for_records(
 ) -> None:
     thread, _ = engine
     thread._apply(FetchEvent(_acks(), ahead=True, ack_deadline_ms=10_000), now_ms=1_000)
-    consume = thread._consume
+    consume = thread._engine.consume
     assert consume.fetch_more is True and consume._ahead is True
     assert TIP in consume._nodes[1].piggyback

@@ -1,0 +1,464 @@
+"""The consumer engine: everything a share consumer decides, with no I/O.
+
+Theory of operation
+-------------------
+:class:`ConsumerEngine` owns the consumer's protocol state: the metadata cache
+and its refresh policy, group coordinator discovery, the ShareGroupHeartbeat
+membership state machine, and the share consume manager (one share session per
+broker, ShareFetch, ShareAcknowledge, commit and close flows). It is driven by
+plain calls:
+
+* inputs from the application (``subscribe``, ``fetch``, ``commit_sync``, ...)
+  and from the transport (``on_disconnect``, negotiated versions);
+* ``poll(now_ms)`` returns the requests to send now, each with the handler to
+  call with its answer and the time it arrived;
+* ``time_until_next_ms(now_ms)`` says how long the driver may sleep: every
+  backoff (metadata, coordinator, heartbeat, per-node share requests,
+  acknowledgement linger) is in it, so a driver that sleeps that long never
+  spins, whatever is down;
+* results leave through the :class:`~kafka_share.share.unsent.Sink` as plain
+  values (fetched data, acknowledgement outcomes, commit results, errors).
+
+It never touches sockets, threads, futures, queues or the clock: time comes in
+as ``now_ms``. The network thread (``kafka_share._net.thread``) is the driver
+for the synchronous consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kafka_share._log import Logger
+from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader, TopicMetadata
+from kafka_share.config import AcquireMode, ShareConsumerConfig
+from kafka_share.errors import (
+    InvalidTopicError,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    UnsupportedVersionError,
+    error_for_code,
+)
+from kafka_share.models import TopicIdPartition
+from kafka_share.protocol.api_keys import ApiKey
+from kafka_share.protocol.messages import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
+from kafka_share.share import _codes
+from kafka_share.share.acknowledgements import Acknowledgements
+from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
+from kafka_share.share.coordinator import CoordinatorManager
+from kafka_share.share.membership import (
+    HeartbeatPlan,
+    MembershipError,
+    MembershipManager,
+    MemberState,
+    resolve_assignment,
+)
+from kafka_share.share.metadata_refresh import MetadataRefresh
+from kafka_share.share.unsent import Channel, Sink, UnsentRequest, VersionedRequest
+
+if TYPE_CHECKING:
+    from kafka_share.metrics import ShareConsumerMetrics
+
+__all__ = ["ConsumerEngine", "NodeAcks"]
+
+log = logging.getLogger("kafka_share.engine")
+
+#: Acknowledgements of one partition and the node that must receive them.
+NodeAcks = Mapping[TopicIdPartition, tuple[int, Acknowledgements]]
+
+#: Longest the driver sleeps without a reason to wake (Java: MAX_POLL_TIMEOUT_MS).
+MAX_WAIT_MS = 5000
+_INVALID_TOPIC_EXCEPTION = 17
+_UNSUPPORTED_SHARE = (
+    "The cluster does not support the share group protocol. To use share groups, the "
+    "cluster must have the share group protocol enabled: Apache Kafka 4.1+ with the "
+    "share.version feature >= 1 (kafka-features.sh --bootstrap-server ... upgrade "
+    "--feature share.version=1; on by default for new 4.2+ clusters)."
+)
+_RECORD_LIMIT_NEEDS_V2 = (
+    "share.acquire.mode=record_limit needs ShareFetch v2 (Apache Kafka 4.2+); "
+    "the broker only supports v1. Use batch_optimized or upgrade the cluster."
+)
+
+
+class ConsumerEngine:
+    """The sans-IO engine of one share consumer (see the module docstring).
+
+    Args:
+        config: the consumer's parsed configuration.
+        member_id: the member id (generated once by the caller).
+        sink: where results go (plain values).
+        share_fetch_version: node id -> negotiated ShareFetch version, None while
+            unknown (a read-only query into the transport's negotiated versions).
+        metrics: the consumer's metric registry, if any.
+        logger: a logger carrying the consumer's identity.
+        random_source: jitter source for every backoff (tests inject one).
+    """
+
+    def __init__(
+        self,
+        config: ShareConsumerConfig,
+        *,
+        member_id: str,
+        sink: Sink,
+        share_fetch_version: Callable[[int], int | None],
+        metrics: ShareConsumerMetrics | None = None,
+        logger: Logger | None = None,
+        random_source: Callable[[], float] | None = None,
+    ) -> None:
+        self._config = config
+        self._sink = sink
+        self._metrics = metrics
+        self._log: Logger = logger or log
+        self.member_id = member_id
+        self.cluster = ClusterMetadata(
+            config.bootstrap_servers, metadata_max_age_ms=config.metadata_max_age_ms
+        )
+        self._refresh = MetadataRefresh(
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            random_source=random_source,
+        )
+        self.coordinator = CoordinatorManager(
+            config.group_id,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            random_source=random_source,
+        )
+        self.membership = MembershipManager(
+            config.group_id,
+            member_id=member_id,
+            rack_id=config.client_rack,
+            max_poll_interval_ms=config.max_poll_interval_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            random_source=random_source,
+            logger=self._log,
+        )
+        self.consume = ShareConsumeManager(
+            settings=FetchSettings(
+                group_id=config.group_id,
+                max_wait_ms=config.fetch_max_wait_ms,
+                min_bytes=config.fetch_min_bytes,
+                max_bytes=config.fetch_max_bytes,
+                max_records=config.max_poll_records,
+                record_limit=config.share_acquire_mode is AcquireMode.RECORD_LIMIT,
+                retry_backoff_ms=config.retry_backoff_ms,
+                retry_backoff_max_ms=config.retry_backoff_max_ms,
+                ack_timeout_ms=config.default_api_timeout_ms,
+            ),
+            cluster=self.cluster,
+            sink=sink,
+            member_id=member_id,
+            share_fetch_version=share_fetch_version,
+            metrics=metrics,
+            logger=self._log,
+            random_source=random_source,
+        )
+        self._subscription: frozenset[str] = frozenset()
+        self._assignment_version = -1
+        #: the member left (unsubscribe, poll timeout) and waits for that answer
+        self._leave_waiting = False
+        self._closing = False
+        self._share_v2: bool | None = None
+        self._reported_topic_errors: set[tuple[str, int]] = set()
+
+    # -- inputs from the application ------------------------------------------------
+
+    @property
+    def subscription(self) -> frozenset[str]:
+        return self._subscription
+
+    @property
+    def supports_share_v2(self) -> bool | None:
+        """Whether the cluster speaks the v2 share protocol; None while unknown."""
+        return self._share_v2
+
+    @property
+    def close_done(self) -> bool:
+        return self.consume.close_done
+
+    def subscribe(self, topics: frozenset[str]) -> None:
+        self._subscription = topics
+        self.membership.subscribe(topics)
+        self.cluster.request_update()
+
+    def unsubscribe(self) -> bool:
+        """Leave the group. True if a leave heartbeat will go out, whose answer
+        (or failure) is reported through ``Sink.leave_completed``; False if the
+        member was not in a group it could leave (nothing to wait for)."""
+        self._subscription = frozenset()
+        was_in_group = self.membership.in_group
+        self.membership.leave()
+        self.consume.assigned = []
+        if was_in_group and self.coordinator.known:
+            self._leave_waiting = True
+            return True
+        return False
+
+    def on_app_poll(self, now_ms: int) -> None:
+        """The application polled: resets the poll timer, (re)joins if needed."""
+        self.membership.on_poll(now_ms)
+
+    def fetch(self, acks: NodeAcks, *, ahead: bool = False) -> None:
+        """The application wants records; ``acks`` ride on the next ShareFetch."""
+        self.consume.on_fetch(acks, ahead=ahead)
+
+    def acknowledge_async(self, acks: NodeAcks, deadline_ms: int, linger_until_ms: int) -> None:
+        self.consume.on_async(acks, deadline_ms, linger_until_ms=linger_until_ms)
+
+    def commit_sync(self, acks: NodeAcks, deadline_ms: int, token: object) -> None:
+        self.consume.on_sync(acks, deadline_ms, token)
+
+    def close(self, acks: NodeAcks, deadline_ms: int, token: object) -> None:
+        self._closing = True
+        self.consume.on_close(acks, deadline_ms, token)
+
+    # -- inputs from the transport ----------------------------------------------------
+
+    def on_disconnect(self, node_id: int, channel: Channel, reason: KafkaError) -> None:
+        if channel is Channel.SHARE:
+            self.consume.on_disconnect(node_id)
+        else:
+            coordinator = self.coordinator.coordinator
+            if coordinator is not None and coordinator.node_id == node_id:
+                self.coordinator.mark_unknown()
+        if isinstance(reason, UnsupportedVersionError):
+            self._sink.error(reason)
+
+    def on_share_fetch_versions(self, max_version: int | None) -> None:
+        """The first negotiated connection said which ShareFetch versions the
+        cluster speaks (None: no share APIs at all; the heartbeat reports that)."""
+        if self._share_v2 is not None or max_version is None:
+            return
+        self._share_v2 = max_version >= 2
+        if not self._share_v2 and self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT:
+            self.consume.block_fetching()
+            self._sink.error(UnsupportedVersionError(_RECORD_LIMIT_NEEDS_V2), fatal=True)
+
+    # -- the round --------------------------------------------------------------------
+
+    def poll(self, now_ms: int) -> list[UnsentRequest]:
+        """The requests to send now."""
+        out: list[UnsentRequest] = []
+        if (
+            self._subscription
+            and self.cluster.needs_update(now_ms)
+            and self._refresh.may_send(now_ms)
+        ):
+            out.append(self._metadata_request(now_ms))
+        wants_coordinator = bool(self._subscription) or (
+            self.membership.state is MemberState.LEAVING
+        )
+        if wants_coordinator and self.coordinator.poll(now_ms):
+            out.append(self._find_coordinator_request())
+        plan = self.membership.poll(now_ms, self.coordinator.known)
+        if plan is not None:
+            out.append(self._heartbeat_request(plan, now_ms))
+            if plan.is_leave and not self._closing:
+                # Leaving (poll timeout or unsubscribe): close the share sessions so
+                # the broker releases our records now, not when their locks expire.
+                self.consume.close_sessions()
+        self._maybe_update_assignment()
+        out.extend(self.consume.poll(now_ms))
+        return out
+
+    def time_until_next_ms(self, now_ms: int) -> int:
+        """How long the driver may sleep before :meth:`poll` has something to do."""
+        waits = [
+            MAX_WAIT_MS,
+            self.membership.time_until_next_heartbeat_ms(now_ms, self.coordinator.known),
+            self.consume.time_until_next_ms(now_ms),
+        ]
+        if self._subscription:
+            if self.cluster.needs_update(now_ms):
+                allowed = self._refresh.time_until_allowed_ms(now_ms)
+                if allowed is not None:
+                    waits.append(allowed)
+            else:
+                waits.append(self.cluster.time_to_next_update_ms(now_ms))
+            waits.append(self.coordinator.time_until_next_lookup_ms(now_ms))
+        return max(0, min(waits))
+
+    # -- metadata -----------------------------------------------------------------------
+
+    def _metadata_request(self, now_ms: int) -> UnsentRequest:
+        self._refresh.on_send(now_ms)
+        node = self.cluster.any_node()
+        request = MetadataRequest(
+            topics=[
+                MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._subscription)
+            ],
+            allow_auto_topic_creation=self._config.allow_auto_create_topics,
+        )
+
+        def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
+            if error is not None:
+                self._refresh.on_failure(now_ms)
+                self._log.debug("metadata request to node %s failed: %s", node, error)
+                self.cluster.rotate_node()
+                self._check_unsupported(error)
+                return
+            assert isinstance(response, MetadataResponse)
+            self._refresh.on_success(now_ms)
+            self._on_metadata(now_ms, response)
+
+        return UnsentRequest(node, Channel.CONTROL, request, handle)
+
+    def _on_metadata(self, now_ms: int, response: MetadataResponse) -> None:
+        brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers]
+        topics = []
+        for t in response.topics:
+            name = t.name or ""
+            if t.error_code in (_INVALID_TOPIC_EXCEPTION, _codes.TOPIC_AUTHORIZATION_FAILED):
+                key = (name, t.error_code)
+                if key not in self._reported_topic_errors:
+                    self._reported_topic_errors.add(key)
+                    err_cls = (InvalidTopicError if t.error_code == _INVALID_TOPIC_EXCEPTION
+                               else TopicAuthorizationFailedError)
+                    self._sink.error(err_cls(f"{err_cls.name}: topic {name!r}"))
+            partitions = {
+                p.partition_index: PartitionLeader(p.leader_id, p.leader_epoch)
+                for p in t.partitions
+            }
+            topics.append(TopicMetadata(name, t.topic_id, t.error_code, partitions))
+        self.cluster.update(now_ms, brokers, topics, response.controller_id)
+        self._assignment_version = -1  # names may now resolve
+
+    # -- coordinator --------------------------------------------------------------------
+
+    def _find_coordinator_request(self) -> UnsentRequest:
+        node = self.cluster.any_node()
+        group_id = self._config.group_id
+
+        def build(version: int) -> FindCoordinatorRequest:
+            # Key type 0 is GROUP: share groups heartbeat to the group coordinator.
+            if version >= 4:
+                return FindCoordinatorRequest(
+                    key_type=self.coordinator.key_type, coordinator_keys=[group_id]
+                )
+            return FindCoordinatorRequest(key=group_id, key_type=self.coordinator.key_type)
+
+        request = VersionedRequest(ApiKey.FIND_COORDINATOR, build)
+
+        def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
+            if error is not None:
+                self.coordinator.on_failure(now_ms)
+                self.cluster.rotate_node()
+                self._check_unsupported(error)
+                return
+            assert isinstance(response, FindCoordinatorResponse)
+            if response.coordinators:
+                c = response.coordinators[0]
+                code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
+                message = c.error_message
+            else:
+                code, node_id, host, port = (
+                    response.error_code, response.node_id, response.host, response.port
+                )
+                message = response.error_message
+            fatal_code = self.coordinator.on_response(now_ms, code, node_id, host, port)
+            if fatal_code is not None:
+                self._sink.error(error_for_code(fatal_code, message))
+                return
+            if self.coordinator.known:
+                self.cluster.brokers.setdefault(node_id, BrokerInfo(node_id, host, port))
+                self._log.debug("group coordinator for %s is node %s",
+                                self._config.group_id, node_id)
+
+        return UnsentRequest(node, Channel.CONTROL, request, handle)
+
+    # -- heartbeat ----------------------------------------------------------------------
+
+    def _heartbeat_request(self, plan: HeartbeatPlan, sent_ms: int) -> UnsentRequest:
+        coordinator = self.coordinator.coordinator
+        assert coordinator is not None
+        request = ShareGroupHeartbeatRequest(
+            group_id=plan.group_id,
+            member_id=plan.member_id,
+            member_epoch=plan.member_epoch,
+            rack_id=plan.rack_id,
+            subscribed_topic_names=(
+                list(plan.subscribed_topic_names) if plan.subscribed_topic_names is not None
+                else None
+            ),
+        )
+        leaving = plan.is_leave
+
+        def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
+            if leaving:
+                if self._leave_waiting:
+                    self._leave_waiting = False
+                    self._sink.leave_completed()
+                return
+            if error is not None:
+                self.membership.on_heartbeat_failure(now_ms)
+                if self._check_unsupported(error):
+                    return
+                self.coordinator.mark_unknown()
+                return
+            assert isinstance(response, ShareGroupHeartbeatResponse)
+            assignment = None
+            if response.assignment is not None:
+                assignment = [
+                    (tp.topic_id, list(tp.partitions))
+                    for tp in response.assignment.topic_partitions
+                ]
+            message = response.error_message
+            if response.error_code == _codes.UNSUPPORTED_VERSION:
+                message = _UNSUPPORTED_SHARE
+            outcome = self.membership.on_heartbeat_response(
+                now_ms, response.error_code, message, response.member_epoch,
+                response.heartbeat_interval_ms, assignment,
+            )
+            if self._metrics is not None:
+                self._metrics.record_heartbeat(now_ms, now_ms - sent_ms)
+                if outcome.assignment_changed:
+                    self._metrics.record_rebalance(now_ms)
+            if outcome.coordinator_unknown:
+                self.coordinator.mark_unknown()
+            if outcome.error is not None:
+                self._sink.error(
+                    self._membership_error(outcome.error), fatal=outcome.error.fatal
+                )
+            if response.error_code == 0:
+                self.consume.member_ready = True
+            self._assignment_version = -1
+
+        return UnsentRequest(coordinator.node_id, Channel.CONTROL, request, handle)
+
+    def _membership_error(self, err: MembershipError) -> KafkaError:
+        if err.error_code == _codes.UNSUPPORTED_VERSION:
+            return UnsupportedVersionError(_UNSUPPORTED_SHARE)
+        return error_for_code(err.error_code, err.message)
+
+    def _check_unsupported(self, error: KafkaError) -> bool:
+        """A request that cannot be encoded for this broker (no common version)."""
+        if isinstance(error, UnsupportedVersionError):
+            self._sink.error(error, fatal=True)
+            self.membership.fail(_codes.UNSUPPORTED_VERSION, str(error))
+            return True
+        return False
+
+    def _maybe_update_assignment(self) -> None:
+        version = self.cluster.version
+        if self._assignment_version == version:
+            return
+        self._assignment_version = version
+        resolved = resolve_assignment(self.membership.assigned, self.cluster.topic_names)
+        if resolved.unresolved:
+            self.cluster.request_update()
+        self.consume.assigned = sorted(
+            resolved.partitions, key=lambda t: (t.topic, t.partition)
+        )
+        if self.membership.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL,
+                                     MemberState.STALE):
+            self.consume.assigned = []

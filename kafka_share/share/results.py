@@ -1,0 +1,41 @@
+"""What the share engine hands to the application side: fetched data and
+acknowledgement outcomes, as plain values (the engine never touches the
+application's queues or futures; the network thread forwards these)."""
+
+from __future__ import annotations
+
+import attrs
+
+from kafka_share.errors import KafkaError
+from kafka_share.models import TopicIdPartition
+
+__all__ = ["AcknowledgementCompletion", "CompletedShareFetch"]
+
+
+@attrs.frozen
+class AcknowledgementCompletion:
+    """The broker's answer (or a local failure) for one acknowledgement batch of a partition."""
+
+    partition: TopicIdPartition
+    offsets: frozenset[int]
+    error: KafkaError | None
+    #: Offsets that were RENEWed successfully and go back to the application.
+    renewed_offsets: frozenset[int] = frozenset()
+    #: Lock duration reported with the answer (ShareAcknowledge v2), if any.
+    acquisition_lock_timeout_ms: int | None = None
+
+
+@attrs.define(eq=False)
+class CompletedShareFetch:
+    """One partition's data from one ShareFetch response (network -> application).
+
+    Decoding and deserialization happen on the application thread, like Java's
+    ShareCompletedFetch, so the network thread stays free for heartbeats.
+    """
+
+    node_id: int
+    partition: TopicIdPartition
+    records: bytes | memoryview
+    #: (first_offset, last_offset, delivery_count) ranges the broker acquired for us
+    acquired: list[tuple[int, int, int]]
+    acquisition_lock_timeout_ms: int | None = None
