@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader, TopicMetadata
 from kafka_share.errors import (
     InvalidRecordStateError,
@@ -27,6 +26,7 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
+from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share.share.unsent import Channel, UnsentRequest, VersionedRequest
 
 TID = uuid.UUID(int=0x51)

@@ -1,0 +1,127 @@
+"""ConsumerEngine against a sans-IO fake cluster: the policies that keep a consumer
+correct and quiet through failures (unreachable brokers, a dead leader, leader
+moves, broker restarts, fencing), on a simulated clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_share.models import AcknowledgeType
+from tests.fakes.cluster import EngineDriver, FakeCluster
+
+
+def test_consumes_every_record_once_from_three_leaders() -> None:
+    cluster = FakeCluster(records_per_partition=120)
+    driver = EngineDriver(cluster)
+    driver.subscribe()
+    driver.run_for(5_000, until=cluster.all_accepted)
+    assert cluster.all_accepted()
+    assert max(cluster.deliveries.values()) == 1
+    assert {f.node_id for f in driver.sink.fetches} == {1, 2, 3}
+
+
+def test_every_broker_unreachable_the_engine_backs_off_instead_of_spinning() -> None:
+    cluster = FakeCluster()
+    cluster.down = {1, 2, 3}
+    driver = EngineDriver(cluster, bootstrap_servers="b1:9092,b2:9092")
+    cluster.down |= {-1, -2}  # the bootstrap servers too
+    driver.subscribe()
+    driver.run_for(10_000)
+    # retry.backoff.ms 100 doubling to retry.backoff.max.ms 1000: about a dozen tries.
+    assert 5 <= cluster.count("MetadataRequest") <= 16
+    assert cluster.count("FindCoordinatorRequest") <= 16
+    assert driver.loops <= 100, f"{driver.loops} engine loops in 10 s: a busy loop"
+
+
+def test_one_dead_leader_does_not_cause_a_metadata_storm() -> None:
+    cluster = FakeCluster(records_per_partition=60)
+    driver = EngineDriver(cluster)
+    driver.subscribe()
+    driver.run_for(2_000, until=cluster.all_accepted)
+    cluster.produce(0, 1000)
+    cluster.produce(1, 1000)
+    cluster.produce(2, 1000)
+    cluster.down = {3}  # partition 2's leader dies; the controller has not noticed yet
+    metadata_before = cluster.count("MetadataRequest")
+    fetches_before = cluster.count("ShareFetchRequest", node=3)
+    driver.run_for(10_000)
+    metadata = cluster.count("MetadataRequest") - metadata_before
+    to_dead = cluster.count("ShareFetchRequest", node=3) - fetches_before
+    # Every failed fetch asks for metadata; the refresh policy turns that into a
+    # backed-off trickle, and the dead node is retried with its own backoff.
+    assert metadata <= 16, f"{metadata} Metadata requests in 10 s"
+    assert to_dead <= 16, f"{to_dead} ShareFetch requests to the dead node in 10 s"
+    # The live partitions kept flowing meanwhile.
+    assert len(cluster.partitions[0].accepted) == 1060
+    assert len(cluster.partitions[1].accepted) == 1060
+
+
+def test_a_leader_move_follows_the_current_leader_hint_and_acks_stay_with_the_old_node() -> None:
+    cluster = FakeCluster(records_per_partition=0)
+    driver = EngineDriver(cluster)
+    driver.subscribe()
+    driver.run_for(1_000)
+    cluster.produce(0, 50)
+    # The fetch that acquires these is answered by node 1; the records are acked there.
+    driver.run_for(400, until=lambda: bool(cluster.partitions[0].acquired))
+    cluster.move_leader(0, 2)
+    cluster.produce(0, 50)
+    driver.run_for(5_000, until=cluster.all_accepted)
+    assert cluster.all_accepted()
+    nodes = [f.node_id for f in driver.sink.fetches if f.partition.partition == 0]
+    assert nodes[0] == 1 and nodes[-1] == 2
+    assert all(c.error is None for c in driver.sink.completions)
+
+
+def test_a_broker_restart_resets_the_share_session_and_consumption_goes_on() -> None:
+    cluster = FakeCluster(records_per_partition=40)
+    driver = EngineDriver(cluster)
+    driver.subscribe()
+    driver.run_for(3_000, until=cluster.all_accepted)
+    cluster.restart(1)
+    cluster.produce(0, 40)
+    driver.run_for(5_000, until=cluster.all_accepted)
+    assert cluster.all_accepted()
+    # The next fetch to node 1 failed with SHARE_SESSION_NOT_FOUND; a new session
+    # (epoch 0) was opened and fetching went on.
+    assert cluster.sessions[(1, "member-1")] >= 1
+
+
+def test_a_fenced_member_rejoins_at_epoch_zero_and_keeps_consuming() -> None:
+    cluster = FakeCluster(records_per_partition=30)
+    driver = EngineDriver(cluster)
+    driver.subscribe()
+    driver.run_for(3_000, until=cluster.all_accepted)
+    epoch_before = cluster.member_epoch
+    cluster.fence_next_heartbeat = True
+    driver.run_for(3_000)
+    assert not cluster.fence_next_heartbeat  # the fencing happened
+    assert cluster.member_epoch > epoch_before  # it rejoined
+    cluster.produce(1, 30)
+    driver.run_for(5_000, until=cluster.all_accepted)
+    assert cluster.all_accepted()
+
+
+def test_released_records_come_back_with_delivery_count_two() -> None:
+    cluster = FakeCluster(records_per_partition=10)
+
+    def release_first_delivery(partition: int, offset: int, count: int) -> AcknowledgeType:
+        return AcknowledgeType.RELEASE if count == 1 else AcknowledgeType.ACCEPT
+
+    driver = EngineDriver(cluster, ack_type=release_first_delivery)
+    driver.subscribe()
+    driver.run_for(5_000, until=cluster.all_accepted)
+    assert cluster.all_accepted()
+    assert set(cluster.deliveries.values()) == {2}
+
+
+@pytest.mark.parametrize("down", [{1}, {2}, {1, 2, 3}])
+def test_time_until_next_is_never_zero_while_nothing_can_be_done(down: set[int]) -> None:
+    cluster = FakeCluster(records_per_partition=0)
+    driver = EngineDriver(cluster)
+    driver.subscribe()
+    driver.run_for(1_000)
+    cluster.down = down
+    loops = driver.loops
+    driver.run_for(10_000)
+    assert driver.loops - loops <= 150
