@@ -18,7 +18,11 @@ import inspect
 import json
 import pickle
 import sys
+from pathlib import Path
 from typing import Any
+
+# Dump the kafka_share of this checkout, not an installed copy.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafka_share import errors
 
@@ -32,6 +36,13 @@ def _doc(obj: object) -> dict[str, str]:
     return {"doc_first_line": doc.splitlines()[0] if doc else "", "doc": doc}
 
 
+def _signature(cls: type) -> str:
+    try:
+        return str(inspect.signature(cls))
+    except ValueError:  # a class whose __init__ is a builtin's (no Python signature)
+        return "(builtin)"
+
+
 def _class(cls: type) -> dict[str, Any]:
     out: dict[str, Any] = {
         "kind": "class",
@@ -39,7 +50,7 @@ def _class(cls: type) -> dict[str, Any]:
         "mro": [_qual(c) for c in cls.__mro__],
         "retriable": getattr(cls, "retriable", None),
         **_doc(cls),
-        "init_signature": str(inspect.signature(cls.__init__)),
+        "signature": _signature(cls),
     }
     if issubclass(cls, errors.BrokerError):
         out["code"] = cls.code
@@ -62,7 +73,8 @@ def dump() -> dict[str, Any]:
         if isinstance(obj, type):
             names[name] = _class(obj)
         elif callable(obj):
-            names[name] = {"kind": "function", "signature": str(inspect.signature(obj)), **_doc(obj)}
+            signature = str(inspect.signature(obj))
+            names[name] = {"kind": "function", "signature": signature, **_doc(obj)}
         else:
             names[name] = {"kind": type(obj).__name__}
     result["names"] = names
@@ -80,6 +92,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: dump_errors_api.py OUT.json", file=sys.stderr)
         return 2
+    print(f"dumping {errors.__file__}", file=sys.stderr)
     with open(argv[1], "w", encoding="utf-8") as f:
         json.dump(dump(), f, indent=1, sort_keys=True)
         f.write("\n")
