@@ -143,18 +143,25 @@ def error_for_code(code: int, message: str | None = None) -> BrokerError:
 
     Returns:
         An instance of the matching :class:`BrokerError` subclass; for a code
-        this client does not know, a plain :class:`BrokerError` whose ``code``
-        is the unknown code and whose message names it.
+        this client does not know (a broker newer than the client may send
+        one), a plain :class:`BrokerError` whose ``code`` is that code, whose
+        ``name`` is ``UNKNOWN_ERROR_CODE_<code>`` and whose message names it.
 
     Raises:
+        TypeError: ``code`` is not an ``int``.
         ValueError: ``code`` is 0, which means "no error".
     """
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise TypeError(f"a Kafka error code is an int, got {type(code).__name__} {code!r}")
     if code == 0:
         raise ValueError("error code 0 (NONE) is not an error")
     cls = ERROR_CODES.get(code)
     if cls is None:
-        text = f"unknown broker error code {code}"
-        err = BrokerError(f"{text}: {message}" if message else text)
+        text = (
+            f"unknown broker error code {code}: not among the Kafka error codes this "
+            "client knows (the broker may be newer than the client)"
+        )
+        err = BrokerError(f"{text}; broker message: {message}" if message else text)
         err.code = code
         err.name = f"UNKNOWN_ERROR_CODE_{code}"
         return err
