@@ -40,6 +40,7 @@ case "$cmd" in
         "$venv/bin/ruff" check kafka_share tests tools benchmarks examples
         "$venv/bin/mypy"
         "$py" tools/gen_messages.py --check
+        "$py" tools/gen_errors.py --check
         exec "$py" -m pytest "$@"
         ;;
     *)
