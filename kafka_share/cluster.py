@@ -78,6 +78,14 @@ class ClusterMetadata:
         node = candidates[self._bootstrap_cursor % len(candidates)]
         return node
 
+    def rebootstrap(self) -> None:
+        """Forget the brokers learned from metadata and start again from the
+        bootstrap servers (``metadata.recovery.strategy=rebootstrap``): every known
+        broker may have been replaced (a cluster rebuilt behind the same names)."""
+        self.brokers = {}
+        self._bootstrap_cursor = 0
+        self.request_update()
+
     def rotate_node(self) -> None:
         """Try another node next time (after a failure to reach one)."""
         self._bootstrap_cursor += 1

@@ -44,6 +44,7 @@ from kafka_share.protocol.api_keys import ApiVersionsTable
 from kafka_share.share.backoff import ExponentialBackoff
 
 from .connection import BrokerConnection, ConnectionState, ResponseHandler
+from .resolver import Resolver
 
 __all__ = ["NetworkClient", "Purpose", "monotonic_ms"]
 
@@ -106,6 +107,8 @@ class NetworkClient:
         reconnect_backoff_max_ms: int,
         receive_buffer_bytes: int = -1,
         send_buffer_bytes: int = -1,
+        connections_max_idle_ms: int = -1,
+        dns_lookup: str = "use_all_dns_ips",
         logger: Logger | None = None,
     ) -> None:
         self._client_id = client_id
@@ -126,6 +129,10 @@ class NetworkClient:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._resolver = Resolver(self.wakeup, dns_lookup=dns_lookup)
+        #: nodes whose name is being resolved (the resolver wakes the loop when done)
+        self._resolving: set[int] = set()
+        self._max_idle_ms = connections_max_idle_ms
         self._connections: dict[tuple[int, Purpose], BrokerConnection] = {}
         self._health: dict[int, _NodeHealth] = {}
         #: requests waiting for a node's reconnect backoff to pass
@@ -182,12 +189,19 @@ class NetworkClient:
         health = self._health.get(node_id)
         attempts = health.failures if health is not None else 0
         try:
+            # Resolution runs off this thread: a slow DNS must not stall heartbeats.
+            addresses = self._resolver.lookup(host, port, bootstrap=node_id < 0)
+            if addresses is None:
+                self._resolving.add(node_id)
+                return None
+            self._resolving.discard(node_id)
             conn = BrokerConnection(
                 node_id=node_id,
                 host=host,
                 port=port,
                 client_id=self._client_id,
                 now_ms=now_ms,
+                addresses=addresses,
                 connect_timeout_ms=self._connect_timeout.backoff_ms(attempts),
                 request_timeout_ms=self._request_timeout_ms,
                 receive_buffer_bytes=self._receive_buffer_bytes,
@@ -195,11 +209,13 @@ class NetworkClient:
                 logger=self._log,
             )
         except KafkaError as exc:
+            self._resolving.discard(node_id)
             self._log.debug("cannot connect to node %s at %s:%s: %s", node_id, host, port, exc)
             self._note_failure(node_id, f"{host}:{port}", str(exc), now_ms)
             return None
         self._connections[(node_id, purpose)] = conn
         conn.on_close = self._unregister
+        conn.on_socket_change = self._reregister
         self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
         return conn
 
@@ -208,6 +224,13 @@ class NetworkClient:
             self._selector.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
+
+    def _reregister(self, conn: BrokerConnection, old: socket.socket) -> None:
+        try:
+            self._selector.unregister(old)
+        except (KeyError, ValueError):
+            pass
+        self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
 
     def send(
         self,
@@ -279,6 +302,8 @@ class NetworkClient:
         for (node_id, _purpose), queue in self._parked.items():
             if queue:
                 times.append(queue[0].deadline_ms)
+                if node_id in self._resolving:
+                    continue  # the resolver wakes the loop
                 health = self._health.get(node_id)
                 times.append(health.not_before_ms if health is not None else now_ms)
         return min(times) if times else None
@@ -344,9 +369,26 @@ class NetworkClient:
         for conn in list(self._connections.values()):
             if conn.state is not ConnectionState.CLOSED:
                 conn.check_timeouts(now)
+        self._close_idle(now)
         self._reap_closed(now)
         self._unpark(now)
 
+    def _close_idle(self, now_ms: int) -> None:
+        """``connections.max.idle.ms``: close a connection with nothing in flight that
+        has seen no traffic for that long (Java's selector does the same). A new one
+        opens on the next request. (A share connection is never idle that long while
+        the member polls: its ShareFetch long-polls every ``fetch.max.wait.ms``.)"""
+        if self._max_idle_ms < 0:
+            return
+        for conn in list(self._connections.values()):
+            if (
+                conn.is_ready
+                and conn.in_flight_count == 0
+                and now_ms - conn.last_activity_ms >= self._max_idle_ms
+            ):
+                self._log.debug("closing connection to node %s: idle for %d ms",
+                                conn.node_id, now_ms - conn.last_activity_ms)
+                conn.close(NetworkError(f"connection to node {conn.node_id} closed: idle"))
     # -- internals ----------------------------------------------------------------
 
     def _drain_wakeups(self) -> None:

@@ -1,9 +1,17 @@
 """One TCP connection to one broker: non-blocking socket + the sans-IO codec.
 
-Lifecycle: CONNECTING -> (socket connected) -> NEGOTIATING (ApiVersions in
-flight) -> READY -> CLOSED. Requests queued before READY wait and go out in
-order once versions are known, so every request is encoded at the highest
-version both sides support.
+Lifecycle (:data:`TRANSITIONS`): CONNECTING -> (socket connected) ->
+NEGOTIATING (ApiVersions in flight) -> READY -> CLOSED. Requests queued before
+READY wait and go out in order once versions are known, so every request is
+encoded at the highest version both sides support. Connection setup is a
+sequence of steps between the TCP connect and READY (today: ApiVersions); a TLS
+handshake goes before it and SASL authentication after it, each a state of its
+own in the table.
+
+The name is resolved before the connection is made (see ``resolver.py``), and
+the connection tries every address of it in order (``client.dns.lookup=
+use_all_dns_ips``): "localhost" is often ``::1`` first while a broker listens
+on ``127.0.0.1`` only.
 
 Everything here runs on the network thread; nothing blocks. A request that
 gets no answer within ``request_timeout_ms`` closes the connection, as in
@@ -25,7 +33,13 @@ import attrs
 
 from kafka_share._log import Logger
 from kafka_share._version import __version__
-from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError, UnsupportedVersionError
+from kafka_share.errors import (
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    UnsupportedVersionError,
+)
 from kafka_share.protocol.api_keys import (
     API_VERSIONS_FIRST_VERSION,
     ApiKey,
@@ -36,7 +50,9 @@ from kafka_share.protocol.codec import NEED_DATA, KafkaCodec
 from kafka_share.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from kafka_share.share.unsent import VersionedRequest
 
-__all__ = ["BrokerConnection", "ConnectionState", "ResponseHandler"]
+from .resolver import AddressInfo
+
+__all__ = ["TRANSITIONS", "BrokerConnection", "ConnectionState", "ResponseHandler"]
 
 log = logging.getLogger("kafka_share.net")
 
@@ -49,6 +65,15 @@ class ConnectionState(enum.Enum):
     NEGOTIATING = "negotiating"
     READY = "ready"
     CLOSED = "closed"
+
+
+#: The only state changes a connection makes; anything else is a bug.
+TRANSITIONS: dict[ConnectionState, frozenset[ConnectionState]] = {
+    ConnectionState.CONNECTING: frozenset({ConnectionState.NEGOTIATING, ConnectionState.CLOSED}),
+    ConnectionState.NEGOTIATING: frozenset({ConnectionState.READY, ConnectionState.CLOSED}),
+    ConnectionState.READY: frozenset({ConnectionState.CLOSED}),
+    ConnectionState.CLOSED: frozenset(),
+}
 
 
 @attrs.define(eq=False)
@@ -71,6 +96,7 @@ class BrokerConnection:
         port: int,
         client_id: str,
         now_ms: int,
+        addresses: list[AddressInfo] | None = None,
         connect_timeout_ms: int,
         request_timeout_ms: int,
         max_frame_bytes: int = 104857600,
@@ -99,16 +125,56 @@ class BrokerConnection:
         #: Called once, just before the socket is closed (the client unregisters it
         #: from its selector then: a new socket may soon reuse the descriptor number).
         self.on_close: Callable[[BrokerConnection], None] | None = None
-        self.sock = self._open_socket()
+        #: Called with the old socket when the connection moves on to the next
+        #: address of the broker's name (the client re-registers the new one).
+        self.on_socket_change: Callable[[BrokerConnection, socket.socket], None] | None = None
+        if addresses is None:
+            addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        self._addresses = list(addresses)
+        self._failures: list[str] = []
+        self._current_ip = ""
+        self._connect_timeout_ms = connect_timeout_ms
+        self.sock = self._open_next_socket()
+
+    def _transition(self, new: ConnectionState) -> None:
+        if new not in TRANSITIONS[self.state]:
+            raise IllegalStateError(
+                f"connection to {self.address}: no transition {self.state.name} -> {new.name}"
+            )
+        self.state = new
 
     # -- socket setup -----------------------------------------------------
 
-    def _open_socket(self) -> socket.socket:
+    def _open_next_socket(self) -> socket.socket:
+        """A socket connecting to the next address that does not fail at once."""
+        while self._addresses:
+            family, socktype, proto, _, addr = self._addresses.pop(0)
+            ip = addr[0] if isinstance(addr[0], str) else repr(addr[0])
+            self._current_ip = f"{ip}:{addr[1]}"
+            try:
+                return self._open_socket(family, socktype, proto, addr)
+            except NetworkError as exc:
+                self._failures.append(str(exc))
+        raise NetworkError("; ".join(self._failures) or f"no address for {self.address}")
+
+    def _next_address(self, error: str) -> bool:
+        """The connect to the current address failed: move on to the next one.
+        False when there is none left."""
+        self._failures.append(error)
+        old = self.sock
         try:
-            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise NetworkError(f"cannot resolve broker {self.host}:{self.port}: {exc}") from exc
-        family, socktype, proto, _, addr = infos[0]
+            self.sock = self._open_next_socket()
+        except NetworkError:
+            return False
+        try:
+            old.close()
+        except OSError:
+            pass
+        if self.on_socket_change is not None:
+            self.on_socket_change(self, old)
+        return True
+
+    def _open_socket(self, family: Any, socktype: Any, proto: int, addr: Any) -> socket.socket:
         sock = socket.socket(family, socktype, proto)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -123,7 +189,8 @@ class BrokerConnection:
         if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
             sock.close()
             raise NetworkError(
-                f"cannot connect to broker {self.host}:{self.port}: {errno.errorcode.get(err, err)}"
+                f"cannot connect to broker {self.host}:{self.port} ({addr[0]}): "
+                f"{errno.errorcode.get(err, err)}"
             )
         return sock
 
@@ -168,15 +235,23 @@ class BrokerConnection:
         if self.state is ConnectionState.CONNECTING:
             err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err != 0:
-                self.close(NetworkError(
-                    f"cannot connect to broker {self.address}: {errno.errorcode.get(err, err)}"
-                ))
+                message = (
+                    f"cannot connect to broker {self.address} ({self._current_ip}): "
+                    f"{errno.errorcode.get(err, err)}"
+                )
+                if not self._next_address(message):
+                    self.close(NetworkError("; ".join(self._failures)))
                 return
-            self.state = ConnectionState.NEGOTIATING
+            self._transition(ConnectionState.NEGOTIATING)
             self._send_api_versions(now_ms)
         self._flush()
 
     def on_readable(self, now_ms: int) -> None:
+        if self.state is ConnectionState.CONNECTING:
+            # A refused connect can show as readable first: settle the connect
+            # (and move on to the next address) before reading anything.
+            self.on_writable(now_ms)
+            return
         codec = self._codec
         try:
             # The kernel writes straight into the codec's buffer: for a large
@@ -213,7 +288,11 @@ class BrokerConnection:
 
     def check_timeouts(self, now_ms: int) -> None:
         if self.state is ConnectionState.CONNECTING and now_ms >= self._connect_deadline_ms:
-            self.close(KafkaTimeoutError(f"connecting to broker {self.address} timed out"))
+            message = f"connecting to broker {self.address} ({self._current_ip}) timed out"
+            if self._next_address(message):
+                self._connect_deadline_ms = now_ms + self._connect_timeout_ms
+                return
+            self.close(KafkaTimeoutError("; ".join(self._failures)))
             return
         for pending in self._in_flight.values():
             if now_ms >= pending.deadline_ms:
@@ -241,7 +320,7 @@ class BrokerConnection:
         """Close the socket and fail everything pending with ``reason``."""
         if self.state is ConnectionState.CLOSED:
             return
-        self.state = ConnectionState.CLOSED
+        self._transition(ConnectionState.CLOSED)
         self.close_reason = reason or NetworkError(f"connection to {self.address} closed")
         if self.on_close is not None:
             try:
@@ -295,7 +374,7 @@ class BrokerConnection:
         except KafkaError as exc:
             self.close(exc)
             return
-        self.state = ConnectionState.READY
+        self._transition(ConnectionState.READY)
         queued = list(self._queued)
         self._queued.clear()
         for pending in queued:

@@ -152,6 +152,8 @@ class NetworkThread:
             reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
             receive_buffer_bytes=config.receive_buffer_bytes,
             send_buffer_bytes=config.send_buffer_bytes,
+            connections_max_idle_ms=config.connections_max_idle_ms,
+            dns_lookup=config.client_dns_lookup,
             logger=self._log,
         )
         self._client.on_disconnect = self._on_disconnect

@@ -17,6 +17,7 @@ from typing import Final
 
 import attrs
 
+from kafka_share._log import Logger
 from kafka_share.share import _codes
 from kafka_share.share.backoff import ExponentialBackoff, RequestState
 
@@ -51,6 +52,7 @@ class CoordinatorManager:
         retry_backoff_ms: ``retry.backoff.ms``.
         retry_backoff_max_ms: ``retry.backoff.max.ms``.
         random_source: jitter source for the backoff (tests inject one).
+        logger: a logger carrying the consumer's identity.
     """
 
     key_type: Final = COORDINATOR_KEY_TYPE_GROUP
@@ -62,7 +64,9 @@ class CoordinatorManager:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1_000,
         random_source: Callable[[], float] | None = None,
+        logger: Logger | None = None,
     ) -> None:
+        self._log: Logger = logger or log
         if not group_id:
             raise ValueError("group_id must be a non-empty string")
         self.key = group_id
@@ -87,7 +91,7 @@ class CoordinatorManager:
     def mark_unknown(self) -> None:
         """Forget the coordinator (NOT_COORDINATOR, disconnect): look it up again."""
         if self._coordinator is not None:
-            log.info("Group coordinator %s is unavailable; rediscovering", self._coordinator)
+            self._log.info("Group coordinator %s is unavailable; rediscovering", self._coordinator)
         self._coordinator = None
 
     def poll(self, now_ms: int) -> bool:
@@ -116,7 +120,7 @@ class CoordinatorManager:
         """
         if error_code == _codes.NONE:
             if node_id < 0 or not host or not 0 < port < 65536:
-                log.warning(
+                self._log.warning(
                     "FindCoordinator returned an unusable coordinator %d at %s:%d; retrying",
                     node_id,
                     host,
@@ -126,12 +130,12 @@ class CoordinatorManager:
                 return None
             self._request.on_success(now_ms)
             self._coordinator = CoordinatorNode(node_id, host, port)
-            log.info("Discovered group coordinator %s:%d (id %d)", host, port, node_id)
+            self._log.info("Discovered group coordinator %s:%d (id %d)", host, port, node_id)
             return None
         self._request.on_failure(now_ms)
         if error_code in _FATAL_LOOKUP_ERRORS:
             return error_code
-        log.debug("FindCoordinator failed with error %d; retrying after backoff", error_code)
+        self._log.debug("FindCoordinator failed with error %d; retrying after backoff", error_code)
         return None
 
     def on_failure(self, now_ms: int) -> None:

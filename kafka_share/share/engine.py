@@ -132,6 +132,7 @@ class ConsumerEngine:
             retry_backoff_ms=config.retry_backoff_ms,
             retry_backoff_max_ms=config.retry_backoff_max_ms,
             random_source=random_source,
+            logger=self._log,
         )
         self.membership = MembershipManager(
             config.group_id,
@@ -170,6 +171,8 @@ class ConsumerEngine:
         self._closing = False
         self._share_v2: bool | None = None
         self._reported_topic_errors: set[tuple[str, int]] = set()
+        #: when the current run of failed Metadata requests began (None: healthy)
+        self._metadata_failing_since_ms: int | None = None
 
     # -- inputs from the application ------------------------------------------------
 
@@ -306,12 +309,37 @@ class ConsumerEngine:
                 self._log.debug("metadata request to node %s failed: %s", node, error)
                 self.cluster.rotate_node()
                 self._check_unsupported(error)
+                self._maybe_rebootstrap(now_ms)
                 return
             assert isinstance(response, MetadataResponse)
             self._refresh.on_success(now_ms)
+            self._metadata_failing_since_ms = None
             self._on_metadata(now_ms, response)
 
         return UnsentRequest(node, Channel.CONTROL, request, handle)
+
+    def _maybe_rebootstrap(self, now_ms: int) -> None:
+        """``metadata.recovery.strategy=rebootstrap``: when no broker has answered a
+        Metadata request for ``metadata.recovery.rebootstrap.trigger.ms``, start
+        again from the bootstrap servers (Java 4.x does the same); with ``none``
+        the consumer keeps trying the brokers it knows."""
+        if self._metadata_failing_since_ms is None:
+            self._metadata_failing_since_ms = now_ms
+            return
+        if (
+            self._config.metadata_recovery_strategy == "rebootstrap"
+            and self.cluster.brokers
+            and now_ms - self._metadata_failing_since_ms
+            >= self._config.metadata_recovery_rebootstrap_trigger_ms
+        ):
+            self._log.warning(
+                "no broker answered a metadata request for %d ms: rebootstrapping from %s",
+                now_ms - self._metadata_failing_since_ms,
+                ",".join(f"{h}:{p}" for h, p in self._config.bootstrap_servers),
+            )
+            self.cluster.rebootstrap()
+            self._refresh.allow_now()  # ask a bootstrap server before anything else
+            self._metadata_failing_since_ms = now_ms
 
     def _on_metadata(self, now_ms: int, response: MetadataResponse) -> None:
         brokers = [BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers]

@@ -73,6 +73,10 @@ class MetadataRefresh:
             return None
         return max(0, self._not_before_ms - now_ms)
 
+    def allow_now(self) -> None:
+        """Let the next wanted request go at once (the cache was just reset)."""
+        self._not_before_ms = 0
+
     def on_send(self, now_ms: int) -> None:
         self._in_flight = True
         if self._last_send_ms is not None and now_ms - self._last_send_ms > self._quiet_ms:

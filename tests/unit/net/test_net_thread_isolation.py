@@ -97,7 +97,7 @@ def test_a_dead_network_thread_fails_every_waiting_call_at_once(
         consumer._thread._thread.join(5)
         assert not consumer._thread._thread.is_alive()
         started = time.monotonic()
-        with pytest.raises(KafkaError, match="network thread failed.*create a new one"):
+        with pytest.raises(KafkaError, match=r"network thread failed.*create a new one"):
             consumer.subscribe(["t"])
             consumer.poll(timeout=5)
         assert time.monotonic() - started < 1.0

@@ -125,3 +125,23 @@ def test_time_until_next_is_never_zero_while_nothing_can_be_done(down: set[int])
     loops = driver.loops
     driver.run_for(10_000)
     assert driver.loops - loops <= 150
+
+
+@pytest.mark.parametrize(("strategy", "expect_bootstrap"), [("rebootstrap", True), ("none", False)])
+def test_metadata_recovery_rebootstraps_when_no_known_broker_answers(
+    strategy: str, expect_bootstrap: bool
+) -> None:
+    cluster = FakeCluster(records_per_partition=0)
+    driver = EngineDriver(
+        cluster, metadata_recovery_strategy=strategy,
+        metadata_recovery_rebootstrap_trigger_ms=3_000,
+    )
+    driver.subscribe()
+    driver.run_for(1_000)
+    cluster.down = {1, 2, 3}  # every broker the metadata named is gone
+    driver.engine.cluster.request_update()
+    before = len(cluster.received)
+    driver.run_for(10_000)
+    to_bootstrap = [n for n, api in cluster.received[before:]
+                    if api == "MetadataRequest" and n < 0]
+    assert bool(to_bootstrap) is expect_bootstrap
