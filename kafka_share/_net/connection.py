@@ -149,8 +149,7 @@ class BrokerConnection:
         """A socket connecting to the next address that does not fail at once."""
         while self._addresses:
             family, socktype, proto, _, addr = self._addresses.pop(0)
-            ip = addr[0] if isinstance(addr[0], str) else repr(addr[0])
-            self._current_ip = f"{ip}:{addr[1]}"
+            self._current_ip = ":".join(str(part) for part in addr[:2])
             try:
                 return self._open_socket(family, socktype, proto, addr)
             except NetworkError as exc:
