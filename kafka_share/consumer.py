@@ -61,12 +61,12 @@ from kafka_share.errors import (
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
-    UnsupportedVersionError,
     WakeupError,
 )
 from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 from kafka_share.share.acknowledgements import Acknowledgements
+from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
@@ -552,11 +552,8 @@ class ShareConsumer(Generic[K, V]):
                 f"invalid acknowledge type {type!r}: use AcknowledgeType.ACCEPT, RELEASE, "
                 "REJECT or RENEW"
             ) from None
-        if ack_type is AcknowledgeType.RENEW and not self._thread.supports_share_v2():
-            raise UnsupportedVersionError(
-                "AcknowledgeType.RENEW needs ShareAcknowledge v2 (Apache Kafka 4.2+); "
-                "the broker only supports v1"
-            )
+        if ack_type is AcknowledgeType.RENEW:
+            self._thread.require(ShareFeature.RENEW)
         return ack_type
 
     def commit_sync(

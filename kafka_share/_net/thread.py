@@ -54,6 +54,7 @@ from kafka_share.errors import KafkaError, KafkaTimeoutError
 from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.protocol.api_keys import ApiKey
 from kafka_share.share.acknowledgements import Acknowledgements
+from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
 from kafka_share.share.engine import MAX_WAIT_MS, ConsumerEngine
 from kafka_share.share.membership import generate_member_id
@@ -186,9 +187,12 @@ class NetworkThread:
         if self._died is not None:  # died while we were putting it
             self._fail_pending(self._died)
 
-    def supports_share_v2(self) -> bool:
-        """True unless a share connection negotiated only v1 (Kafka 4.1)."""
-        return self._engine.supports_share_v2 is not False
+    def require(self, feature: ShareFeature) -> None:
+        """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:
+        the engine checks again before sending)."""
+        caps = self._engine.capabilities
+        if caps is not None:
+            caps.require(feature)
 
     def stop(self, timeout_ms: int) -> None:
         """Stop the loop and wait up to ``timeout_ms`` for the thread to end."""
@@ -243,7 +247,7 @@ class NetworkThread:
         for event in self._pending:
             wait = min(wait, max(0, event.deadline_ms - now))
         self._client.poll(max(0, min(MAX_WAIT_MS, wait)))
-        if self._engine.supports_share_v2 is None:
+        if self._engine.capabilities is None:
             table = self._client.any_api_versions()
             if table is not None:
                 self._engine.on_share_fetch_versions(table.max_version(ApiKey.SHARE_FETCH))

@@ -58,6 +58,7 @@ from kafka_share.protocol.messages import (
 from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
 from kafka_share.share.backoff import ExponentialBackoff
+from kafka_share.share.capabilities import ShareCapabilities, ShareFeature
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share.share.session import SESSION_RESET_ERRORS, SessionAcknowledgePlan, ShareSession
 from kafka_share.share.unsent import (
@@ -173,7 +174,7 @@ class ShareConsumeManager:
         cluster: ClusterMetadata,
         sink: Sink,
         member_id: str,
-        share_fetch_version: Callable[[int], int | None],
+        capabilities: Callable[[int], ShareCapabilities | None],
         metrics: ShareConsumerMetrics | None = None,
         logger: Logger | None = None,
         random_source: Callable[[], float] | None = None,
@@ -188,8 +189,8 @@ class ShareConsumeManager:
         self._cluster = cluster
         self._sink = sink
         self._member_id = member_id
-        #: node -> negotiated ShareFetch version (None while unknown)
-        self._share_fetch_version = share_fetch_version
+        #: node -> what its negotiated share protocol can do (None while unknown)
+        self._capabilities = capabilities
         self._nodes: dict[int, _NodeState] = {}
         self.assigned: list[TopicIdPartition] = []
         self.fetch_more = False
@@ -435,14 +436,9 @@ class ShareConsumeManager:
         commit: _SyncCommit | None,
         now_ms: int,
     ) -> UnsentRequest | None:
-        if self._v1_only(node_id) and any(a.has_renew for a in acks.values()):
-            self._fail(
-                acks,
-                UnsupportedVersionError(
-                    "AcknowledgeType.RENEW needs ShareAcknowledge v2 (Apache Kafka 4.2+)"
-                ),
-                commit,
-            )
+        missing = self._missing(node_id, ShareFeature.RENEW)
+        if missing is not None and any(a.has_renew for a in acks.values()):
+            self._fail(acks, missing, commit)
             self._maybe_resolve(commit)
             return None
         plan = state.session.build_acknowledge(acks)
@@ -545,9 +541,16 @@ class ShareConsumeManager:
 
     # -- fetching ------------------------------------------------------------------------
 
-    def _v1_only(self, node_id: int) -> bool:
-        version = self._share_fetch_version(node_id)
-        return version is not None and version < 2
+    def _missing(self, node_id: int, feature: ShareFeature) -> UnsupportedVersionError | None:
+        """The error for using ``feature`` with ``node_id``, if it cannot be used."""
+        caps = self._capabilities(node_id)
+        if caps is None:
+            return None  # not negotiated yet: the encode-time guard decides
+        try:
+            caps.require(feature)
+        except UnsupportedVersionError as exc:
+            return exc
+        return None
 
     def _fetch_requests(self, now_ms: int) -> list[UnsentRequest]:
         wanted: dict[int, list[TopicIdPartition]] = {}
@@ -573,16 +576,11 @@ class ShareConsumeManager:
             parts = wanted.get(node_id, [])
             if not parts and not state.piggyback and not state.session.partitions:
                 continue
-            if self._settings.record_limit and self._v1_only(node_id):
+            missing_limit = self._missing(node_id, ShareFeature.RECORD_LIMIT)
+            if self._settings.record_limit and missing_limit is not None:
                 if not self._reported_v1_limit:
                     self._reported_v1_limit = True
-                    self._sink.error(
-                        UnsupportedVersionError(
-                            "share.acquire.mode=record_limit needs ShareFetch v2 (Apache Kafka "
-                            "4.2+); the broker only supports v1. Use batch_optimized or upgrade "
-                            "the cluster."
-                        )
-                    )
+                    self._sink.error(missing_limit)
                 continue
             acks = state.piggyback
             state.piggyback = {}
@@ -592,15 +590,10 @@ class ShareConsumeManager:
                 for tip, a in state.async_acks.items():
                     _merge_into(acks, tip, a)
                 state.async_acks = {}
-            if self._v1_only(node_id) and any(a.has_renew for a in acks.values()):
+            missing_renew = self._missing(node_id, ShareFeature.RENEW)
+            if missing_renew is not None and any(a.has_renew for a in acks.values()):
                 renew = {t: a for t, a in acks.items() if a.has_renew}
-                self._fail(
-                    renew,
-                    UnsupportedVersionError(
-                        "AcknowledgeType.RENEW needs ShareFetch v2 (Apache Kafka 4.2+)"
-                    ),
-                    None,
-                )
+                self._fail(renew, missing_renew, None)
                 acks = {t: a for t, a in acks.items() if not a.has_renew}
             plan = state.session.build_fetch(parts, acks)
             if plan.unsendable:
@@ -990,17 +983,8 @@ def _guard_v2_features(
         return request
 
     def build(version: int) -> ShareFetchRequest | ShareAcknowledgeRequest:
-        if version < 2:
-            if record_limit:
-                raise UnsupportedVersionError(
-                    "share.acquire.mode=record_limit needs ShareFetch v2 (Apache Kafka "
-                    "4.2+); the broker only supports v1. Use batch_optimized or upgrade "
-                    "the cluster."
-                )
-            raise UnsupportedVersionError(
-                "AcknowledgeType.RENEW needs ShareFetch/ShareAcknowledge v2 (Apache Kafka "
-                "4.2+); the broker only supports v1"
-            )
+        caps = ShareCapabilities(version)
+        caps.require(ShareFeature.RECORD_LIMIT if record_limit else ShareFeature.RENEW)
         return request
 
     return VersionedRequest(request.API_KEY, build)

@@ -52,6 +52,7 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import Acknowledgements
+from kafka_share.share.capabilities import ShareCapabilities, ShareFeature
 from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
 from kafka_share.share.coordinator import CoordinatorManager
 from kafka_share.share.membership import (
@@ -83,10 +84,6 @@ _UNSUPPORTED_SHARE = (
     "share.version feature >= 1 (kafka-features.sh --bootstrap-server ... upgrade "
     "--feature share.version=1; on by default for new 4.2+ clusters)."
 )
-_RECORD_LIMIT_NEEDS_V2 = (
-    "share.acquire.mode=record_limit needs ShareFetch v2 (Apache Kafka 4.2+); "
-    "the broker only supports v1. Use batch_optimized or upgrade the cluster."
-)
 
 
 class ConsumerEngine:
@@ -96,8 +93,8 @@ class ConsumerEngine:
         config: the consumer's parsed configuration.
         member_id: the member id (generated once by the caller).
         sink: where results go (plain values).
-        share_fetch_version: node id -> negotiated ShareFetch version, None while
-            unknown (a read-only query into the transport's negotiated versions).
+        share_fetch_version: node id -> the ShareFetch version negotiated with it,
+            None while unknown (a read-only query into the transport).
         metrics: the consumer's metric registry, if any.
         logger: a logger carrying the consumer's identity.
         random_source: jitter source for every backoff (tests inject one).
@@ -159,7 +156,7 @@ class ConsumerEngine:
             cluster=self.cluster,
             sink=sink,
             member_id=member_id,
-            share_fetch_version=share_fetch_version,
+            capabilities=self._node_capabilities,
             metrics=metrics,
             logger=self._log,
             random_source=random_source,
@@ -169,7 +166,9 @@ class ConsumerEngine:
         #: the member left (unsubscribe, poll timeout) and waits for that answer
         self._leave_waiting = False
         self._closing = False
-        self._share_v2: bool | None = None
+        self._share_fetch_version = share_fetch_version
+        #: the cluster's share protocol, from the first negotiated connection
+        self.capabilities: ShareCapabilities | None = None
         self._reported_topic_errors: set[tuple[str, int]] = set()
         #: when the current run of failed Metadata requests began (None: healthy)
         self._metadata_failing_since_ms: int | None = None
@@ -180,10 +179,9 @@ class ConsumerEngine:
     def subscription(self) -> frozenset[str]:
         return self._subscription
 
-    @property
-    def supports_share_v2(self) -> bool | None:
-        """Whether the cluster speaks the v2 share protocol; None while unknown."""
-        return self._share_v2
+    def _node_capabilities(self, node_id: int) -> ShareCapabilities | None:
+        version = self._share_fetch_version(node_id)
+        return None if version is None else ShareCapabilities(version)
 
     @property
     def close_done(self) -> bool:
@@ -239,13 +237,18 @@ class ConsumerEngine:
 
     def on_share_fetch_versions(self, max_version: int | None) -> None:
         """The first negotiated connection said which ShareFetch versions the
-        cluster speaks (None: no share APIs at all; the heartbeat reports that)."""
-        if self._share_v2 is not None or max_version is None:
+        cluster speaks (None: no share APIs at all; the heartbeat reports that).
+        A configuration that needs more fails the consumer now, not at its first
+        fetch."""
+        if self.capabilities is not None or max_version is None:
             return
-        self._share_v2 = max_version >= 2
-        if not self._share_v2 and self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT:
-            self.consume.block_fetching()
-            self._sink.error(UnsupportedVersionError(_RECORD_LIMIT_NEEDS_V2), fatal=True)
+        self.capabilities = ShareCapabilities(max_version)
+        if self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT:
+            try:
+                self.capabilities.require(ShareFeature.RECORD_LIMIT)
+            except UnsupportedVersionError as exc:
+                self.consume.block_fetching()
+                self._sink.error(exc, fatal=True)
 
     # -- the round --------------------------------------------------------------------
 

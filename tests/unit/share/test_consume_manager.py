@@ -25,6 +25,7 @@ from kafka_share.protocol.messages import (
     ShareFetchResponse,
 )
 from kafka_share.share.acknowledgements import Acknowledgements
+from kafka_share.share.capabilities import ShareCapabilities
 from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share.share.unsent import Channel, UnsentRequest, VersionedRequest
@@ -84,7 +85,7 @@ class Env:
             cluster=self.cluster,
             sink=self.sink,
             member_id="member-1",
-            share_fetch_version=lambda node: share_version,
+            capabilities=lambda node: ShareCapabilities(share_version),
         )
         self.mgr.member_ready = True
         self.mgr.assigned = [TIP0, TIP1]
