@@ -38,7 +38,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 import attrs
 
-from kafka_share.errors import CorruptMessageError
+from kafka_share.errors import CorruptMessageError, UnsupportedVersionError
 from kafka_share.protocol.headers import (
     RequestHeader,
     ResponseHeader,
@@ -53,6 +53,7 @@ __all__ = [
     "KafkaCodec",
     "NeedData",
     "RequestMessage",
+    "decode_api_versions_unsupported",
 ]
 
 _SIZE = struct.Struct(">i")
@@ -316,19 +317,18 @@ class KafkaCodec:
                 f"(api key {req.api_key} v{req.api_version}), got {header.correlation_id}"
             )
         body = view[body_pos:]
-        version = req.api_version
+        response: object
         if (
             req.api_key == _API_VERSIONS_KEY
             and len(body) >= 2
             and _INT16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION
         ):
-            # KIP-511: a broker that does not know our ApiVersions version replies
-            # with a v0 body; see api_keys.api_versions_retry_version.
-            version = 0
-        try:
-            response = RESPONSE_DECODERS[req.api_key](body, version)
-        except CorruptMessageError as exc:
-            self._fail(f"correlation id {req.correlation_id}: {exc}")
+            response = decode_api_versions_unsupported(body, req.api_version)
+        else:
+            try:
+                response = RESPONSE_DECODERS[req.api_key](body, req.api_version)
+            except CorruptMessageError as exc:
+                self._fail(f"correlation id {req.correlation_id}: {exc}")
         self._in_flight.pop(0)
         return req, response
 
@@ -353,6 +353,29 @@ class KafkaCodec:
         err = CorruptMessageError(message)
         self._broken = err
         raise err
+
+
+def decode_api_versions_unsupported(
+    body: bytes | memoryview, sent_version: int
+) -> ApiVersionsResponse:
+    """Decode an ApiVersions answer whose error code is UNSUPPORTED_VERSION (35).
+
+    KIP-511 says such an answer is a v0 body listing the ApiVersions versions
+    the broker supports, and Apache Kafka sends exactly that. Other brokers
+    use other layouts: the request's own version, or (librdkafka's mock
+    cluster) a mix of the two that no version describes. The error code, the
+    first two bytes in every layout, is certain; the list is a hint. So the
+    body is tried as v0, then at ``sent_version``, and when neither fits the
+    answer is error 35 with an empty list, for which the client retries at v0
+    (Java's NetworkClient does the same). Never raises: an unreadable hint is
+    no reason to drop the connection.
+    """
+    for version in (0,) if sent_version == 0 else (0, sent_version):
+        try:
+            return ApiVersionsResponse.decode(body, version)
+        except (CorruptMessageError, UnsupportedVersionError):
+            continue
+    return ApiVersionsResponse(error_code=_UNSUPPORTED_VERSION)
 
 
 def is_api_versions_fallback(response: object) -> bool:
