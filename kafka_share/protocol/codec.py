@@ -24,7 +24,8 @@ Kafka answers requests on a connection strictly in order, so each response
 must carry the correlation id of the oldest in-flight request. Anything else
 (a mismatched id, a frame larger than ``max_frame_bytes``, an undecodable
 body) raises :class:`~kafka_share.errors.CorruptMessageError`, after which the
-codec refuses further use: the connection must be closed.
+codec refuses further use: the connection must be closed. Bytes after a
+complete body are not an error: Java's and librdkafka's clients ignore them too.
 
 Frame: int32 size, then the response header, then the body.
 """
@@ -46,6 +47,7 @@ from kafka_share.protocol.headers import (
     response_header_version,
 )
 from kafka_share.protocol.messages import RESPONSE_DECODERS, ApiVersionsResponse
+from kafka_share.protocol.primitives import TrailingBytesError
 
 __all__ = [
     "NEED_DATA",
@@ -327,6 +329,11 @@ class KafkaCodec:
         else:
             try:
                 response = RESPONSE_DECODERS[req.api_key](body, req.api_version)
+            except TrailingBytesError as exc:
+                # The body is complete; what follows it is not ours to judge.
+                # Java and librdkafka read no further either, and librdkafka's
+                # mock cluster ends some responses with a second tag section.
+                response = exc.decoded
             except CorruptMessageError as exc:
                 self._fail(f"correlation id {req.correlation_id}: {exc}")
         self._in_flight.pop(0)

@@ -2,7 +2,7 @@
 
 The fake broker answers ApiVersions with the exact bytes librdkafka's mock
 cluster sends (the layout is described in
-tests/unit/protocol/test_protocol_api_versions_fallback.py).
+tests/unit/protocol/test_protocol_librdkafka_mock.py).
 """
 
 from __future__ import annotations

@@ -1,10 +1,15 @@
-"""ApiVersions UNSUPPORTED_VERSION answers the codec must tolerate (KIP-511).
+"""Answers from librdkafka's mock cluster that the codec must tolerate.
 
-A broker that does not know the ApiVersions version we sent answers error 35.
-Apache Kafka writes that answer in the v0 layout; librdkafka's mock cluster
-writes it in a layout that is neither v0 nor the request's version. Java
-parses what it can and otherwise retries at v0; so must we, instead of
-treating the answer as a corrupt frame and reconnecting forever.
+ApiVersions (KIP-511): a broker that does not know the ApiVersions version we
+sent answers error 35. Apache Kafka writes that answer in the v0 layout;
+librdkafka's mock cluster writes it in a layout that is neither v0 nor the
+request's version. Java parses what it can and otherwise retries at v0; so
+must we, instead of treating the answer as a corrupt frame and reconnecting
+forever.
+
+Bytes after a complete body: the mock ends some flexible responses with a
+second empty tagged-field section. Java and librdkafka read no further than
+the fields they know; so must the codec (strict ``decode`` still reports them).
 """
 
 from __future__ import annotations
@@ -127,3 +132,45 @@ def test_unsupported_version_at_v0_is_a_clear_error_not_a_retry() -> None:
     response = m.ApiVersionsResponse(error_code=35)
     with pytest.raises(UnsupportedVersionError, match="v0"):
         api_versions_retry_version(response, 0)
+
+
+# -- bytes after a complete body ----------------------------------------------------
+
+#: MetadataResponse v12 body from librdkafka 2.16's mock cluster (3 brokers, topic
+#: "t1" with 2 partitions), captured from a socket. Its last byte is a second
+#: empty tagged-field section (the mock writes the top-level tags twice); Java and
+#: librdkafka ignore bytes after a complete body.
+MOCK_METADATA_V12_BODY = bytes.fromhex(
+    (Path(__file__).parent / "fixtures" / "metadata_v12_response_librdkafka_mock.hex")
+    .read_text()
+    .strip()
+)
+
+
+def test_strict_decode_still_reports_trailing_bytes() -> None:
+    with pytest.raises(CorruptMessageError, match="1 unexpected trailing bytes"):
+        m.MetadataResponse.decode(MOCK_METADATA_V12_BODY, 12)
+
+
+def test_codec_accepts_a_response_with_bytes_after_a_complete_body() -> None:
+    codec = KafkaCodec("c")
+    cid, _ = codec.send_request(m.MetadataRequest(topics=[]), 12)
+    # Metadata v12 is flexible: response header v1 (correlation id + empty tags).
+    payload = struct.pack(">i", cid) + b"\x00" + MOCK_METADATA_V12_BODY
+    codec.receive_data(struct.pack(">i", len(payload)) + payload)
+    item = codec.next_response()
+    assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
+    response = item[1]
+    assert isinstance(response, m.MetadataResponse)
+    assert sorted(b.node_id for b in response.brokers) == [1, 2, 3]
+    (topic,) = response.topics
+    assert topic.name == "t1"
+    assert [(p.partition_index, p.leader_id) for p in topic.partitions] == [(0, 1), (1, 2)]
+    # The stream stays in sync: the next response decodes normally.
+    cid2, _ = codec.send_request(m.SaslHandshakeRequest(), 1)
+    body2 = m.SaslHandshakeResponse(mechanisms=["PLAIN"]).encode(1)
+    payload2 = struct.pack(">i", cid2) + body2
+    codec.receive_data(struct.pack(">i", len(payload2)) + payload2)
+    item2 = codec.next_response()
+    assert item2 is not NEED_DATA and not isinstance(item2, type(NEED_DATA))
+    assert item2[1] == m.SaslHandshakeResponse(mechanisms=["PLAIN"])
