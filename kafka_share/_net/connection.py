@@ -360,10 +360,20 @@ class BrokerConnection:
             self.close(error)
             return
         assert isinstance(response, ApiVersionsResponse)
-        retry = api_versions_retry_version(response, self._api_versions_version)
+        try:
+            retry = api_versions_retry_version(response, self._api_versions_version)
+        except KafkaError as exc:
+            # No ApiVersions version in common: say so once, do not walk down.
+            self._log.warning("broker %s: %s", self.address, exc)
+            self.close(exc)
+            return
         if retry is not None:
-            # The broker does not know our ApiVersions version; retry at the
-            # version it advertised (KIP-511).
+            # The broker does not know our ApiVersions version; retry on this
+            # connection at the version it listed, else v0 (KIP-511).
+            self._log.debug(
+                "broker %s rejected ApiVersions v%d; retrying at v%d",
+                self.address, self._api_versions_version, retry,
+            )
             self._api_versions_version = retry
             self._send_api_versions(self.last_activity_ms)
             self._flush()

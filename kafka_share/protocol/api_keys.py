@@ -8,10 +8,12 @@ version both sides support). Share-group APIs get a dedicated error: Kafka
 
 ApiVersions negotiation (KIP-511): the client sends its highest ApiVersions
 version (:data:`API_VERSIONS_FIRST_VERSION`). A broker that does not know that
-version answers UNSUPPORTED_VERSION (35) with a *v0-format* body listing the
-ApiVersions versions it supports; :class:`~kafka_share.protocol.codec.KafkaCodec`
-decodes such a body as v0, and :func:`api_versions_retry_version` picks the
-version to retry at.
+version answers UNSUPPORTED_VERSION (35), normally with a *v0-format* body
+listing the ApiVersions versions it supports;
+:class:`~kafka_share.protocol.codec.KafkaCodec` reads what it can of that body
+(:func:`~kafka_share.protocol.codec.decode_api_versions_unsupported`), and
+:func:`api_versions_retry_version` picks the version to retry at, or raises
+when there is none.
 """
 
 from __future__ import annotations
@@ -217,19 +219,39 @@ def api_versions_retry_version(response: ApiVersionsResponse, sent_version: int)
     """Decide whether (and at which version) to resend ApiVersions.
 
     A broker that does not support the ApiVersions version we sent answers
-    UNSUPPORTED_VERSION (35) with a v0 body listing its own ApiVersions
-    range (KIP-511). Retry at the highest version both sides support and
-    below ``sent_version`` (so negotiation always terminates), or at v0 when
-    the broker listed nothing.
+    UNSUPPORTED_VERSION (35), listing its own ApiVersions range when the
+    codec could read it (KIP-511; see
+    :func:`~kafka_share.protocol.codec.decode_api_versions_unsupported`).
+    Retry at the highest version both sides support and below
+    ``sent_version`` (so negotiation always terminates), or at v0 when no
+    range could be read, as Java does.
 
     Returns:
         The version to retry at, or ``None`` when no retry is called for (no
-        error, another error, or nothing lower than ``sent_version`` to try).
+        error, or another error).
+
+    Raises:
+        UnsupportedVersionError: there is no version left to try: the broker
+            rejected v0, or the range it lists has nothing in common with the
+            client's. The message names both ranges.
     """
-    if response.error_code != 35 or sent_version <= 0:
+    if response.error_code != 35:
         return None
-    client_max = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
+    client_min, client_max = CLIENT_VERSIONS[ApiKey.API_VERSIONS]
+    client_txt = f"v{client_min}-v{client_max}"
+    if sent_version <= client_min:
+        raise UnsupportedVersionError(
+            f"the broker rejected ApiVersions v{sent_version}, the lowest version this client "
+            f"speaks ({client_txt}); cannot negotiate API versions"
+        )
     for k in response.api_keys:
         if k.api_key == ApiKey.API_VERSIONS:
-            return max(0, min(k.max_version, client_max, sent_version - 1))
-    return 0
+            retry = min(k.max_version, client_max, sent_version - 1)
+            if retry < max(k.min_version, client_min):
+                raise UnsupportedVersionError(
+                    f"ApiVersions: no common version (broker supports "
+                    f"v{k.min_version}-v{k.max_version}, client {client_txt}); "
+                    "cannot negotiate API versions"
+                )
+            return retry
+    return client_min

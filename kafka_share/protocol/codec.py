@@ -24,7 +24,8 @@ Kafka answers requests on a connection strictly in order, so each response
 must carry the correlation id of the oldest in-flight request. Anything else
 (a mismatched id, a frame larger than ``max_frame_bytes``, an undecodable
 body) raises :class:`~kafka_share.errors.CorruptMessageError`, after which the
-codec refuses further use: the connection must be closed.
+codec refuses further use: the connection must be closed. Bytes after a
+complete body are not an error: Java's and librdkafka's clients ignore them too.
 
 Frame: int32 size, then the response header, then the body.
 """
@@ -38,7 +39,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 import attrs
 
-from kafka_share.errors import CorruptMessageError
+from kafka_share.errors import CorruptMessageError, UnsupportedVersionError
 from kafka_share.protocol.headers import (
     RequestHeader,
     ResponseHeader,
@@ -46,6 +47,7 @@ from kafka_share.protocol.headers import (
     response_header_version,
 )
 from kafka_share.protocol.messages import RESPONSE_DECODERS, ApiVersionsResponse
+from kafka_share.protocol.primitives import TrailingBytesError
 
 __all__ = [
     "NEED_DATA",
@@ -53,6 +55,7 @@ __all__ = [
     "KafkaCodec",
     "NeedData",
     "RequestMessage",
+    "decode_api_versions_unsupported",
 ]
 
 _SIZE = struct.Struct(">i")
@@ -316,19 +319,23 @@ class KafkaCodec:
                 f"(api key {req.api_key} v{req.api_version}), got {header.correlation_id}"
             )
         body = view[body_pos:]
-        version = req.api_version
+        response: object
         if (
             req.api_key == _API_VERSIONS_KEY
             and len(body) >= 2
             and _INT16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION
         ):
-            # KIP-511: a broker that does not know our ApiVersions version replies
-            # with a v0 body; see api_keys.api_versions_retry_version.
-            version = 0
-        try:
-            response = RESPONSE_DECODERS[req.api_key](body, version)
-        except CorruptMessageError as exc:
-            self._fail(f"correlation id {req.correlation_id}: {exc}")
+            response = decode_api_versions_unsupported(body, req.api_version)
+        else:
+            try:
+                response = RESPONSE_DECODERS[req.api_key](body, req.api_version)
+            except TrailingBytesError as exc:
+                # The body is complete; what follows it is not ours to judge.
+                # Java and librdkafka read no further either, and librdkafka's
+                # mock cluster ends some responses with a second tag section.
+                response = exc.decoded
+            except CorruptMessageError as exc:
+                self._fail(f"correlation id {req.correlation_id}: {exc}")
         self._in_flight.pop(0)
         return req, response
 
@@ -353,6 +360,29 @@ class KafkaCodec:
         err = CorruptMessageError(message)
         self._broken = err
         raise err
+
+
+def decode_api_versions_unsupported(
+    body: bytes | memoryview, sent_version: int
+) -> ApiVersionsResponse:
+    """Decode an ApiVersions answer whose error code is UNSUPPORTED_VERSION (35).
+
+    KIP-511 says such an answer is a v0 body listing the ApiVersions versions
+    the broker supports, and Apache Kafka sends exactly that. Other brokers
+    use other layouts: the request's own version, or (librdkafka's mock
+    cluster) a mix of the two that no version describes. The error code, the
+    first two bytes in every layout, is certain; the list is a hint. So the
+    body is tried as v0, then at ``sent_version``, and when neither fits the
+    answer is error 35 with an empty list, for which the client retries at v0
+    (Java's NetworkClient does the same). Never raises: an unreadable hint is
+    no reason to drop the connection.
+    """
+    for version in (0,) if sent_version == 0 else (0, sent_version):
+        try:
+            return ApiVersionsResponse.decode(body, version)
+        except (CorruptMessageError, UnsupportedVersionError):
+            continue
+    return ApiVersionsResponse(error_code=_UNSUPPORTED_VERSION)
 
 
 def is_api_versions_fallback(response: object) -> bool:

@@ -12,6 +12,8 @@ defaults, nested struct classes under Kafka's struct names, and:
 
 Decoding takes ``bytes`` or a ``memoryview``; ``records`` fields come back as
 zero-copy ``memoryview`` slices of the input. Unknown tagged fields are skipped.
+Bytes left after a complete body raise ``TrailingBytesError`` (a
+``CorruptMessageError``) carrying the decoded message, for callers that accept it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import attrs
 from kafka_share.errors import CorruptMessageError, UnsupportedVersionError
 from kafka_share.protocol.primitives import (
     ZERO_UUID,
+    TrailingBytesError,
     read_array_len,
     read_bytes,
     read_compact_array_len,
@@ -66,9 +69,11 @@ def _decode_body(
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"cannot decode {name} v{version}: {exc}") from None
     if pos != len(buf):
-        raise CorruptMessageError(
+        raise TrailingBytesError(
             f"cannot decode {name} v{version}: {len(buf) - pos} unexpected trailing bytes "
-            f"at offset {pos}"
+            f"at offset {pos}",
+            obj,
+            len(buf) - pos,
         )
     return obj
 

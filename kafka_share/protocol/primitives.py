@@ -22,6 +22,24 @@ import uuid
 
 from kafka_share.errors import CorruptMessageError
 
+
+class TrailingBytesError(CorruptMessageError):
+    """A message decoded completely, but bytes were left over after it.
+
+    Strict decoding (the generated ``decode``) reports this as corruption. A
+    client reading a broker's responses may instead take :attr:`decoded`, as
+    Java's and librdkafka's clients do: they never look past the fields they
+    know, and some brokers (librdkafka's mock cluster) end responses with an
+    extra empty tagged-field section.
+    """
+
+    def __init__(self, message: str, decoded: object, trailing_bytes: int) -> None:
+        super().__init__(message)
+        #: The message read from the bytes before the trailing ones.
+        self.decoded = decoded
+        #: How many bytes were left over.
+        self.trailing_bytes = trailing_bytes
+
 __all__ = [
     "INT8",
     "INT16",
@@ -30,6 +48,7 @@ __all__ = [
     "UINT16",
     "UINT32",
     "ZERO_UUID",
+    "TrailingBytesError",
     "read_array_len",
     "read_bytes",
     "read_compact_array_len",

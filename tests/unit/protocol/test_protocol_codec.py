@@ -132,7 +132,9 @@ def test_api_versions_response_uses_header_v0_and_fallback_to_v0_body() -> None:
 def test_retry_version_terminates() -> None:
     resp = m.ApiVersionsResponse(error_code=35)
     assert api_versions_retry_version(resp, 4) == 0
-    assert api_versions_retry_version(resp, 0) is None
+    # Nothing below v0: a clear error instead of another round trip.
+    with pytest.raises(UnsupportedVersionError, match="ApiVersions v0"):
+        api_versions_retry_version(resp, 0)
     odd = m.ApiVersionsResponse(
         error_code=35,
         api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=9)],
