@@ -14,7 +14,7 @@ import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -111,6 +111,11 @@ class LocalKafkaCluster(KafkaCluster):
     platform a small reaper process kills the JVMs and removes the directory.
     Pass ``False`` only to leave the brokers running on purpose (:meth:`detach`).
 
+    ``node_config(address)`` returns per-node properties applied over
+    ``extra_config`` (e.g. an extra listener advertised through a
+    :class:`~kafka_share.testing.TcpProxy` per node); it is called with each
+    node's :class:`~kafka_share.testing.config.NodeAddress` on every start attempt.
+
     The jars are downloaded once into the per-user cache
     (:func:`kafka_share.testing.maven.cache_root`). Needs Java 17+ and, for the
     first run of a version, Maven.
@@ -136,6 +141,7 @@ class LocalKafkaCluster(KafkaCluster):
         jvm_options: Sequence[str] | None = None,
         cache_dir: Path | None = None,
         die_with_parent: bool = True,
+        node_config: Callable[[NodeAddress], Mapping[str, str]] | None = None,
     ) -> None:
         if not 1 <= num_nodes <= _MAX_NODES:
             raise ValueError(f"num_nodes must be between 1 and {_MAX_NODES}, got {num_nodes}")
@@ -153,6 +159,7 @@ class LocalKafkaCluster(KafkaCluster):
         self._broker_ports = list(broker_ports) if broker_ports is not None else None
         self._cache_dir = cache_dir
         self.die_with_parent = die_with_parent
+        self._node_config = node_config
         self._owns_work_dir = work_dir is None
         self._work_dir_arg = Path(work_dir) if work_dir is not None else None
         self.work_dir: Path | None = None
@@ -336,7 +343,10 @@ class LocalKafkaCluster(KafkaCluster):
                 shutil.rmtree(home)  # a fresh data dir every start
             home.mkdir(parents=True)
             node = _Node(address, home)
-            props = broker_properties(address, addresses, node.data_dir, self.extra_config)
+            overrides = dict(self.extra_config)
+            if self._node_config is not None:
+                overrides.update(self._node_config(address))
+            props = broker_properties(address, addresses, node.data_dir, overrides)
             node.config_path.write_text(render_properties(props), encoding="utf-8")
             self._nodes[address.node_id] = node
         for node in self._nodes.values():
