@@ -195,6 +195,43 @@ class Ledger:
             }
 
 
+def settle(
+    ledger: Ledger,
+    start_offsets: Mapping[int, tuple[int, int | None]] | None,
+) -> dict[str, Any]:
+    """Check the unconfirmed records against the broker's view of the share group.
+
+    ``start_offsets`` maps partition -> (share-partition start offset, lag) as
+    the broker reports them after the drain. A record below the start offset is
+    in a terminal state on the broker: acknowledged, since the soak never
+    rejects and no record comes near the delivery limit. So an unconfirmed
+    record below it was accepted (only the answer was lost), and a partition
+    with lag 0 holds nothing that could still be delivered.
+    """
+    if start_offsets is None:
+        return {"checked": False}
+    with ledger._lock:
+        positions = [
+            pos
+            for pos in ledger.produced.values()
+            if not ledger.accepts[pos] and ledger.deliveries[pos]
+        ]
+        max_deliveries = max(ledger.deliveries.values(), default=0)
+    settled = sum(
+        1 for p, o in positions if p in start_offsets and o < start_offsets[p][0]
+    )
+    lag = {p: lag for p, (_, lag) in start_offsets.items()}
+    return {
+        "checked": True,
+        "start_offsets": {p: start for p, (start, _) in sorted(start_offsets.items())},
+        "lag": dict(sorted(lag.items())),
+        "unconfirmed_acknowledged_by_broker": settled,
+        "unconfirmed_still_open": len(positions) - settled,
+        "max_deliveries_of_a_record": max_deliveries,
+        "all_settled": len(positions) == settled and all(v == 0 for v in lag.values()),
+    }
+
+
 class LineTail:
     """Reads the complete lines appended to a file since the last call."""
 
@@ -272,7 +309,18 @@ def render_summary(report: Mapping[str, Any]) -> str:
         f"consumer crashes {c['consumer_crashes']}, cuts {c['cut_actions']} "
         f"({c['connections_cut']} connections)",
         f"  drain: {report['drain']['seconds']:.1f} s, {report['drain']['outcome']}",
+        f"  longest stall (records waiting, none processed): {report['longest_stall_s']:.1f} s "
+        f"from t={report['longest_stall_started_at_s']:.0f} s; "
+        f"largest backlog {report['max_backlog']} records",
     ]
+    b = report.get("broker", {})
+    if b.get("checked"):
+        lines.append(
+            f"  broker view: unconfirmed below the share-partition start offset (acknowledged) "
+            f"{b['unconfirmed_acknowledged_by_broker']}, still open "
+            f"{b['unconfirmed_still_open']}; lag {b['lag']}; "
+            f"{'all settled' if b['all_settled'] else 'NOT settled'}"
+        )
     if s["mismatches"] or s["malformed_lines"]:
         lines.append(
             f"  bookkeeping: {s['mismatches']} mismatches, {s['malformed_lines']} bad lines"
@@ -373,6 +421,56 @@ def run_worker(argv: Sequence[str]) -> int:
 # --------------------------------------------------------------------------- orchestrator
 
 
+#: Java's Admin client is the one tool that reads a share group's start offsets
+#: and lag (confluent-kafka has no such call); run as a single-file source program.
+_SHARE_OFFSETS_JAVA = """\
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.TopicPartition;
+
+public class ShareGroupOffsets {
+    public static void main(String[] args) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", args[0]);
+        try (Admin admin = Admin.create(props)) {
+            Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin
+                .listShareGroupOffsets(Map.of(args[1], new ListShareGroupOffsetsSpec()))
+                .partitionsToOffsetInfo(args[1]).get();
+            for (Map.Entry<TopicPartition, SharePartitionOffsetInfo> e : offsets.entrySet()) {
+                System.out.println("OFFSET " + e.getKey().topic() + " " + e.getKey().partition()
+                    + " " + e.getValue().startOffset() + " "
+                    + e.getValue().lag().map(String::valueOf).orElse("-"));
+            }
+        }
+    }
+}
+"""
+
+
+def share_group_offsets(
+    bootstrap: str, group: str, topic: str, kafka_version: str, work_dir: Path
+) -> dict[int, tuple[int, int | None]]:
+    """partition -> (start offset, lag) of ``group`` on ``topic``, from the broker."""
+    from kafka_share.testing.java import find_java  # noqa: PLC0415
+    from kafka_share.testing.maven import ensure_kafka_libs  # noqa: PLC0415
+
+    source = work_dir / "ShareGroupOffsets.java"
+    source.write_text(_SHARE_OFFSETS_JAVA, encoding="utf-8")
+    dist = ensure_kafka_libs(kafka_version)
+    done = subprocess.run(
+        [find_java(), "-cp", dist.classpath, str(source), bootstrap, group],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"listing the share group offsets failed: {done.stderr[-2000:]}")
+    offsets: dict[int, tuple[int, int | None]] = {}
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "OFFSET" and parts[1] == topic:
+            offsets[int(parts[2])] = (int(parts[3]), None if parts[4] == "-" else int(parts[4]))
+    return offsets
+
+
 class Producer(threading.Thread):
     """Produces ``seq`` 0, 1, 2, ... at ``rate`` records/s until stopped, then flushes."""
 
@@ -458,6 +556,13 @@ class Soak:
         self.topic = ""
         self.group = ""
         self.crash_logs: list[str] = []
+        #: longest time (s) no consumer processed a record while some were waiting
+        self.longest_stall_s = 0.0
+        self.longest_stall_at_s = 0.0
+        self._last_progress = time.monotonic()
+        self._started = time.monotonic()  # reset when the chaos starts (see run)
+        self._next_sample = 0.0
+        self.max_backlog = 0
 
     # -- setup ---------------------------------------------------------------------
 
@@ -568,6 +673,7 @@ class Soak:
         weights = {"broker": args.broker_weight, "consumer": args.consumer_weight,
                    "cut": args.cut_weight}
         chaos_end = time.monotonic() + args.duration
+        self._started = self._last_progress = time.monotonic()
         log.info("chaos for %.0f s (topic %s, group %s)", args.duration, self.topic, self.group)
         next_report = time.monotonic() + 30
         while time.monotonic() < chaos_end:
@@ -575,13 +681,13 @@ class Soak:
             until = min(chaos_end, time.monotonic() + wait)
             while time.monotonic() < until:
                 self.supervise()
+                if time.monotonic() >= next_report:
+                    next_report = time.monotonic() + 30
+                    self.progress(producer)
                 time.sleep(min(0.5, max(0.0, until - time.monotonic())))
             if time.monotonic() >= chaos_end:
                 break
             self.act(choose_action(self.rng, weights))
-            if time.monotonic() >= next_report:
-                next_report = time.monotonic() + 30
-                self.progress(producer)
         log.info("chaos over; stopping the producer")
         producer.stopping.set()
         producer.join(180)
@@ -592,6 +698,14 @@ class Soak:
         drain = self.drain()
         self.stop_consumers()
         self.supervise(final=True)
+        try:
+            broker_view = share_group_offsets(
+                self.cluster.bootstrap_servers, self.group, self.topic,
+                self.cluster.kafka_version, self.work_dir,
+            )
+        except Exception as exc:
+            self.errors.append(f"broker view: {exc}")
+            broker_view = None
         return {
             "duration_s": args.duration,
             "seed": args.seed,
@@ -601,8 +715,12 @@ class Soak:
             "partitions": args.partitions,
             "rate": args.rate,
             "records": self.ledger.summary(),
+            "broker": settle(self.ledger, broker_view),
             "chaos": self.counts.as_dict(),
             "drain": drain,
+            "longest_stall_s": round(self.longest_stall_s, 1),
+            "longest_stall_started_at_s": round(self.longest_stall_at_s, 1),
+            "max_backlog": self.max_backlog,
             "errors": self.errors,
             "crash_logs": self.crash_logs,
             "elapsed_s": round(time.monotonic() - started, 1),
@@ -619,11 +737,23 @@ class Soak:
 
     def supervise(self, *, final: bool = False) -> None:
         """Read new record lines; replace a consumer that died on its own."""
+        now = time.monotonic()
         for line_tail in self.tails:
             for line in line_tail.read():
                 self.ledger.add_line(line)
+                if line.startswith("D"):
+                    self._last_progress = now
         if final:
             return
+        if now >= self._next_sample:
+            self._next_sample = now + 1.0
+            _, unseen = self.ledger.outstanding()
+            self.max_backlog = max(self.max_backlog, unseen)
+            if unseen == 0:
+                self._last_progress = now
+            elif now - self._last_progress > self.longest_stall_s:
+                self.longest_stall_s = now - self._last_progress
+                self.longest_stall_at_s = self._last_progress - self._started
         for slot in self.slots:
             process = slot.process
             if process is not None and process.poll() is not None and not slot.killed:
