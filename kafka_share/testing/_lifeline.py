@@ -44,7 +44,9 @@ end, so the reaper acts only once that child has exited too.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
+import contextlib
 import logging
 import os
 import queue
@@ -206,6 +208,21 @@ class _Reaper:
                     exc,
                 )
 
+    def close(self) -> None:
+        """At a normal exit: close the pipe and wait for the reaper, so no child is
+        left behind (it acts on whatever is still registered, usually nothing)."""
+        with self._lock:
+            process, self._process = self._process, None
+            if process is None or self._pid != os.getpid():
+                return
+            assert process.stdin is not None
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+            try:
+                process.wait(timeout=35)
+            except subprocess.TimeoutExpired:
+                log.warning("the broker reaper process did not exit in 35 s")
+
     def _stdin(self) -> IO[bytes] | None:
         if self._pid != os.getpid():
             # A forked copy of this process: the reaper belongs to the original.
@@ -232,6 +249,10 @@ class _Reaper:
 
 _launcher = _Launcher()
 _reaper = _Reaper()
+# Registered when this module is imported, before local.py registers the hook that
+# stops leftover clusters: atexit runs hooks last-in first-out, so the clusters
+# are stopped first and the reaper then finds nothing left to do.
+atexit.register(_reaper.close)
 
 
 def launch(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen[bytes]:
