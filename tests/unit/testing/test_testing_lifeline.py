@@ -90,8 +90,11 @@ def test_launch_from_a_short_lived_thread_survives_the_thread_not_the_process() 
         "import json, threading, time\n"
         "from kafka_share.testing import _lifeline\n"
         "box = []\n"
-        "t = threading.Thread(target=lambda: box.append(_lifeline.launch(\n"
-        "    ['sleep', '60'], start_new_session=True)))\n"
+        "def work():\n"
+        "    box.append(_lifeline.launch(['sleep', '60'], start_new_session=True))\n"
+        # Still alive once the child has run prctl: then the thread exits.
+        "    time.sleep(1.0)\n"
+        "t = threading.Thread(target=work)\n"
         "t.start(); t.join(); time.sleep(1.0)\n"
         "print(json.dumps({'pid': box[0].pid, 'alive': box[0].poll() is None}), flush=True)\n"
         "time.sleep(60)\n"
