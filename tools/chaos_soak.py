@@ -14,11 +14,14 @@ Then it stops the chaos, lets the consumers drain, and reports::
 
 Bookkeeping. Each consumer process appends to its own file, fsync'd:
 
-* ``D partition offset seq`` for every record ``poll`` returned, written
-  *before* the record is acknowledged (the application has processed it);
-* ``A partition offset`` once the broker confirmed its acknowledgement
+* ``D partition offset seq delivery_count time_ms`` for every record ``poll``
+  returned, written *before* the record is acknowledged (the application has
+  processed it);
+* ``A partition offset time_ms`` once the broker confirmed its acknowledgement
   (the acknowledgement commit callback with no error), ``F partition offset
-  error`` when the acknowledgement failed.
+  error time_ms`` when the acknowledgement failed.
+
+The broker logs are kept in ``cluster/`` under the work directory.
 
 Records are numbered by the producer, whose delivery reports give each
 number's partition and offset. Classification, per produced record:
@@ -232,6 +235,27 @@ def settle(
     }
 
 
+def timelines(
+    files: Iterable[Path], positions: Iterable[Position], limit: int = 8
+) -> dict[str, list[str]]:
+    """Every line about ``positions`` (at most ``limit`` of them), as ``file: line``,
+    in file order: the story of a duplicated or unconfirmed record."""
+    wanted = set(list(positions)[:limit])
+    found: dict[str, list[str]] = {f"{p}:{o}": [] for p, o in sorted(wanted)}
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            parts = line.split()
+            with contextlib.suppress(IndexError, ValueError):
+                pos = (int(parts[1]), int(parts[2]))
+                if pos in wanted:
+                    found[f"{pos[0]}:{pos[1]}"].append(f"{path.name}: {line}")
+    return found
+
+
 class LineTail:
     """Reads the complete lines appended to a file since the last call."""
 
@@ -328,6 +352,8 @@ def render_summary(report: Mapping[str, Any]) -> str:
     for kind in ("lost", "duplicated", "unconfirmed"):
         if s["examples"][kind]:
             lines.append(f"  e.g. {kind}: {s['examples'][kind][:10]}")
+    for position, story in list(report.get("timelines", {}).get("duplicated", {}).items())[:3]:
+        lines.append(f"  duplicated {position}: " + " | ".join(story))
     if report.get("errors"):
         lines.append("  harness errors: " + "; ".join(report["errors"][:5]))
     lines.append(f"  result: {'FAIL' if s['lost'] else 'OK'}; files in {report['work_dir']}")
@@ -360,7 +386,8 @@ def run_worker(argv: Sequence[str]) -> int:
     pending: list[str] = []
 
     def on_commit(offsets: dict[TopicIdPartition, set[int]], error: KafkaError | None) -> None:
-        tail = "" if error is None else f" {type(error).__name__}"
+        now_ms = int(time.time() * 1000)
+        tail = f" {now_ms}" if error is None else f" {type(error).__name__} {now_ms}"
         tag = "A" if error is None else "F"
         for tip, positions in offsets.items():
             pending.extend(f"{tag} {tip.partition} {o}{tail}\n" for o in sorted(positions))
@@ -396,7 +423,11 @@ def run_worker(argv: Sequence[str]) -> int:
                 if not records:
                     continue
                 # Processed (durably) before it is acknowledged.
-                write(f"D {r.partition} {r.offset} {r.value.decode()}\n" for r in records)
+                now_ms = int(time.time() * 1000)
+                write(
+                    f"D {r.partition} {r.offset} {r.value.decode()} {r.delivery_count} {now_ms}\n"
+                    for r in records
+                )
                 if args.mode == "explicit":
                     for record in records:
                         consumer.acknowledge(record, AcknowledgeType.ACCEPT)
@@ -600,7 +631,11 @@ class Soak:
             }
 
         self.cluster = LocalKafkaCluster(
-            num_nodes=3, kafka_version=self.args.kafka_version, node_config=node_config
+            num_nodes=3,
+            kafka_version=self.args.kafka_version,
+            node_config=node_config,
+            # Inside the soak's directory: the broker logs stay for a post-mortem.
+            work_dir=self.work_dir / "cluster",
         )
         log.info("starting a 3-node cluster")
         self.cluster.start()
@@ -714,7 +749,14 @@ class Soak:
             "consumers": args.consumers,
             "partitions": args.partitions,
             "rate": args.rate,
-            "records": self.ledger.summary(),
+            "records": (summary := self.ledger.summary()),
+            "timelines": {
+                kind: timelines(
+                    (t.path for t in self.tails),
+                    (self.ledger.produced[seq] for seq in summary["examples"][kind]),
+                )
+                for kind in ("duplicated", "unconfirmed")
+            },
             "broker": settle(self.ledger, broker_view),
             "chaos": self.counts.as_dict(),
             "drain": drain,

@@ -173,3 +173,18 @@ def test_settle_checks_unconfirmed_records_against_the_broker_start_offsets() ->
     assert view["lag"] == {0: 1, 1: 0}
     assert soak.settle(ledger, {0: (3, 0), 1: (3, 0)})["all_settled"]
     assert soak.settle(ledger, None) == {"checked": False}
+
+
+def test_timelines_collect_every_line_about_a_record(tmp_path: Path) -> None:
+    first, second = tmp_path / "c0.records", tmp_path / "c1.records"
+    first.write_text("D 5 1172 7831 1 100\nA 5 1172 110\nD 5 1173 7832 1 100\n")
+    second.write_text("D 5 1172 7831 2 200\nA 5 1172 210\ngarbage\n")
+    story = soak.timelines([first, second, tmp_path / "missing"], [(5, 1172)])
+    assert story == {
+        "5:1172": [
+            "c0.records: D 5 1172 7831 1 100",
+            "c0.records: A 5 1172 110",
+            "c1.records: D 5 1172 7831 2 200",
+            "c1.records: A 5 1172 210",
+        ]
+    }
