@@ -135,6 +135,8 @@ def start(
         share_enabled=not no_share,
         work_dir=state_dir / "work",
         broker_ports=[port] if port is not None else None,
+        # In the background the broker must outlive this command.
+        die_with_parent=foreground,
     )
     click.echo(f"Starting Kafka {cluster.kafka_version}...", err=True)
     try:

@@ -14,10 +14,11 @@ import tempfile
 import threading
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from kafka_share.testing import _lifeline
 from kafka_share.testing.cluster import KafkaCluster
 from kafka_share.testing.config import (
     DEFAULT_JVM_OPTIONS,
@@ -103,6 +104,18 @@ class LocalKafkaCluster(KafkaCluster):
     controller (a static voter set), so the cluster survives losing one node
     when it has three.
 
+    With ``die_with_parent=True`` (the default) the broker JVMs and the
+    temporary work directory do not outlive this Python process, whatever ends
+    it (SIGTERM from a CI timeout, SIGKILL, a crash): on Linux the kernel kills
+    each JVM when this process dies (``PR_SET_PDEATHSIG``), and on every
+    platform a small reaper process kills the JVMs and removes the directory.
+    Pass ``False`` only to leave the brokers running on purpose (:meth:`detach`).
+
+    ``node_config(address)`` returns per-node properties applied over
+    ``extra_config`` (e.g. an extra listener advertised through a
+    :class:`~kafka_share.testing.TcpProxy` per node); it is called with each
+    node's :class:`~kafka_share.testing.config.NodeAddress` on every start attempt.
+
     The jars are downloaded once into the per-user cache
     (:func:`kafka_share.testing.maven.cache_root`). Needs Java 17+ and, for the
     first run of a version, Maven.
@@ -127,6 +140,8 @@ class LocalKafkaCluster(KafkaCluster):
         stop_timeout_s: float = 20.0,
         jvm_options: Sequence[str] | None = None,
         cache_dir: Path | None = None,
+        die_with_parent: bool = True,
+        node_config: Callable[[NodeAddress], Mapping[str, str]] | None = None,
     ) -> None:
         if not 1 <= num_nodes <= _MAX_NODES:
             raise ValueError(f"num_nodes must be between 1 and {_MAX_NODES}, got {num_nodes}")
@@ -143,6 +158,8 @@ class LocalKafkaCluster(KafkaCluster):
         self.jvm_options = tuple(jvm_options) if jvm_options is not None else DEFAULT_JVM_OPTIONS
         self._broker_ports = list(broker_ports) if broker_ports is not None else None
         self._cache_dir = cache_dir
+        self.die_with_parent = die_with_parent
+        self._node_config = node_config
         self._owns_work_dir = work_dir is None
         self._work_dir_arg = Path(work_dir) if work_dir is not None else None
         self.work_dir: Path | None = None
@@ -199,6 +216,8 @@ class LocalKafkaCluster(KafkaCluster):
             self._java = find_java()
             self._dist = ensure_kafka_libs(self._version, cache_dir=self._cache_dir)
             self.work_dir = self._work_dir_arg or Path(tempfile.mkdtemp(prefix="kafka-share-"))
+            if self._owns_work_dir and self.die_with_parent:
+                _lifeline.track_dir(self.work_dir)
             self.work_dir.mkdir(parents=True, exist_ok=True)
             (self.work_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES, encoding="utf-8")
             attempts = 1 if self._broker_ports is not None else _PORT_ATTEMPTS
@@ -264,7 +283,17 @@ class LocalKafkaCluster(KafkaCluster):
         )
 
     def detach(self) -> None:
-        """Leave the nodes running after this Python process exits (used by the CLI)."""
+        """Leave the nodes running after this Python process exits (used by the CLI).
+
+        Only for a cluster created with ``die_with_parent=False``: the others are
+        tied to this process by the kernel and cannot be detached.
+        """
+        if self.die_with_parent:
+            raise HarnessError(
+                "this LocalKafkaCluster was created with die_with_parent=True: its brokers "
+                "die with this process and cannot be detached; create it with "
+                "die_with_parent=False to leave them running"
+            )
         _live.discard(self)
         self._owns_work_dir = False
         for node in self._nodes.values():
@@ -314,7 +343,10 @@ class LocalKafkaCluster(KafkaCluster):
                 shutil.rmtree(home)  # a fresh data dir every start
             home.mkdir(parents=True)
             node = _Node(address, home)
-            props = broker_properties(address, addresses, node.data_dir, self.extra_config)
+            overrides = dict(self.extra_config)
+            if self._node_config is not None:
+                overrides.update(self._node_config(address))
+            props = broker_properties(address, addresses, node.data_dir, overrides)
             node.config_path.write_text(render_properties(props), encoding="utf-8")
             self._nodes[address.node_id] = node
         for node in self._nodes.values():
@@ -345,6 +377,9 @@ class LocalKafkaCluster(KafkaCluster):
         ]
         # StorageTool is a short-lived JVM: a small heap starts faster.
         argv.insert(1, "-Xmx512m")
+        if self.die_with_parent:
+            # Synchronous in this thread, so this thread outlives it (PDEATHSIG caveat).
+            argv = _lifeline.pdeathsig_argv(argv)
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         output = done.stdout + done.stderr
         (node.home / "format.log").write_text(output, encoding="utf-8")
@@ -361,14 +396,16 @@ class LocalKafkaCluster(KafkaCluster):
         argv[1:1] = self.jvm_options
         node.close_log()
         node.log_handle = open(node.log_path, "ab")  # noqa: SIM115 - owned by the node
-        node.process = subprocess.Popen(
+        popen = _lifeline.launch if self.die_with_parent else subprocess.Popen
+        node.process = popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=node.log_handle,
             stderr=subprocess.STDOUT,
             cwd=node.home,
             # Own session: Ctrl+C in the terminal reaches the test runner, which
-            # then stops the broker cleanly instead of it dying mid-write.
+            # then stops the broker cleanly instead of it dying mid-write. (The
+            # lifeline still kills it if the runner dies without stopping it.)
             start_new_session=True,
         )
 
@@ -402,6 +439,8 @@ class LocalKafkaCluster(KafkaCluster):
                 except subprocess.TimeoutExpired:
                     process.kill()
             process.wait()
+        if process is not None and self.die_with_parent:
+            _lifeline.forget_pid(process.pid)
         node.close_log()
 
     def _shutdown_all(self, *, kill: bool) -> None:
@@ -419,6 +458,8 @@ class LocalKafkaCluster(KafkaCluster):
     def _cleanup_work_dir(self) -> None:
         if self._owns_work_dir and self.work_dir is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
+            if self.die_with_parent:
+                _lifeline.forget_dir(self.work_dir)
             self.work_dir = None
 
 
