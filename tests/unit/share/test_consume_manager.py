@@ -774,3 +774,18 @@ def test_leaving_closes_established_sessions_and_reopens_them_later() -> None:
     env.mgr.on_fetch({})
     again = env.poll(10)
     assert {n: r.request.share_session_epoch for n, r in again.items()} == {1: 0, 2: 0}
+
+
+def test_failed_acknowledgements_are_logged_at_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """Records whose acknowledgement failed come back to the group: with default
+    logging (WARNING) that must be visible, naming the partition and the reason."""
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({TIP0: (1, acks(1, 2, 3))})
+    reqs = env.poll()
+    with caplog.at_level("WARNING", logger="kafka_share"):
+        reqs[1].handler(None, NetworkError("connection reset"))
+    [record] = [r for r in caplog.records if "acknowledging" in r.getMessage()]
+    assert record.levelname == "WARNING"
+    assert "3 record(s) of t-0" in record.getMessage()
+    assert "connection reset" in record.getMessage()
