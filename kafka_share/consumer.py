@@ -26,7 +26,6 @@ records, or as a standalone ShareAcknowledge), ``commit_sync``,
 
 from __future__ import annotations
 
-import concurrent.futures
 import enum
 import itertools
 import logging
@@ -215,10 +214,11 @@ class ShareConsumer(Generic[K, V]):
         self._owner: int | None = None
         self._owner_depth = 0
         self._guard = threading.Lock()
-        # A plain flag, not a threading.Event: wakeup() must never block, and is
-        # often called from a signal handler (Event.set takes a lock).
+        # A plain flag plus a byte on the wake pipe, not a threading.Event or a
+        # Future: wakeup() must never block, and is often called from a signal
+        # handler running on the very thread that waits (Event.set and
+        # Future.set_result take locks that thread may hold).
         self._wakeup_requested = False
-        self._wake_future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._pending_error: KafkaError | None = None
         self._poll_waited_ms = 0
         self._deferred_errors: list[KafkaError] = []
@@ -618,16 +618,13 @@ class ShareConsumer(Generic[K, V]):
     def wakeup(self) -> None:
         """Make the blocked (or next) ``poll`` or ``commit_sync`` raise ``WakeupError``.
 
-        Safe to call from any thread, and from inside the commit callback.
+        Safe to call from any thread, from inside the commit callback, and from
+        a signal handler (e.g. SIGINT/SIGTERM to stop a worker blocked in
+        ``poll``): it sets a flag and writes a byte to a pipe the blocked call
+        sleeps on, taking no lock.
         """
         self._wakeup_requested = True
         self._fetch_buffer.wakeup()
-        fut = self._wake_future
-        if not fut.done():
-            try:
-                fut.set_result(None)
-            except concurrent.futures.InvalidStateError:
-                pass  # a concurrent wakeup() completed it first
 
     def close(self, timeout: float | None = None) -> None:
         """Send pending acknowledgements, close share sessions, leave the group and
@@ -663,6 +660,7 @@ class ShareConsumer(Generic[K, V]):
                 self._thread.stop(max(0, deadline - _now_ms()))
                 self._state = _State.CLOSED
                 self._in_flight.clear()
+                self._fetch_buffer.close()
             if first_error is not None:
                 raise first_error
 
@@ -684,34 +682,35 @@ class ShareConsumer(Generic[K, V]):
         self._thread.submit(event)
 
     def _call(self, event: CompletableEvent, *, wakeable: bool = True) -> object:
-        """Submit a completable event and wait for its result (bounded by its deadline)."""
+        """Submit a completable event and wait for its result (bounded by its deadline).
+
+        The wait is a ``select`` on the wake pipe: the network thread writes to
+        it when it completes the future (the done callback below runs on that
+        thread), ``wakeup()`` when it is called. Nothing here waits on a lock a
+        signal handler could need.
+        """
         assert isinstance(event, _COMPLETABLE)
+        pipe = self._fetch_buffer.wake_pipe
+        event.future.add_done_callback(lambda _: pipe.wake())
         self._submit(event)
+        # A little slack past the deadline: the network thread completes the
+        # future by then at the latest; this only guards against a dead thread.
+        give_up_ms = event.deadline_ms + 500
         while True:
-            remaining_s = (event.deadline_ms - _now_ms()) / 1000.0
-            waiting: list[concurrent.futures.Future[Any]] = [event.future]
-            if wakeable:
-                self._maybe_raise_wakeup()
-                waiting.append(self._wake_future)
-            # A little slack past the deadline: the network thread completes the
-            # future by then at the latest; this only guards against a dead thread.
-            concurrent.futures.wait(
-                waiting, timeout=max(0.0, remaining_s) + 0.5,
-                return_when=concurrent.futures.FIRST_COMPLETED,
-            )
             if event.future.done():
                 return event.future.result()
-            if wakeable and self._wakeup_requested:
+            if wakeable:
                 self._maybe_raise_wakeup()
-            if _now_ms() >= event.deadline_ms + 500:
+            remaining_ms = give_up_ms - _now_ms()
+            if remaining_ms <= 0:
                 raise KafkaTimeoutError(
                     f"{type(event).__name__} did not complete before its deadline"
                 )
+            pipe.wait(remaining_ms / 1000.0)
 
     def _maybe_raise_wakeup(self) -> None:
         if self._wakeup_requested:
             self._wakeup_requested = False
-            self._wake_future = concurrent.futures.Future()
             raise WakeupError("the blocking call was interrupted by wakeup()")
 
     def _take_acks(self) -> AcksByPartition:
