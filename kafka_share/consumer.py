@@ -89,6 +89,12 @@ _COMPLETABLE = (
     SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
 )
 _DEFAULT_CLOSE_TIMEOUT_S = 30.0
+#: poll() without a timeout waits this long before raising a fatal error again
+_FATAL_REPEAT_WAIT_MS = 1000
+#: "no deadline" on the monotonic millisecond clock
+_FOREVER_MS = 2**62
+#: how often close() from another thread checks that the blocked call has left
+_CLOSE_HANDOVER_S = 0.005
 #: Longest a poll waits for the network thread to send a fetch ahead.
 _FETCH_HANDOFF_S = 0.002
 #: A fetch ahead goes out only while the response being delivered acquired at
@@ -134,7 +140,7 @@ def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -
     return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
 
 
-def _timeout_ms(timeout: float | None, default_ms: int, what: str) -> int:
+def _timeout_ms(timeout: float | None, default_ms: int | None, what: str) -> Any:
     if timeout is None:
         return default_ms
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
@@ -144,6 +150,16 @@ def _timeout_ms(timeout: float | None, default_ms: int, what: str) -> int:
     if timeout == float("inf"):
         return 2**62
     return int(timeout * 1000)
+
+
+def _unrecoverable(error: KafkaError) -> KafkaError:
+    """Say in a fatal error's message that the consumer must be recreated."""
+    error.args = (
+        f"{error.message.rstrip('.')}. The consumer cannot recover from this error: it must be "
+        "closed and recreated.",
+        *error.args[1:],
+    )
+    return error
 
 
 class ShareConsumer(Generic[K, V]):
@@ -223,6 +239,10 @@ class ShareConsumer(Generic[K, V]):
         self._poll_waited_ms = 0
         self._deferred_errors: list[KafkaError] = []
         self._fatal_error: KafkaError | None = None
+        #: the fatal error was raised once: later polls wait before raising it again
+        self._fatal_raised = False
+        #: close() was called by another thread while this one was in a call
+        self._close_requested = False
         self._completions: list[AcknowledgementCompletion] = []
         self._acquisition_lock_timeout_ms: int | None = None
         self._metrics = ShareConsumerMetrics(
@@ -322,21 +342,27 @@ class ShareConsumer(Generic[K, V]):
     # -- polling -------------------------------------------------------------------
 
     def poll(self, timeout: float | None = None) -> ConsumerRecords[K, V]:
-        """Fetch records, waiting up to ``timeout`` seconds (default: return at once
-        if nothing is buffered).
+        """Fetch records, waiting up to ``timeout`` seconds for some to arrive.
+
+        Without a timeout, blocks until records arrive, :meth:`wakeup` is called
+        (also from a signal handler), or another thread calls :meth:`close`.
+        ``poll(0)`` returns at once with what is buffered.
 
         In implicit mode the records of the previous poll are accepted first.
 
         Raises:
             IllegalStateError: not subscribed; or, in explicit mode, records of the
                 previous poll are not all acknowledged.
-            WakeupError: :meth:`wakeup` was called.
-            RecordDeserializationError: a deserializer failed; that record was released.
+            WakeupError: :meth:`wakeup` was called, or :meth:`close` from another thread.
+            RecordDeserializationError: a deserializer failed for a record.
             CorruptRecordError: a record batch failed its CRC; its records were rejected.
             KafkaError: a fatal group error (authorization, group full, share groups
-                not enabled on the cluster, ...).
+                not enabled on the cluster, ...). The consumer cannot recover: close
+                it and create a new one. The first poll after the error raises it at
+                once; every later poll raises it again after waiting out its timeout
+                (1 s without a timeout), so a loop that catches it cannot spin.
         """
-        timeout_ms = _timeout_ms(timeout, 0, "poll")
+        timeout_ms = _timeout_ms(timeout, None, "poll")
         with self._owned():
             started = _now_ms()
             self._note_processing_time()
@@ -344,11 +370,26 @@ class ShareConsumer(Generic[K, V]):
             self._poll_waited_ms = 0
             records: ConsumerRecords[K, V] = ConsumerRecords()
             try:
-                records = self._poll(started + timeout_ms)
+                if self._fatal_error is not None and self._fatal_raised:
+                    self._wait_until(
+                        started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
+                    )
+                records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
             finally:
                 self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
                 self._returned = (time.monotonic(), records.count())
             return records
+
+    def _wait_until(self, deadline_ms: int) -> None:
+        """Sleep until ``deadline_ms``; :meth:`wakeup` (or a close from another
+        thread) ends it with ``WakeupError``."""
+        pipe = self._fetch_buffer.wake_pipe
+        while True:
+            self._maybe_raise_wakeup()
+            remaining_ms = deadline_ms - _now_ms()
+            if remaining_ms <= 0:
+                return
+            pipe.wait(remaining_ms / 1000.0)
 
     def _note_processing_time(self) -> None:
         """Estimate how long the application spends per record between polls."""
@@ -637,6 +678,18 @@ class ShareConsumer(Generic[K, V]):
         timeout_ms = _timeout_ms(timeout, int(_DEFAULT_CLOSE_TIMEOUT_S * 1000), "close")
         if self._state is not _State.OPEN:
             return
+        owner = self._owner
+        if owner is not None and owner != threading.get_ident() and not self._in_callback:
+            # Another thread is inside a call (typically a poll blocked without a
+            # timeout): make that call raise WakeupError, then close once it has
+            # left. Checked every few ms for at most the close timeout.
+            self._close_requested = True
+            self._fetch_buffer.wakeup()
+            give_up = time.monotonic() + min(timeout_ms, self._config.request_timeout_ms) / 1000
+            while self._owner is not None and time.monotonic() < give_up:
+                time.sleep(_CLOSE_HANDOVER_S)
+            if self._state is not _State.OPEN:
+                return
         with self._owned(allow_closing=True):
             self._state = _State.CLOSING
             deadline = _now_ms() + min(timeout_ms, self._config.request_timeout_ms)
@@ -709,6 +762,8 @@ class ShareConsumer(Generic[K, V]):
             pipe.wait(remaining_ms / 1000.0)
 
     def _maybe_raise_wakeup(self) -> None:
+        if self._close_requested:
+            raise WakeupError("the blocking call was interrupted by close() from another thread")
         if self._wakeup_requested:
             self._wakeup_requested = False
             raise WakeupError("the blocking call was interrupted by wakeup()")
@@ -776,9 +831,11 @@ class ShareConsumer(Generic[K, V]):
     def _drain_background(self) -> None:
         for event in self._fetch_buffer.take_background():
             if isinstance(event, ErrorEvent):
-                if event.fatal and self._fatal_error is None:
-                    self._fatal_error = event.error
-                self._deferred_errors.append(event.error)
+                if event.fatal:
+                    if self._fatal_error is None:
+                        self._fatal_error = _unrecoverable(event.error)
+                else:
+                    self._deferred_errors.append(event.error)
             else:
                 assert isinstance(event, AcknowledgementCompletion)
                 self._completions.append(event)
@@ -789,7 +846,10 @@ class ShareConsumer(Generic[K, V]):
         if self._deferred_errors:
             raise self._deferred_errors.pop(0)
         if self._fatal_error is not None:
-            raise self._fatal_error
+            # poll() waits before raising it again (see poll); a fresh traceback
+            # each time, or re-raising one object would grow it without bound.
+            self._fatal_raised = True
+            raise self._fatal_error.with_traceback(None)
 
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""

@@ -163,3 +163,94 @@ def test_a_small_response_means_caught_up_and_no_fetch_ahead() -> None:
     assert not caught_up(967, 990_000, 500)  # a backlog of 1 KiB records
     assert not caught_up(97, 1_000_000, 500)  # 10 KiB records: cut by bytes
     assert not caught_up(500, 50_000, 500)  # a full poll's worth of small records
+
+
+# -- poll() without a timeout blocks (issue 10, defect 11) ----------------------------
+
+
+def test_poll_without_a_timeout_blocks_until_wakeup() -> None:
+    from kafka_share import WakeupError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        timer = threading.Timer(0.5, c.wakeup)
+        timer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(WakeupError):
+                c.poll()
+        finally:
+            timer.join()
+        assert time.monotonic() - started >= 0.45
+
+
+def test_close_from_another_thread_ends_a_poll_without_a_timeout() -> None:
+    from kafka_share import WakeupError
+
+    c: ShareConsumer[bytes, bytes] = ShareConsumer(bootstrap_servers=NOWHERE, group_id="g")
+    c.subscribe(["t"])
+    closer = threading.Timer(0.3, c.close, kwargs={"timeout": 2.0})
+    closer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(WakeupError, match="close"):
+            c.poll()
+    finally:
+        closer.join(10)
+    assert not closer.is_alive()
+    assert time.monotonic() - started < 5.0
+    with pytest.raises(IllegalStateError, match="already been closed"):
+        c.poll(0)
+
+
+# -- a fatal error is not a busy loop (issue 10, defect 10) ---------------------------
+
+
+def _inject_fatal(c: ShareConsumer[bytes, bytes]) -> None:
+    """What the network thread does when the member becomes FATAL."""
+    from kafka_share._app.events import ErrorEvent
+    from kafka_share.errors import GroupAuthorizationFailedError
+
+    c._fetch_buffer.add_background(
+        ErrorEvent(GroupAuthorizationFailedError("Not authorized to access group g"), fatal=True)
+    )
+
+
+def test_a_fatal_error_is_raised_at_once_then_not_in_a_busy_loop() -> None:
+    from kafka_share.errors import GroupAuthorizationFailedError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        _inject_fatal(c)
+        started = time.monotonic()
+        with pytest.raises(GroupAuthorizationFailedError, match="closed and recreated"):
+            c.poll(5.0)
+        assert time.monotonic() - started < 1.0  # the first time: at once
+        # A catch-and-continue loop: each later poll waits out its timeout first.
+        iterations = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 1.0:
+            iterations += 1
+            with pytest.raises(GroupAuthorizationFailedError, match="closed and recreated"):
+                c.poll(timeout=0.2)
+        assert iterations <= 6
+
+
+def test_the_wait_before_repeating_a_fatal_error_is_ended_by_wakeup() -> None:
+    from kafka_share import WakeupError
+    from kafka_share.errors import GroupAuthorizationFailedError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        _inject_fatal(c)
+        with pytest.raises(GroupAuthorizationFailedError):
+            c.poll(0)
+        timer = threading.Timer(0.2, c.wakeup)
+        timer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(WakeupError):
+                c.poll(30.0)
+        finally:
+            timer.join()
+        assert time.monotonic() - started < 5.0
