@@ -29,6 +29,8 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
+import math
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -58,6 +60,7 @@ from kafka_share._net.thread import NetworkThread
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
     IllegalStateError,
+    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     UnsupportedVersionError,
@@ -93,6 +96,8 @@ _DEFAULT_CLOSE_TIMEOUT_S = 30.0
 _FATAL_REPEAT_WAIT_MS = 1000
 #: "no deadline" on the monotonic millisecond clock
 _FOREVER_MS = 2**62
+_MAX_TOPIC_LENGTH = 249
+_LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{_MAX_TOPIC_LENGTH}}}")
 #: how often close() from another thread checks that the blocked call has left
 _CLOSE_HANDOVER_S = 0.005
 #: Longest a poll waits for the network thread to send a fetch ahead.
@@ -140,16 +145,35 @@ def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -
     return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
 
 
-def _timeout_ms(timeout: float | None, default_ms: int | None, what: str) -> Any:
+def _timeout_ms(timeout: object, default_ms: int, what: str) -> int:
+    """``timeout`` seconds as milliseconds (``default_ms`` for None, _FOREVER_MS for
+    infinity); a bad value gets an error naming the call and the value."""
     if timeout is None:
         return default_ms
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"{what} timeout must be a number of seconds, got {timeout!r}")
+        raise TypeError(f"{what}() timeout must be a number of seconds, got {timeout!r}")
+    if math.isnan(timeout):
+        raise ValueError(f"{what}() timeout must be a number of seconds, got NaN")
     if timeout < 0:
-        raise ValueError(f"{what} timeout must not be negative, got {timeout!r}")
+        raise ValueError(f"{what}() timeout must not be negative, got {timeout!r}")
     if timeout == float("inf"):
-        return 2**62
-    return int(timeout * 1000)
+        return _FOREVER_MS
+    return min(int(timeout * 1000), _FOREVER_MS)
+
+
+def _check_topic_name(name: object) -> str:
+    """Kafka's rule for legal topic names (``Topic.validate`` in Java)."""
+    if not isinstance(name, str):
+        raise TypeError(f"topic names must be strings, got {name!r}")
+    if (
+        not _LEGAL_TOPIC.fullmatch(name)
+        or name in (".", "..")
+    ):
+        raise InvalidTopicError(
+            f"Invalid topic name {name!r}: a topic name is 1 to {_MAX_TOPIC_LENGTH} "
+            "characters of ASCII letters, digits, '.', '_' and '-', and is not '.' or '..'"
+        )
+    return name
 
 
 def _unrecoverable(error: KafkaError) -> KafkaError:
@@ -307,6 +331,10 @@ class ShareConsumer(Generic[K, V]):
 
         An empty collection is the same as :meth:`unsubscribe`. The group is
         joined on the next :meth:`poll`.
+
+        Raises:
+            InvalidTopicError: a name is not a legal Kafka topic name (1 to 249 of
+                ``[a-zA-Z0-9._-]``, not ``.`` or ``..``); the message names it.
         """
         with self._owned():
             if isinstance(topics, (str, bytes)):
@@ -314,10 +342,7 @@ class ShareConsumer(Generic[K, V]):
                     f"subscribe() takes a collection of topic names, not a single string: "
                     f"use subscribe([{topics!r}])"
                 )
-            names = list(topics)
-            for t in names:
-                if not isinstance(t, str) or not t.strip():
-                    raise ValueError(f"topic names must be non-empty strings, got {t!r}")
+            names = [_check_topic_name(t) for t in topics]
             if not names:
                 self._unsubscribe_locked()
                 return
@@ -362,7 +387,11 @@ class ShareConsumer(Generic[K, V]):
                 once; every later poll raises it again after waiting out its timeout
                 (1 s without a timeout), so a loop that catches it cannot spin.
         """
-        timeout_ms = _timeout_ms(timeout, None, "poll")
+        timeout_ms: int | None = None
+        if timeout is not None:
+            timeout_ms = _timeout_ms(timeout, 0, "poll")
+            if timeout_ms >= _FOREVER_MS:
+                timeout_ms = None  # poll(float("inf")) is poll()
         with self._owned():
             started = _now_ms()
             self._note_processing_time()
@@ -585,7 +614,11 @@ class ShareConsumer(Generic[K, V]):
 
     def _check_ack_type(self, type: object) -> AcknowledgeType:
         if not self._explicit:
-            raise IllegalStateError("Implicit acknowledgement of delivery is being used.")
+            raise IllegalStateError(
+                "Implicit acknowledgement of delivery is being used: the record cannot be "
+                "acknowledged, poll() accepts the previous batch itself. Set "
+                "share.acknowledgement.mode=explicit to acknowledge records one by one."
+            )
         try:
             ack_type = AcknowledgeType(type)  # type: ignore[arg-type]
         except (ValueError, TypeError):

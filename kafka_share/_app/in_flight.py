@@ -20,7 +20,7 @@ __all__ = ["GAP", "InFlightBatch"]
 #: Wire acknowledge type for acquired offsets without a record (not public).
 GAP = 0
 
-_NOT_IN_BATCH = "The record cannot be acknowledged."
+_CANNOT = "The record cannot be acknowledged: "
 _OFFSET = operator.attrgetter("offset")
 
 
@@ -50,6 +50,9 @@ class InFlightBatch:
         #: (topic, partition) -> its entry in _partitions, for acknowledge(record):
         #: hashing a str and an int is cheaper than a TopicIdPartition (UUID)
         self._by_name: dict[tuple[str, int], tuple[TopicIdPartition, _PartitionInFlight]] = {}
+        #: (topic, partition) -> the acks last handed to the network thread (the
+        #: dict itself, not a copy): only read to explain a refused acknowledgement
+        self._sent: dict[tuple[str, int], dict[int, int]] = {}
 
     # -- filling ---------------------------------------------------------------
 
@@ -93,13 +96,13 @@ class InFlightBatch:
     def acknowledge(self, record: ConsumerRecord[Any, Any], ack_type: AcknowledgeType) -> None:
         entry = self._by_name.get((record[0], record[1]))
         if entry is None:
-            raise IllegalStateError(_NOT_IN_BATCH)
+            raise IllegalStateError(self._refusal(record[0], record[1], record[2], record[9]))
         p = entry[1]
         offset = record[2]
         held = p.records.get(offset)
         # The same offset redelivered (a higher delivery count) is another record.
         if held is None or held[9] != record[9]:
-            raise IllegalStateError(_NOT_IN_BATCH)
+            raise IllegalStateError(self._refusal(record[0], record[1], offset, record[9]))
         p.acks[offset] = int(ack_type)
 
     def acknowledge_offset(
@@ -108,7 +111,7 @@ class InFlightBatch:
         entry = self._by_name.get((topic, partition))
         p = entry[1] if entry is not None else None
         if p is None or offset not in p.failed_offsets:
-            raise IllegalStateError(_NOT_IN_BATCH)
+            raise IllegalStateError(self._offset_refusal(topic, partition, offset))
         p.acks[offset] = int(ack_type)
 
     def acknowledge_all(self, ack_type: AcknowledgeType) -> None:
@@ -120,6 +123,58 @@ class InFlightBatch:
             else:
                 for offset in p.records:
                     p.acks.setdefault(offset, value)
+
+    def _refusal(self, topic: str, partition: int, offset: int, delivery_count: int) -> str:
+        """Why ``acknowledge`` refused a record (error path only)."""
+        where = f"{topic}-{partition} offset {offset}"
+        entry = self._by_name.get((topic, partition))
+        p = entry[1] if entry is not None else None
+        if p is not None:
+            held = p.records.get(offset)
+            if held is not None:
+                return (
+                    f"{_CANNOT}this {where} is from an earlier delivery (delivery count "
+                    f"{delivery_count}); the last poll returned it again with delivery "
+                    f"count {held[9]}: acknowledge that record"
+                )
+            if offset in p.renewing:
+                return (
+                    f"{_CANNOT}{where} is being renewed (RENEW): a later poll() returns "
+                    "it again, to be acknowledged then"
+                )
+            if offset in p.failed_offsets:
+                return (
+                    f"{_CANNOT}{where} could not be returned by poll() (deserialization "
+                    "or corrupt batch): use acknowledge_offset()"
+                )
+        if offset in self._sent.get((topic, partition), ()):
+            return (
+                f"{_CANNOT}{where} was already acknowledged, and the acknowledgement "
+                "was sent (by poll, commit_sync, commit_async or a fetch)"
+            )
+        return (
+            f"{_CANNOT}{where} was not returned by the last poll() of this consumer "
+            "(only the last poll's records can be acknowledged, before the next poll)"
+        )
+
+    def _offset_refusal(self, topic: str, partition: int, offset: int) -> str:
+        where = f"{topic}-{partition} offset {offset}"
+        entry = self._by_name.get((topic, partition))
+        if entry is not None and offset in entry[1].records:
+            return (
+                f"{_CANNOT}{where} was returned by poll(): acknowledge_offset() only takes "
+                "records poll() could not return; use acknowledge(record)"
+            )
+        if offset in self._sent.get((topic, partition), ()):
+            return (
+                f"{_CANNOT}{where} was already acknowledged, and the acknowledgement "
+                "was sent; acknowledge_offset() only takes records poll() could not return"
+            )
+        return (
+            f"{_CANNOT}acknowledge_offset() only takes records poll() could not return "
+            f"(a deserialization or corrupt-batch error raised by poll), and {where} is not "
+            "one that is still waiting for its acknowledgement"
+        )
 
     # -- queries -------------------------------------------------------------------
 
@@ -175,6 +230,7 @@ class InFlightBatch:
                         p.renewing[offset] = record
                     p.failed_offsets.discard(offset)
             out[tip] = (p.node_id, acks)
+            self._sent[(tip.topic, tip.partition)] = acks
         self._compact()
         return out
 
@@ -217,6 +273,7 @@ class InFlightBatch:
     def clear(self) -> None:
         self._partitions.clear()
         self._by_name.clear()
+        self._sent.clear()
 
     def _compact(self) -> None:
         for tip in [t for t, p in self._partitions.items()

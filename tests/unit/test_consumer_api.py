@@ -254,3 +254,95 @@ def test_the_wait_before_repeating_a_fatal_error_is_ended_by_wakeup() -> None:
         finally:
             timer.join()
         assert time.monotonic() - started < 5.0
+
+
+# -- bad input gets a clear error (issue 10, defect 12) -------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "has space", "ünïcode", "slash/topic", "a" * 250, "colon:x"]
+)
+def test_illegal_topic_names_are_refused_at_subscribe(name: str) -> None:
+    from kafka_share.errors import InvalidTopicError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        with pytest.raises(InvalidTopicError, match="Invalid topic name") as info:
+            c.subscribe(["fine", name])
+        assert repr(name) in str(info.value)
+        assert c.subscription() == frozenset()
+
+
+def test_legal_topic_names_are_accepted() -> None:
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        names = {"orders", "a", "x" * 249, "with.dots_and-dashes.9", "...", "_internal"}
+        c.subscribe(names)
+        assert c.subscription() == frozenset(names)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "match"),
+    [
+        (float("nan"), ValueError, r"poll\(\) timeout .*NaN"),
+        (-0.5, ValueError, r"poll\(\) timeout must not be negative, got -0\.5"),
+        (float("-inf"), ValueError, r"poll\(\) timeout must not be negative"),
+        (True, TypeError, r"poll\(\) timeout must be a number of seconds, got True"),
+        ("1", TypeError, r"poll\(\) timeout must be a number of seconds, got '1'"),
+    ],
+)
+def test_bad_poll_timeouts_name_the_argument(timeout: object, error: type, match: str) -> None:
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        with pytest.raises(error, match=match):
+            c.poll(timeout)  # type: ignore[arg-type]
+        with pytest.raises(error, match=match.replace("poll", "commit_sync")):
+            c.commit_sync(timeout)  # type: ignore[arg-type]
+
+
+def test_an_infinite_poll_timeout_means_no_timeout() -> None:
+    from kafka_share import WakeupError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        c.wakeup()
+        with pytest.raises(WakeupError):
+            c.poll(float("inf"))
+
+
+def test_acknowledge_errors_say_why() -> None:
+    import uuid
+
+    from kafka_share.models import TopicIdPartition
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
+                       share_acknowledgement_mode="explicit") as c:
+        rec = _record()
+        with pytest.raises(IllegalStateError, match=r"cannot be acknowledged: t-0 offset 5 "
+                           r"was not returned by the last poll"):
+            c.acknowledge(rec)
+        # Delivered (as the collector would), acknowledged and sent by a commit.
+        c._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [rec])
+        c.acknowledge(rec)
+        c._take_acks()
+        with pytest.raises(IllegalStateError, match="already acknowledged"):
+            c.acknowledge(rec)
+        with pytest.raises(IllegalStateError, match=r"acknowledge_offset\(\) only takes"):
+            c.acknowledge_offset("t", 0, 5, AcknowledgeType.REJECT)
+    with pytest.raises(IllegalStateError, match="closed"):
+        c.acknowledge(rec)
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c, pytest.raises(
+        IllegalStateError, match=r"Implicit acknowledgement.*share\.acknowledgement\.mode"
+    ):
+        c.acknowledge(_record())
+
+
+def test_acknowledging_an_earlier_delivery_of_a_record_says_so() -> None:
+    import uuid
+
+    from kafka_share.models import TopicIdPartition
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
+                       share_acknowledgement_mode="explicit") as c:
+        redelivered = _record()._replace(delivery_count=2)
+        c._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [redelivered])
+        with pytest.raises(IllegalStateError, match=r"earlier delivery.*delivery count 1.*2"):
+            c.acknowledge(_record())
