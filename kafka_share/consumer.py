@@ -497,7 +497,9 @@ class ShareConsumer(Generic[K, V]):
                         on_drained = self._ahead_on_drained
                 try:
                     batch = self._collector.collect(on_drained)
-                except KafkaError:
+                except BaseException:
+                    # Whatever raised (a KeyboardInterrupt in a deserializer...),
+                    # the acks this poll took from the batch still go out.
                     if on_drained is not None and self._ahead_acks is None:
                         acks = {}  # they went out with the fetch ahead
                     self._ahead_acks = None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -129,14 +130,15 @@ class FetchCollector(Generic[K, V]):
         self._value_deserializer = value_deserializer
         self._check_crcs = check_crcs
         self._max_poll_records = max_poll_records
-        self._current: _PartitionData | None = None
+        #: decoded fetches with records still to deliver; the first is being delivered
+        self._decoded: deque[_PartitionData] = deque()
 
     def has_buffered(self) -> bool:
-        return self._current is not None or not self._buffer.is_empty()
+        return bool(self._decoded) or not self._buffer.is_empty()
 
     def delivering(self) -> object | None:
         """An opaque token for the fetch being delivered (None: no such fetch)."""
-        return self._current
+        return self._decoded[0] if self._decoded else None
 
     def delivering_acquired(self) -> int | None:
         """How many records the fetch being delivered acquired (None: no such fetch).
@@ -145,8 +147,7 @@ class FetchCollector(Generic[K, V]):
         unacknowledged one, so until that fetch is fully acknowledged this is
         roughly what it holds of the partition's record-lock limit.
         """
-        current = self._current
-        return None if current is None else current.acquired_count
+        return self._decoded[0].acquired_count if self._decoded else None
 
     def collect(
         self, on_drained: Callable[[int, int], None] | None = None
@@ -158,37 +159,58 @@ class FetchCollector(Generic[K, V]):
         response, so the broker works while this thread decodes and the
         application processes. ``acquired`` is the taken fetch's record count,
         ``size`` the bytes of its records section.
+
+        The poll is atomic: if anything raises (a ``KeyboardInterrupt`` in a
+        deserializer, ...), every fetch this call touched goes back to where it
+        was, and no record of this call is in the in-flight batch, so none is
+        acknowledged without the application having seen it.
         """
         out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         budget = self._max_poll_records
         size = 0
         lock_timeout: int | None = None
         error: KafkaError | None = None
-        while budget > 0 and error is None:
-            data = self._current
-            if data is None:
-                fetch = self._buffer.take()
-                if fetch is None:
-                    break
-                if on_drained is not None and self._buffer.is_empty():
-                    try:
-                        on_drained(_acquired_count(fetch), len(fetch.records))
-                    except BaseException:
-                        self._buffer.push_front(fetch)  # not lost: the next poll takes it
-                        raise
-                    on_drained = None
-                data = self._decode(fetch)
-                self._current = data
-            if data.lock_timeout_ms is not None:
-                lock_timeout = data.lock_timeout_ms
-            records, error, delivered_bytes = self._deliver(data, budget)
-            size += delivered_bytes
-            if records:
-                out.setdefault(data.partition, []).extend(records)
-                self._in_flight.add_records(data.partition, data.node_id, records)
-                budget -= len(records)
-            if data.exhausted:
-                self._current = None
+        decoded = self._decoded
+        #: (fetch, next_index, bytes_left) of every fetch touched, as it was
+        touched: list[tuple[_PartitionData, int, int]] = []
+        delivered: list[tuple[_PartitionData, list[ConsumerRecord[Any, Any]]]] = []
+        fetch: CompletedShareFetch | None = None
+        try:
+            while budget > 0 and error is None:
+                if not decoded:
+                    fetch = self._buffer.take()
+                    if fetch is None:
+                        break
+                    if on_drained is not None and self._buffer.is_empty():
+                        hook, on_drained = on_drained, None
+                        hook(_acquired_count(fetch), len(fetch.records))
+                    decoded.append(self._decode(fetch))
+                    fetch = None
+                data = decoded[0]
+                touched.append((data, data.next_index, data.bytes_left))
+                if data.lock_timeout_ms is not None:
+                    lock_timeout = data.lock_timeout_ms
+                records, error, delivered_bytes = self._deliver(data, budget)
+                size += delivered_bytes
+                if records:
+                    out.setdefault(data.partition, []).extend(records)
+                    delivered.append((data, records))
+                    budget -= len(records)
+                if data.exhausted:
+                    decoded.popleft()
+        except BaseException:
+            if fetch is not None:
+                self._buffer.push_front(fetch)  # not lost: the next poll takes it
+            if touched and decoded and decoded[0] is touched[-1][0]:
+                decoded.popleft()
+            for data, next_index, bytes_left in reversed(touched):
+                data.next_index = next_index
+                data.bytes_left = bytes_left
+                decoded.appendleft(data)
+            raise
+        add_records = self._in_flight.add_records
+        for data, records in delivered:
+            add_records(data.partition, data.node_id, records)
         return CollectResult(ConsumerRecords(out), error, lock_timeout, size)
 
     # -- decoding --------------------------------------------------------------
