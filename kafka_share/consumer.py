@@ -379,7 +379,9 @@ class ShareConsumer(Generic[K, V]):
             IllegalStateError: not subscribed; or, in explicit mode, records of the
                 previous poll are not all acknowledged.
             WakeupError: :meth:`wakeup` was called, or :meth:`close` from another thread.
-            RecordDeserializationError: a deserializer failed for a record.
+            RecordDeserializationError: a deserializer failed for a record. Unless
+                acknowledged with :meth:`acknowledge_offset` first, it is released by
+                the next poll or commit.
             CorruptRecordError: a record batch failed its CRC; its records were rejected.
             KafkaError: a fatal group error (authorization, group full, share groups
                 not enabled on the cluster, ...). The consumer cannot recover: close
@@ -439,8 +441,12 @@ class ShareConsumer(Generic[K, V]):
     def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
         self._raise_background()
         self._handle_completions()
+        # Failed records whose error the last poll raised get their default
+        # RELEASE/REJECT now, unless acknowledged by coordinates meanwhile.
+        self._in_flight.settle_failed()
         if self._pending_error is not None:
             err, self._pending_error = self._pending_error, None
+            self._in_flight.mark_failed_raised()
             raise err
         if self._explicit:
             if not self._in_flight.all_acknowledged():
@@ -522,13 +528,14 @@ class ShareConsumer(Generic[K, V]):
                     if batch.error is None:
                         # GAP acks found while decoding go out with this round.
                         acks = _merge_acks(acks, self._take_acks())
-                    # else: the automatic RELEASE/REJECT of the failed records stays
-                    # in the batch until the next poll or commit, so the application
-                    # can still override it with acknowledge_offset().
+                    # The failed record's default RELEASE/REJECT waits in the batch
+                    # until the application has seen its error (InFlightBatch.
+                    # settle_failed), so it can still override it.
                     self._send_acks(acks, fetch=want_fetch, linger=True)
                     fetch_sent = fetch_sent or want_fetch
                     if batch.error is not None:
                         if not batch.records:
+                            self._in_flight.mark_failed_raised()
                             raise batch.error
                         self._pending_error = batch.error
                     self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
@@ -655,6 +662,7 @@ class ShareConsumer(Generic[K, V]):
             self._handle_completions()
             if not self._explicit:
                 self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+            self._in_flight.settle_failed()
             acks = self._take_acks()
             if not acks:
                 return {}
@@ -670,6 +678,7 @@ class ShareConsumer(Generic[K, V]):
             self._handle_completions()
             if not self._explicit:
                 self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+            self._in_flight.settle_failed()
             acks = self._take_acks()
             if acks:
                 self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
@@ -730,6 +739,7 @@ class ShareConsumer(Generic[K, V]):
             deadline = _now_ms() + min(timeout_ms, self._config.request_timeout_ms)
             first_error: BaseException | None = None
             try:
+                self._in_flight.settle_failed(everything=True)
                 acks = self._take_acks()
                 try:
                     self._call(AcknowledgeOnCloseEvent(deadline_ms=deadline, acks=acks),

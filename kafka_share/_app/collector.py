@@ -10,14 +10,16 @@ poll, and deserialized as they are handed out.
 
 Poison records:
 
-* A deserializer that raises: the records before it are returned, the
-  offending offset is acknowledged RELEASE (so it is redelivered until the
-  delivery limit archives it) and :class:`RecordDeserializationError` is
-  raised by this poll when nothing precedes it, else by the next one. In
-  explicit mode the application may REJECT it by coordinates instead.
-* A batch that fails its CRC (``check.crcs``) or cannot be decoded: every
-  acquired offset in it is acknowledged REJECT and a ``CorruptRecordError``
-  is reported the same way.
+* A deserializer that raises: the records before it are returned and
+  :class:`RecordDeserializationError` is raised by this poll when nothing
+  precedes it, else by the next one. The offending offset joins the in-flight
+  batch as a failed offset with the default RELEASE (so it is redelivered until
+  the delivery limit archives it); the default is applied only after the
+  application has seen the error (the poll or commit after it), so in explicit
+  mode it may REJECT it by coordinates meanwhile.
+* A batch that fails its CRC (``check.crcs``) or cannot be decoded: its acquired
+  offsets join the batch the same way, with the default REJECT, when delivery
+  reaches the batch and a ``CorruptRecordError`` is reported.
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ class _PartitionData:
         self.pending: list[ConsumerRecord[Any, Any]] = []
         #: key + value bytes of the records not delivered yet (bytes-consumed metric)
         self.bytes_left = 0
-        #: index in ``pending`` -> error to report when delivery reaches it
-        self.errors_at: dict[int, KafkaError] = {}
+        #: index in ``pending`` -> error to report when delivery reaches it, and
+        #: the acquired offsets it REJECTs (they join the in-flight batch then)
+        self.errors_at: dict[int, tuple[KafkaError, list[int]]] = {}
         self.next_index = 0
 
     @property
@@ -223,7 +226,6 @@ class FetchCollector(Generic[K, V]):
             return data
         cursor = acquired.cursor()
         gaps: list[int] = []
-        rejects: list[int] = []
         pending = data.pending
         take = cursor.take
         take_span = cursor.take_span
@@ -238,17 +240,18 @@ class FetchCollector(Generic[K, V]):
             except StopIteration:
                 break
             except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc, rejects)
+                self._reject_batch(data, cursor, exc)
                 continue
             except CorruptMessageError as exc:
                 # Framing is lost: nothing after this point can be trusted, so the
                 # rest of what we acquired is rejected rather than left locked.
                 first = cursor.next_offset
-                cursor.finish(rejects)
-                data.errors_at[len(pending)] = CorruptRecordError(
+                rest: list[int] = []
+                cursor.finish(rest)
+                _report_at(data, CorruptRecordError(
                     f"Record batch for partition {tip.topic}-{tip.partition} at offset "
-                    f"{first} is corrupt and was rejected: {exc}"
-                )
+                    f"{first} is corrupt and its acquired records are rejected: {exc}"
+                ), rest)
                 break
             next_offset = cursor.next_offset
             if next_offset is None:
@@ -275,7 +278,7 @@ class FetchCollector(Generic[K, V]):
                         record_type, topic, partition, ts_type, leader_epoch, span_count
                     ))
                 except CorruptBatchError as exc:
-                    self._reject_batch(data, cursor, exc, rejects)
+                    self._reject_batch(data, cursor, exc)
                     continue
                 offsets = list(map(_OFFSET_FIELD, shaped))
                 if not offsets or (
@@ -295,7 +298,7 @@ class FetchCollector(Generic[K, V]):
             try:
                 records = batch.records()
             except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc, rejects)
+                self._reject_batch(data, cursor, exc)
                 continue
             # tuple.__new__ skips NamedTuple's Python-level __new__.
             first_new = len(pending)
@@ -313,8 +316,6 @@ class FetchCollector(Generic[K, V]):
         cursor.finish(gaps)
         if gaps:
             self._in_flight.add_gaps(tip, data.node_id, gaps)
-        if rejects:
-            self._in_flight.add_failed(tip, data.node_id, rejects, AcknowledgeType.REJECT)
         return data
 
     def _reject_batch(
@@ -322,21 +323,20 @@ class FetchCollector(Generic[K, V]):
         data: _PartitionData,
         cursor: Any,
         exc: CorruptBatchError,
-        rejects: list[int],
     ) -> None:
         gaps_before: list[int] = []
         cursor.drain_before(exc.base_offset, gaps_before)
         if gaps_before:
             self._in_flight.add_gaps(data.partition, data.node_id, gaps_before)
-        before = len(rejects)
+        rejects: list[int] = []
         cursor.drain_before(exc.last_offset + 1, rejects)
-        if len(rejects) == before:
+        if not rejects:
             return  # nothing of that batch was acquired by us: not our problem
         tip = data.partition
-        data.errors_at[len(data.pending)] = CorruptRecordError(
+        _report_at(data, CorruptRecordError(
             f"Record batch for partition {tip.topic}-{tip.partition} at offset "
-            f"{exc.base_offset} is invalid and its acquired records were rejected: {exc}"
-        )
+            f"{exc.base_offset} is invalid and its acquired records are rejected: {exc}"
+        ), rejects)
 
     # -- delivery ----------------------------------------------------------------
 
@@ -379,7 +379,11 @@ class FetchCollector(Generic[K, V]):
                 out.append(new(record_type, (*r[:5], k, v, *r[7:])))
                 i += 1
         if error is None and i in errors_at:
-            error = errors_at.pop(i)
+            error, rejects = errors_at.pop(i)
+            # Reported now: from here the application may override the REJECT.
+            self._in_flight.add_failed(
+                data.partition, data.node_id, rejects, AcknowledgeType.REJECT
+            )
         data.next_index = i
         # Attribute the fetch's bytes to deliveries in proportion, exactly in total.
         remaining = len(pending) - start
@@ -397,7 +401,8 @@ class FetchCollector(Generic[K, V]):
         what = "key" if is_key else "value"
         err = RecordDeserializationError(
             f"Error deserializing {what} for partition {tip.topic}-{tip.partition} at offset "
-            f"{offset}: {type(exc).__name__}: {exc}. The record has been released.",
+            f"{offset}: {type(exc).__name__}: {exc}. Unless acknowledged with "
+            "acknowledge_offset() (explicit mode), it is released by the next poll or commit.",
             topic=tip.topic,
             partition=tip.partition,
             offset=offset,
@@ -407,3 +412,14 @@ class FetchCollector(Generic[K, V]):
         )
         err.__cause__ = exc
         return err
+
+
+def _report_at(data: _PartitionData, error: KafkaError, rejects: list[int]) -> None:
+    """Report ``error`` when delivery reaches the current end of ``pending``;
+    two corrupt batches in a row share the place: the first error, every offset."""
+    index = len(data.pending)
+    earlier = data.errors_at.get(index)
+    if earlier is not None:
+        earlier[1].extend(rejects)
+    else:
+        data.errors_at[index] = (error, rejects)

@@ -25,7 +25,9 @@ _OFFSET = operator.attrgetter("offset")
 
 
 class _PartitionInFlight:
-    __slots__ = ("acks", "failed_offsets", "node_id", "ready", "records", "renewing")
+    __slots__ = (
+        "acks", "failed_offsets", "node_id", "raised", "ready", "records", "renewing"
+    )
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
@@ -33,9 +35,13 @@ class _PartitionInFlight:
         self.records: dict[int, ConsumerRecord[Any, Any]] = {}
         #: offset -> wire acknowledge type (GAP=0 included)
         self.acks: dict[int, int] = {}
-        #: offsets that could not become records (deserialization or CRC failure);
-        #: only these may be acknowledged by coordinates.
-        self.failed_offsets: set[int] = set()
+        #: offset -> default wire type of a record that could not be returned
+        #: (deserialization or CRC failure); only these may be acknowledged by
+        #: coordinates. The default joins ``acks`` only once the application had
+        #: its chance to override it (see :meth:`InFlightBatch.settle_failed`).
+        self.failed_offsets: dict[int, int] = {}
+        #: failed offsets whose error the application has been given
+        self.raised: set[int] = set()
         #: offset -> record whose RENEW is on its way to the broker
         self.renewing: dict[int, ConsumerRecord[Any, Any]] = {}
         #: offset -> renewed record waiting to be handed back by the next poll
@@ -85,11 +91,33 @@ class InFlightBatch:
     def add_failed(
         self, tip: TopicIdPartition, node_id: int, offsets: list[int], ack_type: AcknowledgeType
     ) -> None:
-        """Offsets that failed to become records: auto-acknowledged (RELEASE or REJECT)."""
+        """Offsets that failed to become records, with their default type (RELEASE
+        or REJECT). They stay acquired, unacknowledged, until the application
+        has seen the error (:meth:`mark_failed_raised`) and then either
+        acknowledged them by coordinates or let :meth:`settle_failed` apply the
+        default: as Java, a poison record is not released behind its back."""
         p = self._partition(tip, node_id)
+        value = int(ack_type)
         for o in offsets:
-            p.failed_offsets.add(o)
-            p.acks[o] = int(ack_type)
+            p.failed_offsets[o] = value
+
+    def mark_failed_raised(self) -> None:
+        """The error of the failed offsets was just raised to the application."""
+        for p in self._partitions.values():
+            if p.failed_offsets:
+                p.raised.update(p.failed_offsets)
+
+    def settle_failed(self, *, everything: bool = False) -> None:
+        """Failed offsets the application did not acknowledge get their default
+        type: those whose error was raised (at the next poll or commit after
+        it), or all of them (``everything``: on close)."""
+        for p in self._partitions.values():
+            if not p.failed_offsets:
+                continue
+            for o in list(p.failed_offsets if everything else p.raised):
+                default = p.failed_offsets.get(o)
+                if default is not None:
+                    p.acks.setdefault(o, default)
 
     # -- acknowledging ----------------------------------------------------------------
 
@@ -224,11 +252,13 @@ class InFlightBatch:
             ):
                 p.records = {}  # the common case: everything acknowledged, no RENEW
             else:
+                failed = p.failed_offsets
                 for offset, t in acks.items():
                     record = p.records.pop(offset, None)
                     if t == AcknowledgeType.RENEW and record is not None:
                         p.renewing[offset] = record
-                    p.failed_offsets.discard(offset)
+                    if failed and failed.pop(offset, None) is not None:
+                        p.raised.discard(offset)
             out[tip] = (p.node_id, acks)
             self._sent[(tip.topic, tip.partition)] = acks
         self._compact()
