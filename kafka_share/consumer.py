@@ -527,7 +527,9 @@ class ShareConsumer(Generic[K, V]):
                 if batch.records or batch.error is not None:
                     if batch.error is None:
                         # GAP acks found while decoding go out with this round.
-                        acks = _merge_acks(acks, self._take_acks())
+                        acks, elsewhere = _merge_acks(acks, self._take_acks())
+                        if elsewhere:  # a leader move: to the new node on their own
+                            self._send_acks(elsewhere, fetch=False, linger=True)
                     # The failed record's default RELEASE/REJECT waits in the batch
                     # until the application has seen its error (InFlightBatch.
                     # settle_failed), so it can still override it.
@@ -932,17 +934,25 @@ class ShareConsumer(Generic[K, V]):
         )
 
 
-def _merge_acks(first: AcksByPartition, second: AcksByPartition) -> AcksByPartition:
+def _merge_acks(
+    first: AcksByPartition, second: AcksByPartition
+) -> tuple[AcksByPartition, AcksByPartition]:
+    """``second`` merged into ``first`` where both go to the same node, and the
+    acks of ``second`` bound for another node than ``first``'s for that partition
+    (records delivered by a new leader after a leader move): those go apart."""
     if not second:
-        return first
+        return first, {}
     merged = dict(first)
+    elsewhere: AcksByPartition = {}
     for tip, node_acks in second.items():
         existing = merged.get(tip)
         if existing is None:
             merged[tip] = node_acks
+        elif existing.node_id != node_acks.node_id:
+            elsewhere[tip] = node_acks
         else:
             existing.acknowledgements.merge(node_acks.acknowledgements)
-    return merged
+    return merged, elsewhere
 
 
 class _Ownership:

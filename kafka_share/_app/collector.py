@@ -91,7 +91,7 @@ class _PartitionData:
     """One completed fetch, decoded, with a cursor over its deliverable records."""
 
     __slots__ = (
-        "acquired_count", "bytes_left", "errors_at", "lock_timeout_ms", "next_index",
+        "acquired_count", "bytes_left", "errors_at", "gaps", "lock_timeout_ms", "next_index",
         "node_id", "partition", "pending",
     )
 
@@ -107,6 +107,9 @@ class _PartitionData:
         #: index in ``pending`` -> error to report when delivery reaches it, and
         #: the acquired offsets it REJECTs (they join the in-flight batch then)
         self.errors_at: dict[int, tuple[KafkaError, list[int]]] = {}
+        #: acquired offsets without a record, for the in-flight batch once this
+        #: fetch's delivery starts (not at decoding: see FetchCollector.collect)
+        self.gaps: list[int] = []
         self.next_index = 0
 
     @property
@@ -177,6 +180,8 @@ class FetchCollector(Generic[K, V]):
         #: (fetch, next_index, bytes_left) of every fetch touched, as it was
         touched: list[tuple[_PartitionData, int, int]] = []
         delivered: list[tuple[_PartitionData, list[ConsumerRecord[Any, Any]]]] = []
+        #: the node each partition's records come from in this poll
+        nodes: dict[TopicIdPartition, int] = {}
         fetch: CompletedShareFetch | None = None
         try:
             while budget > 0 and error is None:
@@ -190,6 +195,20 @@ class FetchCollector(Generic[K, V]):
                     decoded.append(self._decode(fetch))
                     fetch = None
                 data = decoded[0]
+                tip = data.partition
+                holder = nodes.get(tip)
+                if holder is None:
+                    holder = self._in_flight.node_of(tip)
+                if holder is not None and holder != data.node_id:
+                    # The partition's records come from a new node (its leader
+                    # moved) while the old node's are still in flight: this
+                    # fetch waits for a later poll, once the batch no longer
+                    # holds anything of the old node (its acks must go there).
+                    break
+                nodes[tip] = data.node_id
+                if data.gaps:
+                    self._in_flight.add_gaps(tip, data.node_id, data.gaps)
+                    data.gaps = []
                 touched.append((data, data.next_index, data.bytes_left))
                 if data.lock_timeout_ms is not None:
                     lock_timeout = data.lock_timeout_ms
@@ -314,8 +333,7 @@ class FetchCollector(Generic[K, V]):
             size += _payload_size(pending[first_new:])
         data.bytes_left = size
         cursor.finish(gaps)
-        if gaps:
-            self._in_flight.add_gaps(tip, data.node_id, gaps)
+        data.gaps.extend(gaps)
         return data
 
     def _reject_batch(
@@ -324,10 +342,7 @@ class FetchCollector(Generic[K, V]):
         cursor: Any,
         exc: CorruptBatchError,
     ) -> None:
-        gaps_before: list[int] = []
-        cursor.drain_before(exc.base_offset, gaps_before)
-        if gaps_before:
-            self._in_flight.add_gaps(data.partition, data.node_id, gaps_before)
+        cursor.drain_before(exc.base_offset, data.gaps)
         rejects: list[int] = []
         cursor.drain_before(exc.last_offset + 1, rejects)
         if not rejects:
