@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, TypeVar
 
-from kafka_share._app.collector import FetchCollector
+from kafka_share._app.collector import CollectResult, FetchCollector
 from kafka_share._app.events import (
     AcknowledgeAsyncEvent,
     AcknowledgementCompletion,
@@ -70,6 +70,7 @@ from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.consume_manager import ACK_LINGER_MS
+from kafka_share.share.fetch_ahead import FetchAheadPolicy
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
@@ -102,19 +103,6 @@ _LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{_MAX_TOPIC_LENGTH}}}")
 _CLOSE_HANDOVER_S = 0.005
 #: Longest a poll waits for the network thread to send a fetch ahead.
 _FETCH_HANDOFF_S = 0.002
-#: A fetch ahead goes out only while the response being delivered acquired at
-#: most this many records: half the broker's default per-partition limit
-#: (``group.share.partition.max.record.locks``, 2000). The broker counts a
-#: partition's in-flight records from the oldest unacknowledged one, so while a
-#: bigger response is being delivered a fetch ahead would find no room, come
-#: back empty, and cost a round trip that delays this consumer's acks.
-_AHEAD_MAX_HELD = 1000
-#: A response this large (or with max.poll.records records) is worth fetching
-#: ahead of; a smaller one means the consumer has caught up with the log.
-_AHEAD_MIN_BYTES = 256 * 1024
-#: The broker's default ``group.share.record.lock.duration.ms``, until a response
-#: tells the real one.
-_DEFAULT_LOCK_MS = 30_000
 
 
 class _State(enum.Enum):
@@ -125,24 +113,6 @@ class _State(enum.Enum):
 
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-def caught_up(acquired: int, size_bytes: int, max_poll_records: int) -> bool:
-    """Whether a response this small means the consumer has reached the log end:
-    fewer records than one poll takes and under ``_AHEAD_MIN_BYTES`` (a response
-    of large records is cut by bytes, not by count)."""
-    return acquired < max_poll_records and size_bytes < _AHEAD_MIN_BYTES
-
-
-def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -> bool:
-    """Whether to lock the next response while ``acquired`` records are still to
-    be delivered: only for small responses (``_AHEAD_MAX_HELD``), and only if, at
-    the application's pace, both responses would be processed within a quarter of
-    the acquisition lock, so prefetched records do not time out and come back
-    with a higher delivery count (a slow handler switches fetching ahead off)."""
-    if acquired > _AHEAD_MAX_HELD:
-        return False
-    return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
 
 
 def _timeout_ms(timeout: object, default_ms: int, what: str) -> int:
@@ -233,12 +203,10 @@ class ShareConsumer(Generic[K, V]):
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
         #: a poll's acks while it may still send them with a fetch ahead (None: sent)
         self._ahead_acks: AcksByPartition | None = None
-        #: the response being delivered when the last fetch ahead went out
-        self._ahead_for: object | None = None
-        #: when the last poll returned (monotonic s) and how many records
-        self._returned: tuple[float, int] | None = None
-        #: moving average of the application's time per record between polls
-        self._ms_per_record = 0.0
+        #: when to fetch ahead (batch_optimized), and the application's pace
+        self._ahead = FetchAheadPolicy(cfg.max_poll_records)
+        #: a fetch was sent during the current poll
+        self._fetch_sent = False
         self._in_flight = InFlightBatch()
         self._collector: FetchCollector[K, V] = FetchCollector(
             buffer=self._fetch_buffer,
@@ -396,7 +364,7 @@ class ShareConsumer(Generic[K, V]):
                 timeout_ms = None  # poll(float("inf")) is poll()
         with self._owned():
             started = _now_ms()
-            self._note_processing_time()
+            self._ahead.poll_started(time.monotonic() * 1000.0)
             self._metrics.record_poll_start(started)
             self._poll_waited_ms = 0
             records: ConsumerRecords[K, V] = ConsumerRecords()
@@ -408,7 +376,7 @@ class ShareConsumer(Generic[K, V]):
                 records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
             finally:
                 self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
-                self._returned = (time.monotonic(), records.count())
+                self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
             return records
 
     def _wait_until(self, deadline_ms: int) -> None:
@@ -422,23 +390,27 @@ class ShareConsumer(Generic[K, V]):
                 return
             pipe.wait(remaining_ms / 1000.0)
 
-    def _note_processing_time(self) -> None:
-        """Estimate how long the application spends per record between polls."""
-        if self._returned is None:
-            return
-        returned_at, count = self._returned
-        self._returned = None
-        if count:
-            sample = (time.monotonic() - returned_at) * 1000.0 / count
-            # A moving average: one slow record does not switch fetching ahead off.
-            self._ms_per_record = 0.5 * (self._ms_per_record + sample)
-
-    def _may_fetch_ahead(self, acquired: int) -> bool:
-        return may_fetch_ahead(
-            acquired, self._ms_per_record, self._acquisition_lock_timeout_ms or _DEFAULT_LOCK_MS
-        )
-
     def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
+        self._start_poll()
+        self._fetch_sent = False
+        while True:
+            self._maybe_raise_wakeup()
+            records = self._poll_once()
+            if records is not None:
+                self._handle_completions()
+                return records
+            remaining = deadline - _now_ms()
+            if remaining <= 0:
+                self._handle_completions()
+                return ConsumerRecords()
+            waited_from = _now_ms()
+            self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
+            self._poll_waited_ms += _now_ms() - waited_from
+            self._raise_background()
+            self._handle_completions()
+
+    def _start_poll(self) -> None:
+        """What every poll does first: errors, the last batch's acks, the checks."""
         self._raise_background()
         self._handle_completions()
         # Failed records whose error the last poll raised get their default
@@ -458,106 +430,98 @@ class ShareConsumer(Generic[K, V]):
         if not self._subscription:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         self._submit(PollEvent(now_ms=_now_ms()))
-        fetch_sent = False
-        while True:
-            self._maybe_raise_wakeup()
-            acks = self._take_acks()
-            if self._in_flight.has_renewing():
-                # Renewed records come back first; no new records meanwhile.
-                if acks:
-                    self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
-                returned = self._in_flight.take_ready()
-                if returned:
-                    return self._records_of(returned)
-            else:
-                buffered_before = self._collector.has_buffered()
-                on_drained: Callable[[int, int], None] | None = None
-                if self._prefetch:
-                    # Fetch ahead (batch_optimized): ask for the next
-                    # response while records are still to be delivered, so the
-                    # broker works while this thread decodes and the application
-                    # processes; this poll's acks ride on it. Only while the
-                    # response being delivered is small (see _AHEAD_MAX_HELD), and
-                    # only with no response queued: at most one waits behind the
-                    # one being delivered. A response taken from the queue means
-                    # the fetch before it was answered, so _ahead_on_drained may
-                    # ask again even if this poll already sent one.
-                    delivering = self._collector.delivering_acquired()
-                    if (
-                        not fetch_sent
-                        and delivering is not None
-                        # several polls' worth: not a caught-up trickle
-                        and delivering >= self._config.max_poll_records
-                        and self._collector.delivering() is not self._ahead_for
-                        and self._may_fetch_ahead(delivering)
-                        and self._fetch_buffer.is_empty()
-                    ):
-                        # Once per response: if that fetch comes back empty (no new
-                        # data), the next one waits until this response is drained.
-                        self._ahead_for = self._collector.delivering()
-                        self._send_fetch_ahead(acks)
-                        acks = {}
-                        fetch_sent = True
-                    else:
-                        self._ahead_acks = acks
-                        on_drained = self._ahead_on_drained
-                try:
-                    batch = self._collector.collect(on_drained)
-                except BaseException:
-                    # Whatever raised (a KeyboardInterrupt in a deserializer...),
-                    # the acks this poll took from the batch still go out.
-                    if on_drained is not None and self._ahead_acks is None:
-                        acks = {}  # they went out with the fetch ahead
-                    self._ahead_acks = None
-                    self._send_acks(acks, fetch=False)
-                    raise
-                if on_drained is not None:
-                    if self._ahead_acks is None:
-                        acks = {}
-                        fetch_sent = True
-                        self._ahead_for = self._collector.delivering()
-                    self._ahead_acks = None
-                # Otherwise fetch when nothing was buffered (Java), or, in prefetch
-                # mode, as soon as this poll drained the buffer.
-                want_fetch = (
-                    not fetch_sent
-                    and (not buffered_before or self._prefetch)
-                    and not self._collector.has_buffered()
-                )
-                if batch.records or batch.error is not None:
-                    if batch.error is None:
-                        # GAP acks found while decoding go out with this round.
-                        acks, elsewhere = _merge_acks(acks, self._take_acks())
-                        if elsewhere:  # a leader move: to the new node on their own
-                            self._send_acks(elsewhere, fetch=False, linger=True)
-                    # The failed record's default RELEASE/REJECT waits in the batch
-                    # until the application has seen its error (InFlightBatch.
-                    # settle_failed), so it can still override it.
-                    self._send_acks(acks, fetch=want_fetch, linger=True)
-                    fetch_sent = fetch_sent or want_fetch
-                    if batch.error is not None:
-                        if not batch.records:
-                            self._in_flight.mark_failed_raised()
-                            raise batch.error
-                        self._pending_error = batch.error
-                    self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
-                    self._metrics.record_consumed(
-                        len(batch.records), batch.size_bytes, _now_ms()
-                    )
-                    self._handle_completions()
-                    return batch.records
-                if want_fetch or acks:
-                    self._send_acks(acks, fetch=want_fetch)
-                    fetch_sent = fetch_sent or want_fetch
-            remaining = deadline - _now_ms()
-            if remaining <= 0:
-                self._handle_completions()
-                return ConsumerRecords()
-            waited_from = _now_ms()
-            self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
-            self._poll_waited_ms += _now_ms() - waited_from
-            self._raise_background()
-            self._handle_completions()
+
+    def _poll_once(self) -> ConsumerRecords[K, V] | None:
+        """One round: send the acks taken so far, hand out records if there are
+        some (None if not), and ask for more when the buffer runs dry."""
+        acks = self._take_acks()
+        if self._in_flight.has_renewing():
+            # Renewed records come back first; no new records meanwhile.
+            if acks:
+                self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
+            returned = self._in_flight.take_ready()
+            return self._records_of(returned) if returned else None
+        buffered_before = self._collector.has_buffered()
+        acks, on_drained = self._fetch_ahead_now(acks)
+        batch, acks = self._collect(acks, on_drained)
+        # Otherwise fetch when nothing was buffered (Java), or, in prefetch
+        # mode, as soon as this poll drained the buffer.
+        want_fetch = (
+            not self._fetch_sent
+            and (not buffered_before or self._prefetch)
+            and not self._collector.has_buffered()
+        )
+        if not batch.records and batch.error is None:
+            if want_fetch or acks:
+                self._send_acks(acks, fetch=want_fetch)
+                self._fetch_sent = self._fetch_sent or want_fetch
+            return None
+        if batch.error is None:
+            # GAP acks found while decoding go out with this round.
+            acks, elsewhere = _merge_acks(acks, self._take_acks())
+            if elsewhere:  # a leader move: to the new node on their own
+                self._send_acks(elsewhere, fetch=False, linger=True)
+        # A failed record's default RELEASE/REJECT waits in the batch until the
+        # application has seen its error (InFlightBatch.settle_failed), so it
+        # can still override it.
+        self._send_acks(acks, fetch=want_fetch, linger=True)
+        self._fetch_sent = self._fetch_sent or want_fetch
+        if batch.error is not None:
+            if not batch.records:
+                self._in_flight.mark_failed_raised()
+                raise batch.error
+            self._pending_error = batch.error
+        self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
+        self._metrics.record_consumed(len(batch.records), batch.size_bytes, _now_ms())
+        return batch.records
+
+    def _fetch_ahead_now(
+        self, acks: AcksByPartition
+    ) -> tuple[AcksByPartition, Callable[[int, int], None] | None]:
+        """Fetch ahead (batch_optimized) while records are still to be delivered,
+        so the broker works while this thread decodes and the application
+        processes; this poll's acks ride on it. The policy
+        (:class:`FetchAheadPolicy`) decides; otherwise the decision is taken
+        again when :meth:`_collect` takes the last queued response (the hook).
+
+        Returns the acks still to send and the hook for the collector.
+        """
+        if not self._prefetch:
+            return acks, None
+        delivering = self._collector.delivering()
+        if not self._fetch_sent and self._ahead.ahead_while_delivering(
+            delivering, self._collector.delivering_acquired(), self._fetch_buffer.is_empty()
+        ):
+            self._ahead.sent_for(delivering)
+            self._send_fetch_ahead(acks)
+            self._fetch_sent = True
+            return {}, None
+        # A response taken from the queue means the fetch before it was
+        # answered, so the hook may ask again even if this poll sent one.
+        self._ahead_acks = acks
+        return acks, self._ahead_on_drained
+
+    def _collect(
+        self, acks: AcksByPartition, on_drained: Callable[[int, int], None] | None
+    ) -> tuple[CollectResult[K, V], AcksByPartition]:
+        """Collect the records of this poll; returns them and the acks still to send."""
+        try:
+            batch = self._collector.collect(on_drained)
+        except BaseException:
+            # Whatever raised (a KeyboardInterrupt in a deserializer...), the
+            # acks this poll took from the batch still go out.
+            if on_drained is not None and self._ahead_acks is None:
+                acks = {}  # they went out with the fetch ahead
+            self._ahead_acks = None
+            self._send_acks(acks, fetch=False)
+            raise
+        if on_drained is not None:
+            if self._ahead_acks is None:  # the hook sent them with a fetch ahead
+                acks = {}
+                self._fetch_sent = True
+                self._ahead.sent_for(self._collector.delivering())
+            self._ahead_acks = None
+        return batch, acks
 
     def _records_of(
         self, by_partition: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]
@@ -830,11 +794,7 @@ class ShareConsumer(Generic[K, V]):
         and delay the long-polling fetch that brings the next record. Such a
         response is drained first, then fetched for as usual.
         """
-        if (
-            self._ahead_acks is not None
-            and not caught_up(acquired, size, self._config.max_poll_records)
-            and self._may_fetch_ahead(acquired)
-        ):
+        if self._ahead_acks is not None and self._ahead.ahead_on_drained(acquired, size):
             acks, self._ahead_acks = self._ahead_acks, None
             self._send_fetch_ahead(acks)
 
@@ -926,6 +886,7 @@ class ShareConsumer(Generic[K, V]):
     def _note_lock_timeout(self, timeout_ms: int | None) -> None:
         if timeout_ms is not None and timeout_ms > 0:
             self._acquisition_lock_timeout_ms = timeout_ms
+            self._ahead.note_lock_timeout(timeout_ms)
 
     def __repr__(self) -> str:
         return (

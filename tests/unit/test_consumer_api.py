@@ -140,31 +140,6 @@ def test_acknowledge_accepts_the_wire_values_of_the_types_too() -> None:
             c.acknowledge(_record(), 7)  # type: ignore[arg-type]
 
 
-def test_fetch_ahead_policy_follows_response_size_and_application_pace() -> None:
-    from kafka_share.consumer import may_fetch_ahead
-
-    # A fast application and a small response: fetch ahead.
-    assert may_fetch_ahead(967, 0.005, 30_000)
-    # A response bigger than half the broker's default lock limit: never.
-    assert not may_fetch_ahead(1001, 0.0, 30_000)
-    # 1000 records at 3.75 ms each take 3.75 s, twice that is a quarter of 30 s.
-    assert may_fetch_ahead(1000, 3.75, 30_000)
-    assert not may_fetch_ahead(1000, 3.8, 30_000)
-    # A shorter lock tightens the bound.
-    assert not may_fetch_ahead(1000, 3.75, 15_000)
-    # A slow handler: one record per second, 10 records, 30 s lock -> no.
-    assert not may_fetch_ahead(10, 1000.0, 30_000)
-
-
-def test_a_small_response_means_caught_up_and_no_fetch_ahead() -> None:
-    from kafka_share.consumer import caught_up
-
-    assert caught_up(1, 100, 500)  # a live trickle: long-poll instead
-    assert not caught_up(967, 990_000, 500)  # a backlog of 1 KiB records
-    assert not caught_up(97, 1_000_000, 500)  # 10 KiB records: cut by bytes
-    assert not caught_up(500, 50_000, 500)  # a full poll's worth of small records
-
-
 # -- poll() without a timeout blocks (issue 10, defect 11) ----------------------------
 
 
