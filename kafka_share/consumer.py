@@ -26,16 +26,17 @@ records, or as a standalone ShareAcknowledge), ``commit_sync``,
 
 from __future__ import annotations
 
-import concurrent.futures
 import enum
 import itertools
 import logging
+import math
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Generic, TypeVar
 
-from kafka_share._app.collector import FetchCollector
+from kafka_share._app.collector import CollectResult, FetchCollector
 from kafka_share._app.events import (
     AcknowledgeAsyncEvent,
     AcknowledgementCompletion,
@@ -59,6 +60,7 @@ from kafka_share._net.thread import NetworkThread
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
     IllegalStateError,
+    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     WakeupError,
@@ -68,6 +70,7 @@ from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords,
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
+from kafka_share.share.fetch_ahead import FetchAheadPolicy
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
@@ -90,21 +93,16 @@ _COMPLETABLE = (
     SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
 )
 _DEFAULT_CLOSE_TIMEOUT_S = 30.0
+#: poll() without a timeout waits this long before raising a fatal error again
+_FATAL_REPEAT_WAIT_MS = 1000
+#: "no deadline" on the monotonic millisecond clock
+_FOREVER_MS = 2**62
+_MAX_TOPIC_LENGTH = 249
+_LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{_MAX_TOPIC_LENGTH}}}")
+#: how often close() from another thread checks that the blocked call has left
+_CLOSE_HANDOVER_S = 0.005
 #: Longest a poll waits for the network thread to send a fetch ahead.
 _FETCH_HANDOFF_S = 0.002
-#: A fetch ahead goes out only while the response being delivered acquired at
-#: most this many records: half the broker's default per-partition limit
-#: (``group.share.partition.max.record.locks``, 2000). The broker counts a
-#: partition's in-flight records from the oldest unacknowledged one, so while a
-#: bigger response is being delivered a fetch ahead would find no room, come
-#: back empty, and cost a round trip that delays this consumer's acks.
-_AHEAD_MAX_HELD = 1000
-#: A response this large (or with max.poll.records records) is worth fetching
-#: ahead of; a smaller one means the consumer has caught up with the log.
-_AHEAD_MIN_BYTES = 256 * 1024
-#: The broker's default ``group.share.record.lock.duration.ms``, until a response
-#: tells the real one.
-_DEFAULT_LOCK_MS = 30_000
 
 
 class _State(enum.Enum):
@@ -117,34 +115,45 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-def caught_up(acquired: int, size_bytes: int, max_poll_records: int) -> bool:
-    """Whether a response this small means the consumer has reached the log end:
-    fewer records than one poll takes and under ``_AHEAD_MIN_BYTES`` (a response
-    of large records is cut by bytes, not by count)."""
-    return acquired < max_poll_records and size_bytes < _AHEAD_MIN_BYTES
-
-
-def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -> bool:
-    """Whether to lock the next response while ``acquired`` records are still to
-    be delivered: only for small responses (``_AHEAD_MAX_HELD``), and only if, at
-    the application's pace, both responses would be processed within a quarter of
-    the acquisition lock, so prefetched records do not time out and come back
-    with a higher delivery count (a slow handler switches fetching ahead off)."""
-    if acquired > _AHEAD_MAX_HELD:
-        return False
-    return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
-
-
-def _timeout_ms(timeout: float | None, default_ms: int, what: str) -> int:
+def _timeout_ms(timeout: object, default_ms: int, what: str) -> int:
+    """``timeout`` seconds as milliseconds (``default_ms`` for None, _FOREVER_MS for
+    infinity); a bad value gets an error naming the call and the value."""
     if timeout is None:
         return default_ms
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"{what} timeout must be a number of seconds, got {timeout!r}")
+        raise TypeError(f"{what}() timeout must be a number of seconds, got {timeout!r}")
+    if math.isnan(timeout):
+        raise ValueError(f"{what}() timeout must be a number of seconds, got NaN")
     if timeout < 0:
-        raise ValueError(f"{what} timeout must not be negative, got {timeout!r}")
+        raise ValueError(f"{what}() timeout must not be negative, got {timeout!r}")
     if timeout == float("inf"):
-        return 2**62
-    return int(timeout * 1000)
+        return _FOREVER_MS
+    return min(int(timeout * 1000), _FOREVER_MS)
+
+
+def _check_topic_name(name: object) -> str:
+    """Kafka's rule for legal topic names (``Topic.validate`` in Java)."""
+    if not isinstance(name, str):
+        raise TypeError(f"topic names must be strings, got {name!r}")
+    if (
+        not _LEGAL_TOPIC.fullmatch(name)
+        or name in (".", "..")
+    ):
+        raise InvalidTopicError(
+            f"Invalid topic name {name!r}: a topic name is 1 to {_MAX_TOPIC_LENGTH} "
+            "characters of ASCII letters, digits, '.', '_' and '-', and is not '.' or '..'"
+        )
+    return name
+
+
+def _unrecoverable(error: KafkaError) -> KafkaError:
+    """Say in a fatal error's message that the consumer must be recreated."""
+    error.args = (
+        f"{error.message.rstrip('.')}. The consumer cannot recover from this error: it must be "
+        "closed and recreated.",
+        *error.args[1:],
+    )
+    return error
 
 
 class ShareConsumer(Generic[K, V]):
@@ -194,12 +203,10 @@ class ShareConsumer(Generic[K, V]):
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
         #: a poll's acks while it may still send them with a fetch ahead (None: sent)
         self._ahead_acks: AcksByPartition | None = None
-        #: the response being delivered when the last fetch ahead went out
-        self._ahead_for: object | None = None
-        #: when the last poll returned (monotonic s) and how many records
-        self._returned: tuple[float, int] | None = None
-        #: moving average of the application's time per record between polls
-        self._ms_per_record = 0.0
+        #: when to fetch ahead (batch_optimized), and the application's pace
+        self._ahead = FetchAheadPolicy(cfg.max_poll_records)
+        #: a fetch was sent during the current poll
+        self._fetch_sent = False
         self._in_flight = InFlightBatch()
         self._collector: FetchCollector[K, V] = FetchCollector(
             buffer=self._fetch_buffer,
@@ -215,14 +222,19 @@ class ShareConsumer(Generic[K, V]):
         self._owner: int | None = None
         self._owner_depth = 0
         self._guard = threading.Lock()
-        # A plain flag, not a threading.Event: wakeup() must never block, and is
-        # often called from a signal handler (Event.set takes a lock).
+        # A plain flag plus a byte on the wake pipe, not a threading.Event or a
+        # Future: wakeup() must never block, and is often called from a signal
+        # handler running on the very thread that waits (Event.set and
+        # Future.set_result take locks that thread may hold).
         self._wakeup_requested = False
-        self._wake_future: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._pending_error: KafkaError | None = None
         self._poll_waited_ms = 0
         self._deferred_errors: list[KafkaError] = []
         self._fatal_error: KafkaError | None = None
+        #: the fatal error was raised once: later polls wait before raising it again
+        self._fatal_raised = False
+        #: close() was called by another thread while this one was in a call
+        self._close_requested = False
         self._completions: list[AcknowledgementCompletion] = []
         self._acquisition_lock_timeout_ms: int | None = None
         self._metrics = ShareConsumerMetrics(
@@ -287,6 +299,10 @@ class ShareConsumer(Generic[K, V]):
 
         An empty collection is the same as :meth:`unsubscribe`. The group is
         joined on the next :meth:`poll`.
+
+        Raises:
+            InvalidTopicError: a name is not a legal Kafka topic name (1 to 249 of
+                ``[a-zA-Z0-9._-]``, not ``.`` or ``..``); the message names it.
         """
         with self._owned():
             if isinstance(topics, (str, bytes)):
@@ -294,10 +310,7 @@ class ShareConsumer(Generic[K, V]):
                     f"subscribe() takes a collection of topic names, not a single string: "
                     f"use subscribe([{topics!r}])"
                 )
-            names = list(topics)
-            for t in names:
-                if not isinstance(t, str) or not t.strip():
-                    raise ValueError(f"topic names must be non-empty strings, got {t!r}")
+            names = [_check_topic_name(t) for t in topics]
             if not names:
                 self._unsubscribe_locked()
                 return
@@ -322,55 +335,90 @@ class ShareConsumer(Generic[K, V]):
     # -- polling -------------------------------------------------------------------
 
     def poll(self, timeout: float | None = None) -> ConsumerRecords[K, V]:
-        """Fetch records, waiting up to ``timeout`` seconds (default: return at once
-        if nothing is buffered).
+        """Fetch records, waiting up to ``timeout`` seconds for some to arrive.
+
+        Without a timeout, blocks until records arrive, :meth:`wakeup` is called
+        (also from a signal handler), or another thread calls :meth:`close`.
+        ``poll(0)`` returns at once with what is buffered.
 
         In implicit mode the records of the previous poll are accepted first.
 
         Raises:
             IllegalStateError: not subscribed; or, in explicit mode, records of the
                 previous poll are not all acknowledged.
-            WakeupError: :meth:`wakeup` was called.
-            RecordDeserializationError: a deserializer failed; that record was released.
+            WakeupError: :meth:`wakeup` was called, or :meth:`close` from another thread.
+            RecordDeserializationError: a deserializer failed for a record. Unless
+                acknowledged with :meth:`acknowledge_offset` first, it is released by
+                the next poll or commit.
             CorruptRecordError: a record batch failed its CRC; its records were rejected.
             KafkaError: a fatal group error (authorization, group full, share groups
-                not enabled on the cluster, ...).
+                not enabled on the cluster, ...). The consumer cannot recover: close
+                it and create a new one. The first poll after the error raises it at
+                once; every later poll raises it again after waiting out its timeout
+                (1 s without a timeout), so a loop that catches it cannot spin.
         """
-        timeout_ms = _timeout_ms(timeout, 0, "poll")
+        timeout_ms: int | None = None
+        if timeout is not None:
+            timeout_ms = _timeout_ms(timeout, 0, "poll")
+            if timeout_ms >= _FOREVER_MS:
+                timeout_ms = None  # poll(float("inf")) is poll()
         with self._owned():
             started = _now_ms()
-            self._note_processing_time()
+            self._ahead.poll_started(time.monotonic() * 1000.0)
             self._metrics.record_poll_start(started)
             self._poll_waited_ms = 0
             records: ConsumerRecords[K, V] = ConsumerRecords()
             try:
-                records = self._poll(started + timeout_ms)
+                if self._fatal_error is not None and self._fatal_raised:
+                    self._wait_until(
+                        started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
+                    )
+                records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
             finally:
                 self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
-                self._returned = (time.monotonic(), records.count())
+                self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
             return records
 
-    def _note_processing_time(self) -> None:
-        """Estimate how long the application spends per record between polls."""
-        if self._returned is None:
-            return
-        returned_at, count = self._returned
-        self._returned = None
-        if count:
-            sample = (time.monotonic() - returned_at) * 1000.0 / count
-            # A moving average: one slow record does not switch fetching ahead off.
-            self._ms_per_record = 0.5 * (self._ms_per_record + sample)
-
-    def _may_fetch_ahead(self, acquired: int) -> bool:
-        return may_fetch_ahead(
-            acquired, self._ms_per_record, self._acquisition_lock_timeout_ms or _DEFAULT_LOCK_MS
-        )
+    def _wait_until(self, deadline_ms: int) -> None:
+        """Sleep until ``deadline_ms``; :meth:`wakeup` (or a close from another
+        thread) ends it with ``WakeupError``."""
+        pipe = self._fetch_buffer.wake_pipe
+        while True:
+            self._maybe_raise_wakeup()
+            remaining_ms = deadline_ms - _now_ms()
+            if remaining_ms <= 0:
+                return
+            pipe.wait(remaining_ms / 1000.0)
 
     def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
+        self._start_poll()
+        self._fetch_sent = False
+        while True:
+            self._maybe_raise_wakeup()
+            records = self._poll_once()
+            if records is not None:
+                self._handle_completions()
+                return records
+            remaining = deadline - _now_ms()
+            if remaining <= 0:
+                self._handle_completions()
+                return ConsumerRecords()
+            waited_from = _now_ms()
+            self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
+            self._poll_waited_ms += _now_ms() - waited_from
+            self._raise_background()
+            self._handle_completions()
+
+    def _start_poll(self) -> None:
+        """What every poll does first: errors, the last batch's acks, the checks."""
         self._raise_background()
         self._handle_completions()
+        # Failed records whose error the last poll raised get their default
+        # RELEASE/REJECT now, unless acknowledged by coordinates meanwhile.
+        self._in_flight.settle_failed()
         if self._pending_error is not None:
             err, self._pending_error = self._pending_error, None
+            self._in_flight.mark_failed_raised()
             raise err
         if self._explicit:
             if not self._in_flight.all_acknowledged():
@@ -382,101 +430,98 @@ class ShareConsumer(Generic[K, V]):
         if not self._subscription:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         self._submit(PollEvent(now_ms=_now_ms()))
-        fetch_sent = False
-        while True:
-            self._maybe_raise_wakeup()
-            acks = self._take_acks()
-            if self._in_flight.has_renewing():
-                # Renewed records come back first; no new records meanwhile.
-                if acks:
-                    self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
-                returned = self._in_flight.take_ready()
-                if returned:
-                    return self._records_of(returned)
-            else:
-                buffered_before = self._collector.has_buffered()
-                on_drained: Callable[[int, int], None] | None = None
-                if self._prefetch:
-                    # Fetch ahead (batch_optimized): ask for the next
-                    # response while records are still to be delivered, so the
-                    # broker works while this thread decodes and the application
-                    # processes; this poll's acks ride on it. Only while the
-                    # response being delivered is small (see _AHEAD_MAX_HELD), and
-                    # only with no response queued: at most one waits behind the
-                    # one being delivered. A response taken from the queue means
-                    # the fetch before it was answered, so _ahead_on_drained may
-                    # ask again even if this poll already sent one.
-                    delivering = self._collector.delivering_acquired()
-                    if (
-                        not fetch_sent
-                        and delivering is not None
-                        # several polls' worth: not a caught-up trickle
-                        and delivering >= self._config.max_poll_records
-                        and self._collector.delivering() is not self._ahead_for
-                        and self._may_fetch_ahead(delivering)
-                        and self._fetch_buffer.is_empty()
-                    ):
-                        # Once per response: if that fetch comes back empty (no new
-                        # data), the next one waits until this response is drained.
-                        self._ahead_for = self._collector.delivering()
-                        self._send_fetch_ahead(acks)
-                        acks = {}
-                        fetch_sent = True
-                    else:
-                        self._ahead_acks = acks
-                        on_drained = self._ahead_on_drained
-                try:
-                    batch = self._collector.collect(on_drained)
-                except KafkaError:
-                    if on_drained is not None and self._ahead_acks is None:
-                        acks = {}  # they went out with the fetch ahead
-                    self._ahead_acks = None
-                    self._send_acks(acks, fetch=False)
-                    raise
-                if on_drained is not None:
-                    if self._ahead_acks is None:
-                        acks = {}
-                        fetch_sent = True
-                        self._ahead_for = self._collector.delivering()
-                    self._ahead_acks = None
-                # Otherwise fetch when nothing was buffered (Java), or, in prefetch
-                # mode, as soon as this poll drained the buffer.
-                want_fetch = (
-                    not fetch_sent
-                    and (not buffered_before or self._prefetch)
-                    and not self._collector.has_buffered()
-                )
-                if batch.records or batch.error is not None:
-                    if batch.error is None:
-                        # GAP acks found while decoding go out with this round.
-                        acks = _merge_acks(acks, self._take_acks())
-                    # else: the automatic RELEASE/REJECT of the failed records stays
-                    # in the batch until the next poll or commit, so the application
-                    # can still override it with acknowledge_offset().
-                    self._send_acks(acks, fetch=want_fetch, linger=True)
-                    fetch_sent = fetch_sent or want_fetch
-                    if batch.error is not None:
-                        if not batch.records:
-                            raise batch.error
-                        self._pending_error = batch.error
-                    self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
-                    self._metrics.record_consumed(
-                        len(batch.records), batch.size_bytes, _now_ms()
-                    )
-                    self._handle_completions()
-                    return batch.records
-                if want_fetch or acks:
-                    self._send_acks(acks, fetch=want_fetch)
-                    fetch_sent = fetch_sent or want_fetch
-            remaining = deadline - _now_ms()
-            if remaining <= 0:
-                self._handle_completions()
-                return ConsumerRecords()
-            waited_from = _now_ms()
-            self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
-            self._poll_waited_ms += _now_ms() - waited_from
-            self._raise_background()
-            self._handle_completions()
+
+    def _poll_once(self) -> ConsumerRecords[K, V] | None:
+        """One round: send the acks taken so far, hand out records if there are
+        some (None if not), and ask for more when the buffer runs dry."""
+        acks = self._take_acks()
+        if self._in_flight.has_renewing():
+            # Renewed records come back first; no new records meanwhile.
+            if acks:
+                self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
+            returned = self._in_flight.take_ready()
+            return self._records_of(returned) if returned else None
+        buffered_before = self._collector.has_buffered()
+        acks, on_drained = self._fetch_ahead_now(acks)
+        batch, acks = self._collect(acks, on_drained)
+        # Otherwise fetch when nothing was buffered (Java), or, in prefetch
+        # mode, as soon as this poll drained the buffer.
+        want_fetch = (
+            not self._fetch_sent
+            and (not buffered_before or self._prefetch)
+            and not self._collector.has_buffered()
+        )
+        if not batch.records and batch.error is None:
+            if want_fetch or acks:
+                self._send_acks(acks, fetch=want_fetch)
+                self._fetch_sent = self._fetch_sent or want_fetch
+            return None
+        if batch.error is None:
+            # GAP acks found while decoding go out with this round.
+            acks, elsewhere = _merge_acks(acks, self._take_acks())
+            if elsewhere:  # a leader move: to the new node on their own
+                self._send_acks(elsewhere, fetch=False, linger=True)
+        # A failed record's default RELEASE/REJECT waits in the batch until the
+        # application has seen its error (InFlightBatch.settle_failed), so it
+        # can still override it.
+        self._send_acks(acks, fetch=want_fetch, linger=True)
+        self._fetch_sent = self._fetch_sent or want_fetch
+        if batch.error is not None:
+            if not batch.records:
+                self._in_flight.mark_failed_raised()
+                raise batch.error
+            self._pending_error = batch.error
+        self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
+        self._metrics.record_consumed(len(batch.records), batch.size_bytes, _now_ms())
+        return batch.records
+
+    def _fetch_ahead_now(
+        self, acks: AcksByPartition
+    ) -> tuple[AcksByPartition, Callable[[int, int], None] | None]:
+        """Fetch ahead (batch_optimized) while records are still to be delivered,
+        so the broker works while this thread decodes and the application
+        processes; this poll's acks ride on it. The policy
+        (:class:`FetchAheadPolicy`) decides; otherwise the decision is taken
+        again when :meth:`_collect` takes the last queued response (the hook).
+
+        Returns the acks still to send and the hook for the collector.
+        """
+        if not self._prefetch:
+            return acks, None
+        delivering = self._collector.delivering()
+        if not self._fetch_sent and self._ahead.ahead_while_delivering(
+            delivering, self._collector.delivering_acquired(), self._fetch_buffer.is_empty()
+        ):
+            self._ahead.sent_for(delivering)
+            self._send_fetch_ahead(acks)
+            self._fetch_sent = True
+            return {}, None
+        # A response taken from the queue means the fetch before it was
+        # answered, so the hook may ask again even if this poll sent one.
+        self._ahead_acks = acks
+        return acks, self._ahead_on_drained
+
+    def _collect(
+        self, acks: AcksByPartition, on_drained: Callable[[int, int], None] | None
+    ) -> tuple[CollectResult[K, V], AcksByPartition]:
+        """Collect the records of this poll; returns them and the acks still to send."""
+        try:
+            batch = self._collector.collect(on_drained)
+        except BaseException:
+            # Whatever raised (a KeyboardInterrupt in a deserializer...), the
+            # acks this poll took from the batch still go out.
+            if on_drained is not None and self._ahead_acks is None:
+                acks = {}  # they went out with the fetch ahead
+            self._ahead_acks = None
+            self._send_acks(acks, fetch=False)
+            raise
+        if on_drained is not None:
+            if self._ahead_acks is None:  # the hook sent them with a fetch ahead
+                acks = {}
+                self._fetch_sent = True
+                self._ahead.sent_for(self._collector.delivering())
+            self._ahead_acks = None
+        return batch, acks
 
     def _records_of(
         self, by_partition: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]
@@ -544,7 +589,11 @@ class ShareConsumer(Generic[K, V]):
 
     def _check_ack_type(self, type: object) -> AcknowledgeType:
         if not self._explicit:
-            raise IllegalStateError("Implicit acknowledgement of delivery is being used.")
+            raise IllegalStateError(
+                "Implicit acknowledgement of delivery is being used: the record cannot be "
+                "acknowledged, poll() accepts the previous batch itself. Set "
+                "share.acknowledgement.mode=explicit to acknowledge records one by one."
+            )
         try:
             ack_type = AcknowledgeType(type)  # type: ignore[arg-type]
         except (ValueError, TypeError):
@@ -576,6 +625,7 @@ class ShareConsumer(Generic[K, V]):
             self._handle_completions()
             if not self._explicit:
                 self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+            self._in_flight.settle_failed()
             acks = self._take_acks()
             if not acks:
                 return {}
@@ -591,6 +641,7 @@ class ShareConsumer(Generic[K, V]):
             self._handle_completions()
             if not self._explicit:
                 self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+            self._in_flight.settle_failed()
             acks = self._take_acks()
             if acks:
                 self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
@@ -615,16 +666,13 @@ class ShareConsumer(Generic[K, V]):
     def wakeup(self) -> None:
         """Make the blocked (or next) ``poll`` or ``commit_sync`` raise ``WakeupError``.
 
-        Safe to call from any thread, and from inside the commit callback.
+        Safe to call from any thread, from inside the commit callback, and from
+        a signal handler (e.g. SIGINT/SIGTERM to stop a worker blocked in
+        ``poll``): it sets a flag and writes a byte to a pipe the blocked call
+        sleeps on, taking no lock.
         """
         self._wakeup_requested = True
         self._fetch_buffer.wakeup()
-        fut = self._wake_future
-        if not fut.done():
-            try:
-                fut.set_result(None)
-            except concurrent.futures.InvalidStateError:
-                pass  # a concurrent wakeup() completed it first
 
     def close(self, timeout: float | None = None) -> None:
         """Send pending acknowledgements, close share sessions, leave the group and
@@ -637,11 +685,24 @@ class ShareConsumer(Generic[K, V]):
         timeout_ms = _timeout_ms(timeout, int(_DEFAULT_CLOSE_TIMEOUT_S * 1000), "close")
         if self._state is not _State.OPEN:
             return
+        owner = self._owner
+        if owner is not None and owner != threading.get_ident() and not self._in_callback:
+            # Another thread is inside a call (typically a poll blocked without a
+            # timeout): make that call raise WakeupError, then close once it has
+            # left. Checked every few ms for at most the close timeout.
+            self._close_requested = True
+            self._fetch_buffer.wakeup()
+            give_up = time.monotonic() + min(timeout_ms, self._config.request_timeout_ms) / 1000
+            while self._owner is not None and time.monotonic() < give_up:
+                time.sleep(_CLOSE_HANDOVER_S)
+            if self._state is not _State.OPEN:
+                return
         with self._owned(allow_closing=True):
             self._state = _State.CLOSING
             deadline = _now_ms() + min(timeout_ms, self._config.request_timeout_ms)
             first_error: BaseException | None = None
             try:
+                self._in_flight.settle_failed(everything=True)
                 acks = self._take_acks()
                 try:
                     self._call(AcknowledgeOnCloseEvent(deadline_ms=deadline, acks=acks),
@@ -660,6 +721,7 @@ class ShareConsumer(Generic[K, V]):
                 self._thread.stop(max(0, deadline - _now_ms()))
                 self._state = _State.CLOSED
                 self._in_flight.clear()
+                self._fetch_buffer.close()
             if first_error is not None:
                 raise first_error
 
@@ -681,34 +743,37 @@ class ShareConsumer(Generic[K, V]):
         self._thread.submit(event)
 
     def _call(self, event: CompletableEvent, *, wakeable: bool = True) -> object:
-        """Submit a completable event and wait for its result (bounded by its deadline)."""
+        """Submit a completable event and wait for its result (bounded by its deadline).
+
+        The wait is a ``select`` on the wake pipe: the network thread writes to
+        it when it completes the future (the done callback below runs on that
+        thread), ``wakeup()`` when it is called. Nothing here waits on a lock a
+        signal handler could need.
+        """
         assert isinstance(event, _COMPLETABLE)
+        pipe = self._fetch_buffer.wake_pipe
+        event.future.add_done_callback(lambda _: pipe.wake())
         self._submit(event)
+        # A little slack past the deadline: the network thread completes the
+        # future by then at the latest; this only guards against a dead thread.
+        give_up_ms = event.deadline_ms + 500
         while True:
-            remaining_s = (event.deadline_ms - _now_ms()) / 1000.0
-            waiting: list[concurrent.futures.Future[Any]] = [event.future]
-            if wakeable:
-                self._maybe_raise_wakeup()
-                waiting.append(self._wake_future)
-            # A little slack past the deadline: the network thread completes the
-            # future by then at the latest; this only guards against a dead thread.
-            concurrent.futures.wait(
-                waiting, timeout=max(0.0, remaining_s) + 0.5,
-                return_when=concurrent.futures.FIRST_COMPLETED,
-            )
             if event.future.done():
                 return event.future.result()
-            if wakeable and self._wakeup_requested:
+            if wakeable:
                 self._maybe_raise_wakeup()
-            if _now_ms() >= event.deadline_ms + 500:
+            remaining_ms = give_up_ms - _now_ms()
+            if remaining_ms <= 0:
                 raise KafkaTimeoutError(
                     f"{type(event).__name__} did not complete before its deadline"
                 )
+            pipe.wait(remaining_ms / 1000.0)
 
     def _maybe_raise_wakeup(self) -> None:
+        if self._close_requested:
+            raise WakeupError("the blocking call was interrupted by close() from another thread")
         if self._wakeup_requested:
             self._wakeup_requested = False
-            self._wake_future = concurrent.futures.Future()
             raise WakeupError("the blocking call was interrupted by wakeup()")
 
     def _take_acks(self) -> AcksByPartition:
@@ -726,11 +791,7 @@ class ShareConsumer(Generic[K, V]):
         and delay the long-polling fetch that brings the next record. Such a
         response is drained first, then fetched for as usual.
         """
-        if (
-            self._ahead_acks is not None
-            and not caught_up(acquired, size, self._config.max_poll_records)
-            and self._may_fetch_ahead(acquired)
-        ):
+        if self._ahead_acks is not None and self._ahead.ahead_on_drained(acquired, size):
             acks, self._ahead_acks = self._ahead_acks, None
             self._send_fetch_ahead(acks)
 
@@ -774,9 +835,11 @@ class ShareConsumer(Generic[K, V]):
     def _drain_background(self) -> None:
         for event in self._fetch_buffer.take_background():
             if isinstance(event, ErrorEvent):
-                if event.fatal and self._fatal_error is None:
-                    self._fatal_error = event.error
-                self._deferred_errors.append(event.error)
+                if event.fatal:
+                    if self._fatal_error is None:
+                        self._fatal_error = _unrecoverable(event.error)
+                else:
+                    self._deferred_errors.append(event.error)
             else:
                 assert isinstance(event, AcknowledgementCompletion)
                 self._completions.append(event)
@@ -787,7 +850,10 @@ class ShareConsumer(Generic[K, V]):
         if self._deferred_errors:
             raise self._deferred_errors.pop(0)
         if self._fatal_error is not None:
-            raise self._fatal_error
+            # poll() waits before raising it again (see poll); a fresh traceback
+            # each time, or re-raising one object would grow it without bound.
+            self._fatal_raised = True
+            raise self._fatal_error.with_traceback(None)
 
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""
@@ -817,6 +883,7 @@ class ShareConsumer(Generic[K, V]):
     def _note_lock_timeout(self, timeout_ms: int | None) -> None:
         if timeout_ms is not None and timeout_ms > 0:
             self._acquisition_lock_timeout_ms = timeout_ms
+            self._ahead.note_lock_timeout(timeout_ms)
 
     def __repr__(self) -> str:
         return (
@@ -825,17 +892,25 @@ class ShareConsumer(Generic[K, V]):
         )
 
 
-def _merge_acks(first: AcksByPartition, second: AcksByPartition) -> AcksByPartition:
+def _merge_acks(
+    first: AcksByPartition, second: AcksByPartition
+) -> tuple[AcksByPartition, AcksByPartition]:
+    """``second`` merged into ``first`` where both go to the same node, and the
+    acks of ``second`` bound for another node than ``first``'s for that partition
+    (records delivered by a new leader after a leader move): those go apart."""
     if not second:
-        return first
+        return first, {}
     merged = dict(first)
+    elsewhere: AcksByPartition = {}
     for tip, node_acks in second.items():
         existing = merged.get(tip)
         if existing is None:
             merged[tip] = node_acks
+        elif existing.node_id != node_acks.node_id:
+            elsewhere[tip] = node_acks
         else:
             existing.acknowledgements.merge(node_acks.acknowledgements)
-    return merged
+    return merged, elsewhere
 
 
 class _Ownership:

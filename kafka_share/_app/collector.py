@@ -10,20 +10,23 @@ poll, and deserialized as they are handed out.
 
 Poison records:
 
-* A deserializer that raises: the records before it are returned, the
-  offending offset is acknowledged RELEASE (so it is redelivered until the
-  delivery limit archives it) and :class:`RecordDeserializationError` is
-  raised by this poll when nothing precedes it, else by the next one. In
-  explicit mode the application may REJECT it by coordinates instead.
-* A batch that fails its CRC (``check.crcs``) or cannot be decoded: every
-  acquired offset in it is acknowledged REJECT and a ``CorruptRecordError``
-  is reported the same way.
+* A deserializer that raises: the records before it are returned and
+  :class:`RecordDeserializationError` is raised by this poll when nothing
+  precedes it, else by the next one. The offending offset joins the in-flight
+  batch as a failed offset with the default RELEASE (so it is redelivered until
+  the delivery limit archives it); the default is applied only after the
+  application has seen the error (the poll or commit after it), so in explicit
+  mode it may REJECT it by coordinates meanwhile.
+* A batch that fails its CRC (``check.crcs``) or cannot be decoded: its acquired
+  offsets join the batch the same way, with the default REJECT, when delivery
+  reaches the batch and a ``CorruptRecordError`` is reported.
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -88,7 +91,7 @@ class _PartitionData:
     """One completed fetch, decoded, with a cursor over its deliverable records."""
 
     __slots__ = (
-        "acquired_count", "bytes_left", "errors_at", "lock_timeout_ms", "next_index",
+        "acquired_count", "bytes_left", "errors_at", "gaps", "lock_timeout_ms", "next_index",
         "node_id", "partition", "pending",
     )
 
@@ -101,8 +104,12 @@ class _PartitionData:
         self.pending: list[ConsumerRecord[Any, Any]] = []
         #: key + value bytes of the records not delivered yet (bytes-consumed metric)
         self.bytes_left = 0
-        #: index in ``pending`` -> error to report when delivery reaches it
-        self.errors_at: dict[int, KafkaError] = {}
+        #: index in ``pending`` -> error to report when delivery reaches it, and
+        #: the acquired offsets it REJECTs (they join the in-flight batch then)
+        self.errors_at: dict[int, tuple[KafkaError, list[int]]] = {}
+        #: acquired offsets without a record, for the in-flight batch once this
+        #: fetch's delivery starts (not at decoding: see FetchCollector.collect)
+        self.gaps: list[int] = []
         self.next_index = 0
 
     @property
@@ -129,14 +136,15 @@ class FetchCollector(Generic[K, V]):
         self._value_deserializer = value_deserializer
         self._check_crcs = check_crcs
         self._max_poll_records = max_poll_records
-        self._current: _PartitionData | None = None
+        #: decoded fetches with records still to deliver; the first is being delivered
+        self._decoded: deque[_PartitionData] = deque()
 
     def has_buffered(self) -> bool:
-        return self._current is not None or not self._buffer.is_empty()
+        return bool(self._decoded) or not self._buffer.is_empty()
 
     def delivering(self) -> object | None:
         """An opaque token for the fetch being delivered (None: no such fetch)."""
-        return self._current
+        return self._decoded[0] if self._decoded else None
 
     def delivering_acquired(self) -> int | None:
         """How many records the fetch being delivered acquired (None: no such fetch).
@@ -145,8 +153,7 @@ class FetchCollector(Generic[K, V]):
         unacknowledged one, so until that fetch is fully acknowledged this is
         roughly what it holds of the partition's record-lock limit.
         """
-        current = self._current
-        return None if current is None else current.acquired_count
+        return self._decoded[0].acquired_count if self._decoded else None
 
     def collect(
         self, on_drained: Callable[[int, int], None] | None = None
@@ -158,37 +165,74 @@ class FetchCollector(Generic[K, V]):
         response, so the broker works while this thread decodes and the
         application processes. ``acquired`` is the taken fetch's record count,
         ``size`` the bytes of its records section.
+
+        The poll is atomic: if anything raises (a ``KeyboardInterrupt`` in a
+        deserializer, ...), every fetch this call touched goes back to where it
+        was, and no record of this call is in the in-flight batch, so none is
+        acknowledged without the application having seen it.
         """
         out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         budget = self._max_poll_records
         size = 0
         lock_timeout: int | None = None
         error: KafkaError | None = None
-        while budget > 0 and error is None:
-            data = self._current
-            if data is None:
-                fetch = self._buffer.take()
-                if fetch is None:
+        decoded = self._decoded
+        #: (fetch, next_index, bytes_left) of every fetch touched, as it was
+        touched: list[tuple[_PartitionData, int, int]] = []
+        delivered: list[tuple[_PartitionData, list[ConsumerRecord[Any, Any]]]] = []
+        #: the node each partition's records come from in this poll
+        nodes: dict[TopicIdPartition, int] = {}
+        fetch: CompletedShareFetch | None = None
+        try:
+            while budget > 0 and error is None:
+                if not decoded:
+                    fetch = self._buffer.take()
+                    if fetch is None:
+                        break
+                    if on_drained is not None and self._buffer.is_empty():
+                        hook, on_drained = on_drained, None
+                        hook(_acquired_count(fetch), len(fetch.records))
+                    decoded.append(self._decode(fetch))
+                    fetch = None
+                data = decoded[0]
+                tip = data.partition
+                holder = nodes.get(tip)
+                if holder is None:
+                    holder = self._in_flight.node_of(tip)
+                if holder is not None and holder != data.node_id:
+                    # The partition's records come from a new node (its leader
+                    # moved) while the old node's are still in flight: this
+                    # fetch waits for a later poll, once the batch no longer
+                    # holds anything of the old node (its acks must go there).
                     break
-                if on_drained is not None and self._buffer.is_empty():
-                    try:
-                        on_drained(_acquired_count(fetch), len(fetch.records))
-                    except BaseException:
-                        self._buffer.push_front(fetch)  # not lost: the next poll takes it
-                        raise
-                    on_drained = None
-                data = self._decode(fetch)
-                self._current = data
-            if data.lock_timeout_ms is not None:
-                lock_timeout = data.lock_timeout_ms
-            records, error, delivered_bytes = self._deliver(data, budget)
-            size += delivered_bytes
-            if records:
-                out.setdefault(data.partition, []).extend(records)
-                self._in_flight.add_records(data.partition, data.node_id, records)
-                budget -= len(records)
-            if data.exhausted:
-                self._current = None
+                nodes[tip] = data.node_id
+                if data.gaps:
+                    self._in_flight.add_gaps(tip, data.node_id, data.gaps)
+                    data.gaps = []
+                touched.append((data, data.next_index, data.bytes_left))
+                if data.lock_timeout_ms is not None:
+                    lock_timeout = data.lock_timeout_ms
+                records, error, delivered_bytes = self._deliver(data, budget)
+                size += delivered_bytes
+                if records:
+                    out.setdefault(data.partition, []).extend(records)
+                    delivered.append((data, records))
+                    budget -= len(records)
+                if data.exhausted:
+                    decoded.popleft()
+        except BaseException:
+            if fetch is not None:
+                self._buffer.push_front(fetch)  # not lost: the next poll takes it
+            if touched and decoded and decoded[0] is touched[-1][0]:
+                decoded.popleft()
+            for data, next_index, bytes_left in reversed(touched):
+                data.next_index = next_index
+                data.bytes_left = bytes_left
+                decoded.appendleft(data)
+            raise
+        add_records = self._in_flight.add_records
+        for data, records in delivered:
+            add_records(data.partition, data.node_id, records)
         return CollectResult(ConsumerRecords(out), error, lock_timeout, size)
 
     # -- decoding --------------------------------------------------------------
@@ -201,7 +245,6 @@ class FetchCollector(Generic[K, V]):
             return data
         cursor = acquired.cursor()
         gaps: list[int] = []
-        rejects: list[int] = []
         pending = data.pending
         take = cursor.take
         take_span = cursor.take_span
@@ -216,17 +259,18 @@ class FetchCollector(Generic[K, V]):
             except StopIteration:
                 break
             except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc, rejects)
+                self._reject_batch(data, cursor, exc)
                 continue
             except CorruptMessageError as exc:
                 # Framing is lost: nothing after this point can be trusted, so the
                 # rest of what we acquired is rejected rather than left locked.
                 first = cursor.next_offset
-                cursor.finish(rejects)
-                data.errors_at[len(pending)] = CorruptRecordError(
+                rest: list[int] = []
+                cursor.finish(rest)
+                _report_at(data, CorruptRecordError(
                     f"Record batch for partition {tip.topic}-{tip.partition} at offset "
-                    f"{first} is corrupt and was rejected: {exc}"
-                )
+                    f"{first} is corrupt and its acquired records are rejected: {exc}"
+                ), rest)
                 break
             next_offset = cursor.next_offset
             if next_offset is None:
@@ -253,7 +297,7 @@ class FetchCollector(Generic[K, V]):
                         record_type, topic, partition, ts_type, leader_epoch, span_count
                     ))
                 except CorruptBatchError as exc:
-                    self._reject_batch(data, cursor, exc, rejects)
+                    self._reject_batch(data, cursor, exc)
                     continue
                 offsets = list(map(_OFFSET_FIELD, shaped))
                 if not offsets or (
@@ -273,7 +317,7 @@ class FetchCollector(Generic[K, V]):
             try:
                 records = batch.records()
             except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc, rejects)
+                self._reject_batch(data, cursor, exc)
                 continue
             # tuple.__new__ skips NamedTuple's Python-level __new__.
             first_new = len(pending)
@@ -289,10 +333,7 @@ class FetchCollector(Generic[K, V]):
             size += _payload_size(pending[first_new:])
         data.bytes_left = size
         cursor.finish(gaps)
-        if gaps:
-            self._in_flight.add_gaps(tip, data.node_id, gaps)
-        if rejects:
-            self._in_flight.add_failed(tip, data.node_id, rejects, AcknowledgeType.REJECT)
+        data.gaps.extend(gaps)
         return data
 
     def _reject_batch(
@@ -300,21 +341,17 @@ class FetchCollector(Generic[K, V]):
         data: _PartitionData,
         cursor: Any,
         exc: CorruptBatchError,
-        rejects: list[int],
     ) -> None:
-        gaps_before: list[int] = []
-        cursor.drain_before(exc.base_offset, gaps_before)
-        if gaps_before:
-            self._in_flight.add_gaps(data.partition, data.node_id, gaps_before)
-        before = len(rejects)
+        cursor.drain_before(exc.base_offset, data.gaps)
+        rejects: list[int] = []
         cursor.drain_before(exc.last_offset + 1, rejects)
-        if len(rejects) == before:
+        if not rejects:
             return  # nothing of that batch was acquired by us: not our problem
         tip = data.partition
-        data.errors_at[len(data.pending)] = CorruptRecordError(
+        _report_at(data, CorruptRecordError(
             f"Record batch for partition {tip.topic}-{tip.partition} at offset "
-            f"{exc.base_offset} is invalid and its acquired records were rejected: {exc}"
-        )
+            f"{exc.base_offset} is invalid and its acquired records are rejected: {exc}"
+        ), rejects)
 
     # -- delivery ----------------------------------------------------------------
 
@@ -357,7 +394,11 @@ class FetchCollector(Generic[K, V]):
                 out.append(new(record_type, (*r[:5], k, v, *r[7:])))
                 i += 1
         if error is None and i in errors_at:
-            error = errors_at.pop(i)
+            error, rejects = errors_at.pop(i)
+            # Reported now: from here the application may override the REJECT.
+            self._in_flight.add_failed(
+                data.partition, data.node_id, rejects, AcknowledgeType.REJECT
+            )
         data.next_index = i
         # Attribute the fetch's bytes to deliveries in proportion, exactly in total.
         remaining = len(pending) - start
@@ -375,7 +416,8 @@ class FetchCollector(Generic[K, V]):
         what = "key" if is_key else "value"
         err = RecordDeserializationError(
             f"Error deserializing {what} for partition {tip.topic}-{tip.partition} at offset "
-            f"{offset}: {type(exc).__name__}: {exc}. The record has been released.",
+            f"{offset}: {type(exc).__name__}: {exc}. Unless acknowledged with "
+            "acknowledge_offset() (explicit mode), it is released by the next poll or commit.",
             topic=tip.topic,
             partition=tip.partition,
             offset=offset,
@@ -385,3 +427,14 @@ class FetchCollector(Generic[K, V]):
         )
         err.__cause__ = exc
         return err
+
+
+def _report_at(data: _PartitionData, error: KafkaError, rejects: list[int]) -> None:
+    """Report ``error`` when delivery reaches the current end of ``pending``;
+    two corrupt batches in a row share the place: the first error, every offset."""
+    index = len(data.pending)
+    earlier = data.errors_at.get(index)
+    if earlier is not None:
+        earlier[1].extend(rejects)
+    else:
+        data.errors_at[index] = (error, rejects)

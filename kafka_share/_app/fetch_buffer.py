@@ -1,14 +1,15 @@
 """The hand-off of fetched data from the network thread to the application thread.
 
 The network thread appends completed fetches (one per partition per ShareFetch
-response); the application thread takes them in ``poll``. Waiting is on a
-``threading.Condition`` so a ``poll`` blocks without spinning, and
-``wakeup()`` can end that wait from any thread.
+response) and background events; the application thread takes them in
+``poll``. The application thread sleeps on the consumer's :class:`WakePipe`
+(never on a ``threading`` primitive), so ``wakeup()`` can end the wait from any
+thread and from a signal handler without taking a lock.
 
 Wakeups are level-triggered: a wakeup that arrives while nobody waits is
 remembered and ends the next wait at once (the lost-wakeup race: the
-application checks "empty", the network thread adds data and notifies, and
-only then does the application start waiting).
+application checks "empty", the network thread adds data and wakes, and only
+then does the application start waiting: the byte is in the pipe by then).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 from typing import Generic, TypeVar
+
+from kafka_share._app.wake import WakePipe
 
 __all__ = ["FetchBuffer"]
 
@@ -31,20 +34,36 @@ class FetchBuffer(Generic[T]):
     and "wakeup() was called".
     """
 
-    def __init__(self) -> None:
-        # Re-entrant: wakeup() may run in a signal handler on a thread that is
-        # inside one of these methods already; a plain Lock would deadlock there.
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
+    def __init__(self, wake_pipe: WakePipe | None = None) -> None:
+        # Only the two threads take this lock, never a signal handler (wakeup()
+        # is lock-free), so a plain Lock cannot deadlock.
+        self._lock = threading.Lock()
         self._items: deque[T] = deque()
         self._background: deque[object] = deque()
+        self._wake = wake_pipe if wake_pipe is not None else WakePipe()
+        #: a wakeup() not consumed by a wait yet (plain bool: set lock-free)
         self._woken = False
+        #: the application thread is (about to be) asleep on the pipe: producers
+        #: write a byte only then, so a busy consumer costs them no syscall
+        self._waiting = False
+
+    @property
+    def wake_pipe(self) -> WakePipe:
+        """The pipe the application thread sleeps on."""
+        return self._wake
+
+    def _notify(self) -> None:
+        # After the item is in (under the lock): if the waiter set _waiting
+        # after that, its re-check under the lock sees the item; if before, we
+        # see _waiting and write.
+        if self._waiting:
+            self._wake.wake()
 
     def add_background(self, event: object) -> None:
         """Queue a background event for the application thread (network thread)."""
-        with self._cond:
+        with self._lock:
             self._background.append(event)
-            self._cond.notify_all()
+        self._notify()
 
     def take_background(self) -> list[object]:
         """Take every queued background event, oldest first (application thread)."""
@@ -63,11 +82,12 @@ class FetchBuffer(Generic[T]):
         All completed fetches of one response are added together, so a poll
         sees either none or all of them.
         """
-        with self._cond:
+        with self._lock:
             before = len(self._items)
             self._items.extend(items)
-            if len(self._items) != before:
-                self._cond.notify_all()
+            added = len(self._items) != before
+        if added:
+            self._notify()
 
     def take(self) -> T | None:
         """Pop the oldest item, or ``None`` when empty (application thread)."""
@@ -95,24 +115,43 @@ class FetchBuffer(Generic[T]):
 
     def await_not_empty(self, timeout_s: float) -> bool:
         """Block until data or a background event arrives, ``wakeup()`` is called,
-        or the timeout passes.
+        or the timeout passes (application thread).
 
         Returns True when data is available. A pending wakeup is consumed and
-        ends the wait at once (returning whatever the buffer state is).
+        ends the wait at once (returning whatever the buffer state is). Other
+        bytes on the shared wake pipe (a completed future) may end the wait
+        early too: callers loop and re-check.
         """
-        with self._cond:
+        with self._lock:
             if self._items or self._background:
                 return bool(self._items)
-            if self._woken:
-                self._woken = False
-                return bool(self._items)
-            if timeout_s > 0:
-                self._cond.wait(timeout_s)
+        if self._woken:
             self._woken = False
+            self._wake.drain()  # its byte: the caller re-checks everything next
+            return self.has_data()
+        if timeout_s <= 0:
+            return False
+        self._waiting = True
+        try:
+            with self._lock:
+                ready = bool(self._items or self._background)
+            if not ready and not self._woken:
+                self._wake.wait(timeout_s)
+        finally:
+            self._waiting = False
+        self._woken = False
+        return self.has_data()
+
+    def has_data(self) -> bool:
+        with self._lock:
             return bool(self._items)
 
     def wakeup(self) -> None:
-        """End the current or next ``await_not_empty`` early (any thread)."""
-        with self._cond:
-            self._woken = True
-            self._cond.notify_all()
+        """End the current or next ``await_not_empty`` early (any thread, or a
+        signal handler: takes no lock)."""
+        self._woken = True
+        self._wake.wake()
+
+    def close(self) -> None:
+        """Release the wake pipe (after the network thread has stopped)."""
+        self._wake.close()

@@ -20,12 +20,14 @@ __all__ = ["GAP", "InFlightBatch"]
 #: Wire acknowledge type for acquired offsets without a record (not public).
 GAP = 0
 
-_NOT_IN_BATCH = "The record cannot be acknowledged."
+_CANNOT = "The record cannot be acknowledged: "
 _OFFSET = operator.attrgetter("offset")
 
 
 class _PartitionInFlight:
-    __slots__ = ("acks", "failed_offsets", "node_id", "ready", "records", "renewing")
+    __slots__ = (
+        "acks", "failed_offsets", "node_id", "raised", "ready", "records", "renewing"
+    )
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
@@ -33,9 +35,13 @@ class _PartitionInFlight:
         self.records: dict[int, ConsumerRecord[Any, Any]] = {}
         #: offset -> wire acknowledge type (GAP=0 included)
         self.acks: dict[int, int] = {}
-        #: offsets that could not become records (deserialization or CRC failure);
-        #: only these may be acknowledged by coordinates.
-        self.failed_offsets: set[int] = set()
+        #: offset -> default wire type of a record that could not be returned
+        #: (deserialization or CRC failure); only these may be acknowledged by
+        #: coordinates. The default joins ``acks`` only once the application had
+        #: its chance to override it (see :meth:`InFlightBatch.settle_failed`).
+        self.failed_offsets: dict[int, int] = {}
+        #: failed offsets whose error the application has been given
+        self.raised: set[int] = set()
         #: offset -> record whose RENEW is on its way to the broker
         self.renewing: dict[int, ConsumerRecord[Any, Any]] = {}
         #: offset -> renewed record waiting to be handed back by the next poll
@@ -50,6 +56,9 @@ class InFlightBatch:
         #: (topic, partition) -> its entry in _partitions, for acknowledge(record):
         #: hashing a str and an int is cheaper than a TopicIdPartition (UUID)
         self._by_name: dict[tuple[str, int], tuple[TopicIdPartition, _PartitionInFlight]] = {}
+        #: (topic, partition) -> the acks last handed to the network thread (the
+        #: dict itself, not a copy): only read to explain a refused acknowledgement
+        self._sent: dict[tuple[str, int], dict[int, int]] = {}
 
     # -- filling ---------------------------------------------------------------
 
@@ -82,24 +91,46 @@ class InFlightBatch:
     def add_failed(
         self, tip: TopicIdPartition, node_id: int, offsets: list[int], ack_type: AcknowledgeType
     ) -> None:
-        """Offsets that failed to become records: auto-acknowledged (RELEASE or REJECT)."""
+        """Offsets that failed to become records, with their default type (RELEASE
+        or REJECT). They stay acquired, unacknowledged, until the application
+        has seen the error (:meth:`mark_failed_raised`) and then either
+        acknowledged them by coordinates or let :meth:`settle_failed` apply the
+        default: as Java, a poison record is not released behind its back."""
         p = self._partition(tip, node_id)
+        value = int(ack_type)
         for o in offsets:
-            p.failed_offsets.add(o)
-            p.acks[o] = int(ack_type)
+            p.failed_offsets[o] = value
+
+    def mark_failed_raised(self) -> None:
+        """The error of the failed offsets was just raised to the application."""
+        for p in self._partitions.values():
+            if p.failed_offsets:
+                p.raised.update(p.failed_offsets)
+
+    def settle_failed(self, *, everything: bool = False) -> None:
+        """Failed offsets the application did not acknowledge get their default
+        type: those whose error was raised (at the next poll or commit after
+        it), or all of them (``everything``: on close)."""
+        for p in self._partitions.values():
+            if not p.failed_offsets:
+                continue
+            for o in list(p.failed_offsets if everything else p.raised):
+                default = p.failed_offsets.get(o)
+                if default is not None:
+                    p.acks.setdefault(o, default)
 
     # -- acknowledging ----------------------------------------------------------------
 
     def acknowledge(self, record: ConsumerRecord[Any, Any], ack_type: AcknowledgeType) -> None:
         entry = self._by_name.get((record[0], record[1]))
         if entry is None:
-            raise IllegalStateError(_NOT_IN_BATCH)
+            raise IllegalStateError(self._refusal(record[0], record[1], record[2], record[9]))
         p = entry[1]
         offset = record[2]
         held = p.records.get(offset)
         # The same offset redelivered (a higher delivery count) is another record.
         if held is None or held[9] != record[9]:
-            raise IllegalStateError(_NOT_IN_BATCH)
+            raise IllegalStateError(self._refusal(record[0], record[1], offset, record[9]))
         p.acks[offset] = int(ack_type)
 
     def acknowledge_offset(
@@ -108,7 +139,7 @@ class InFlightBatch:
         entry = self._by_name.get((topic, partition))
         p = entry[1] if entry is not None else None
         if p is None or offset not in p.failed_offsets:
-            raise IllegalStateError(_NOT_IN_BATCH)
+            raise IllegalStateError(self._offset_refusal(topic, partition, offset))
         p.acks[offset] = int(ack_type)
 
     def acknowledge_all(self, ack_type: AcknowledgeType) -> None:
@@ -120,6 +151,58 @@ class InFlightBatch:
             else:
                 for offset in p.records:
                     p.acks.setdefault(offset, value)
+
+    def _refusal(self, topic: str, partition: int, offset: int, delivery_count: int) -> str:
+        """Why ``acknowledge`` refused a record (error path only)."""
+        where = f"{topic}-{partition} offset {offset}"
+        entry = self._by_name.get((topic, partition))
+        p = entry[1] if entry is not None else None
+        if p is not None:
+            held = p.records.get(offset)
+            if held is not None:
+                return (
+                    f"{_CANNOT}this {where} is from an earlier delivery (delivery count "
+                    f"{delivery_count}); the last poll returned it again with delivery "
+                    f"count {held[9]}: acknowledge that record"
+                )
+            if offset in p.renewing:
+                return (
+                    f"{_CANNOT}{where} is being renewed (RENEW): a later poll() returns "
+                    "it again, to be acknowledged then"
+                )
+            if offset in p.failed_offsets:
+                return (
+                    f"{_CANNOT}{where} could not be returned by poll() (deserialization "
+                    "or corrupt batch): use acknowledge_offset()"
+                )
+        if offset in self._sent.get((topic, partition), ()):
+            return (
+                f"{_CANNOT}{where} was already acknowledged, and the acknowledgement "
+                "was sent (by poll, commit_sync, commit_async or a fetch)"
+            )
+        return (
+            f"{_CANNOT}{where} was not returned by the last poll() of this consumer "
+            "(only the last poll's records can be acknowledged, before the next poll)"
+        )
+
+    def _offset_refusal(self, topic: str, partition: int, offset: int) -> str:
+        where = f"{topic}-{partition} offset {offset}"
+        entry = self._by_name.get((topic, partition))
+        if entry is not None and offset in entry[1].records:
+            return (
+                f"{_CANNOT}{where} was returned by poll(): acknowledge_offset() only takes "
+                "records poll() could not return; use acknowledge(record)"
+            )
+        if offset in self._sent.get((topic, partition), ()):
+            return (
+                f"{_CANNOT}{where} was already acknowledged, and the acknowledgement "
+                "was sent; acknowledge_offset() only takes records poll() could not return"
+            )
+        return (
+            f"{_CANNOT}acknowledge_offset() only takes records poll() could not return "
+            f"(a deserialization or corrupt-batch error raised by poll), and {where} is not "
+            "one that is still waiting for its acknowledgement"
+        )
 
     # -- queries -------------------------------------------------------------------
 
@@ -169,12 +252,15 @@ class InFlightBatch:
             ):
                 p.records = {}  # the common case: everything acknowledged, no RENEW
             else:
+                failed = p.failed_offsets
                 for offset, t in acks.items():
                     record = p.records.pop(offset, None)
                     if t == AcknowledgeType.RENEW and record is not None:
                         p.renewing[offset] = record
-                    p.failed_offsets.discard(offset)
+                    if failed and failed.pop(offset, None) is not None:
+                        p.raised.discard(offset)
             out[tip] = (p.node_id, acks)
+            self._sent[(tip.topic, tip.partition)] = acks
         self._compact()
         return out
 
@@ -217,6 +303,7 @@ class InFlightBatch:
     def clear(self) -> None:
         self._partitions.clear()
         self._by_name.clear()
+        self._sent.clear()
 
     def _compact(self) -> None:
         for tip in [t for t, p in self._partitions.items()

@@ -140,26 +140,184 @@ def test_acknowledge_accepts_the_wire_values_of_the_types_too() -> None:
             c.acknowledge(_record(), 7)  # type: ignore[arg-type]
 
 
-def test_fetch_ahead_policy_follows_response_size_and_application_pace() -> None:
-    from kafka_share.consumer import may_fetch_ahead
-
-    # A fast application and a small response: fetch ahead.
-    assert may_fetch_ahead(967, 0.005, 30_000)
-    # A response bigger than half the broker's default lock limit: never.
-    assert not may_fetch_ahead(1001, 0.0, 30_000)
-    # 1000 records at 3.75 ms each take 3.75 s, twice that is a quarter of 30 s.
-    assert may_fetch_ahead(1000, 3.75, 30_000)
-    assert not may_fetch_ahead(1000, 3.8, 30_000)
-    # A shorter lock tightens the bound.
-    assert not may_fetch_ahead(1000, 3.75, 15_000)
-    # A slow handler: one record per second, 10 records, 30 s lock -> no.
-    assert not may_fetch_ahead(10, 1000.0, 30_000)
+# -- poll() without a timeout blocks (issue 10, defect 11) ----------------------------
 
 
-def test_a_small_response_means_caught_up_and_no_fetch_ahead() -> None:
-    from kafka_share.consumer import caught_up
+def test_poll_without_a_timeout_blocks_until_wakeup() -> None:
+    from kafka_share import WakeupError
 
-    assert caught_up(1, 100, 500)  # a live trickle: long-poll instead
-    assert not caught_up(967, 990_000, 500)  # a backlog of 1 KiB records
-    assert not caught_up(97, 1_000_000, 500)  # 10 KiB records: cut by bytes
-    assert not caught_up(500, 50_000, 500)  # a full poll's worth of small records
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        timer = threading.Timer(0.5, c.wakeup)
+        timer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(WakeupError):
+                c.poll()
+        finally:
+            timer.join()
+        assert time.monotonic() - started >= 0.45
+
+
+def test_close_from_another_thread_ends_a_poll_without_a_timeout() -> None:
+    from kafka_share import WakeupError
+
+    c: ShareConsumer[bytes, bytes] = ShareConsumer(bootstrap_servers=NOWHERE, group_id="g")
+    c.subscribe(["t"])
+    closer = threading.Timer(0.3, c.close, kwargs={"timeout": 2.0})
+    closer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(WakeupError, match="close"):
+            c.poll()
+    finally:
+        closer.join(10)
+    assert not closer.is_alive()
+    assert time.monotonic() - started < 5.0
+    with pytest.raises(IllegalStateError, match="already been closed"):
+        c.poll(0)
+
+
+# -- a fatal error is not a busy loop (issue 10, defect 10) ---------------------------
+
+
+def _inject_fatal(c: ShareConsumer[bytes, bytes]) -> None:
+    """What the network thread does when the member becomes FATAL."""
+    from kafka_share._app.events import ErrorEvent
+    from kafka_share.errors import GroupAuthorizationFailedError
+
+    c._fetch_buffer.add_background(
+        ErrorEvent(GroupAuthorizationFailedError("Not authorized to access group g"), fatal=True)
+    )
+
+
+def test_a_fatal_error_is_raised_at_once_then_not_in_a_busy_loop() -> None:
+    from kafka_share.errors import GroupAuthorizationFailedError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        _inject_fatal(c)
+        started = time.monotonic()
+        with pytest.raises(GroupAuthorizationFailedError, match="closed and recreated"):
+            c.poll(5.0)
+        assert time.monotonic() - started < 1.0  # the first time: at once
+        # A catch-and-continue loop: each later poll waits out its timeout first.
+        iterations = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 1.0:
+            iterations += 1
+            with pytest.raises(GroupAuthorizationFailedError, match="closed and recreated"):
+                c.poll(timeout=0.2)
+        assert iterations <= 6
+
+
+def test_the_wait_before_repeating_a_fatal_error_is_ended_by_wakeup() -> None:
+    from kafka_share import WakeupError
+    from kafka_share.errors import GroupAuthorizationFailedError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        _inject_fatal(c)
+        with pytest.raises(GroupAuthorizationFailedError):
+            c.poll(0)
+        timer = threading.Timer(0.2, c.wakeup)
+        timer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(WakeupError):
+                c.poll(30.0)
+        finally:
+            timer.join()
+        assert time.monotonic() - started < 5.0
+
+
+# -- bad input gets a clear error (issue 10, defect 12) -------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "has space", "ünïcode", "slash/topic", "a" * 250, "colon:x"]
+)
+def test_illegal_topic_names_are_refused_at_subscribe(name: str) -> None:
+    from kafka_share.errors import InvalidTopicError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        with pytest.raises(InvalidTopicError, match="Invalid topic name") as info:
+            c.subscribe(["fine", name])
+        assert repr(name) in str(info.value)
+        assert c.subscription() == frozenset()
+
+
+def test_legal_topic_names_are_accepted() -> None:
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        names = {"orders", "a", "x" * 249, "with.dots_and-dashes.9", "...", "_internal"}
+        c.subscribe(names)
+        assert c.subscription() == frozenset(names)
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "match"),
+    [
+        (float("nan"), ValueError, r"poll\(\) timeout .*NaN"),
+        (-0.5, ValueError, r"poll\(\) timeout must not be negative, got -0\.5"),
+        (float("-inf"), ValueError, r"poll\(\) timeout must not be negative"),
+        (True, TypeError, r"poll\(\) timeout must be a number of seconds, got True"),
+        ("1", TypeError, r"poll\(\) timeout must be a number of seconds, got '1'"),
+    ],
+)
+def test_bad_poll_timeouts_name_the_argument(timeout: object, error: type, match: str) -> None:
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        with pytest.raises(error, match=match):
+            c.poll(timeout)  # type: ignore[arg-type]
+        with pytest.raises(error, match=match.replace("poll", "commit_sync")):
+            c.commit_sync(timeout)  # type: ignore[arg-type]
+
+
+def test_an_infinite_poll_timeout_means_no_timeout() -> None:
+    from kafka_share import WakeupError
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        c.subscribe(["t"])
+        c.wakeup()
+        with pytest.raises(WakeupError):
+            c.poll(float("inf"))
+
+
+def test_acknowledge_errors_say_why() -> None:
+    import uuid
+
+    from kafka_share.models import TopicIdPartition
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
+                       share_acknowledgement_mode="explicit") as c:
+        rec = _record()
+        with pytest.raises(IllegalStateError, match=r"cannot be acknowledged: t-0 offset 5 "
+                           r"was not returned by the last poll"):
+            c.acknowledge(rec)
+        # Delivered (as the collector would), acknowledged and sent by a commit.
+        c._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [rec])
+        c.acknowledge(rec)
+        c._take_acks()
+        with pytest.raises(IllegalStateError, match="already acknowledged"):
+            c.acknowledge(rec)
+        with pytest.raises(IllegalStateError, match=r"acknowledge_offset\(\) only takes"):
+            c.acknowledge_offset("t", 0, 5, AcknowledgeType.REJECT)
+    with pytest.raises(IllegalStateError, match="closed"):
+        c.acknowledge(rec)
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c, pytest.raises(
+        IllegalStateError, match=r"Implicit acknowledgement.*share\.acknowledgement\.mode"
+    ):
+        c.acknowledge(_record())
+
+
+def test_acknowledging_an_earlier_delivery_of_a_record_says_so() -> None:
+    import uuid
+
+    from kafka_share.models import TopicIdPartition
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
+                       share_acknowledgement_mode="explicit") as c:
+        redelivered = _record()._replace(delivery_count=2)
+        c._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [redelivered])
+        with pytest.raises(IllegalStateError, match=r"earlier delivery.*delivery count 1.*2"):
+            c.acknowledge(_record())

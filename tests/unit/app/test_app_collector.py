@@ -54,7 +54,10 @@ class Harness:
         self.buffer.add_all([CompletedShareFetch(NODE, tip, memoryview(data), acquired, lock_ms)])
 
     def acks(self) -> dict[int, int]:
-        """Everything acknowledged so far for TIP (taken from the in-flight batch)."""
+        """Everything acknowledged so far for TIP (taken from the in-flight batch),
+        failed records with their default type (as once their error was raised
+        and the next poll came)."""
+        self.in_flight.settle_failed(everything=True)
         taken = self.in_flight.take_acknowledged()
         if TIP not in taken:
             return {}
@@ -240,7 +243,7 @@ def test_value_deserializer_failure_returns_earlier_records_and_releases_the_off
     assert isinstance(err, RecordDeserializationError)
     assert (err.topic, err.partition, err.offset) == ("orders", 0, 2)
     assert err.value == b"v2" and err.key == b"k2" and err.is_key is False
-    assert "released" in str(err)
+    assert "released by the next poll or commit" in str(err)
     assert isinstance(err.__cause__, ValueError)
     # The poison offset is acknowledged RELEASE; the app may override it by coordinates.
     h.in_flight.acknowledge_offset("orders", 0, 2, AcknowledgeType.REJECT)
@@ -263,6 +266,11 @@ def test_deserializer_failure_on_the_first_record_is_raised_by_this_poll() -> No
     assert len(result.records) == 0
     assert isinstance(result.error, RecordDeserializationError)
     assert result.error.is_key is True and result.error.offset == 0
+    # Not released before the application has seen the error...
+    assert h.in_flight.take_acknowledged() == {}
+    # ...but by the poll (or commit) after it was raised.
+    h.in_flight.mark_failed_raised()
+    h.in_flight.settle_failed()
     assert h.in_flight.take_acknowledged() == {TIP: (NODE, {0: RELEASE})}
     assert collected_offsets(h.collector.collect()) == [1, 2]
 
@@ -334,6 +342,9 @@ def test_crc_failure_of_the_first_batch_is_raised_at_once() -> None:
     h.add(bytes(bad) + build_batch(values(1, 2), base_offset=2), [(0, 2, 1)])
     result = h.collector.collect()
     assert len(result.records) == 0 and isinstance(result.error, CorruptRecordError)
+    assert h.in_flight.take_acknowledged() == {}
+    h.in_flight.mark_failed_raised()
+    h.in_flight.settle_failed()
     assert h.in_flight.take_acknowledged() == {TIP: (NODE, {0: REJECT, 1: REJECT})}
     assert collected_offsets(h.collector.collect()) == [2]
 

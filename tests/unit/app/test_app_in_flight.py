@@ -142,7 +142,14 @@ def test_failed_offset_without_override_keeps_its_automatic_type() -> None:
     b = InFlightBatch()
     b.add_failed(TIP, 3, [7, 8], REJECT)
     assert b.all_acknowledged()
-    assert b.take_acknowledged() == {TIP: (3, {7: int(REJECT), 8: int(REJECT)})}
+    # Held until the application has seen the error, then settled to the default.
+    b.settle_failed()
+    assert b.take_acknowledged() == {}
+    b.mark_failed_raised()
+    b.acknowledge_offset("t", 0, 8, AcknowledgeType.ACCEPT)
+    b.settle_failed()
+    assert b.take_acknowledged() == {TIP: (3, {7: int(REJECT), 8: int(ACCEPT)})}
+    assert b.is_empty()
 
 
 def test_renew_moves_records_to_renewing_and_renewed_ones_come_back() -> None:

@@ -1,0 +1,164 @@
+"""When the consumer fetches ahead: a pure policy object (no clock, no I/O).
+
+In ``batch_optimized`` acquire mode the application thread may ask for the next
+ShareFetch response while records of the current one are still being handed
+out, so the broker works while the application decodes and processes
+(librdkafka asks at the same moment). Asking too eagerly costs: every record of
+a prefetched response is locked for this consumer, the broker limits how many
+records of a partition may be in flight
+(``group.share.partition.max.record.locks``, default 2000, counted from the
+oldest unacknowledged offset), and a slow application lets prefetched records
+time out and come back with a higher delivery count.
+
+The rules, each a method below:
+
+* **Small response** (:meth:`FetchAheadPolicy.caught_up`): fewer records than
+  one poll takes and under :data:`AHEAD_MIN_BYTES` means the consumer is at the
+  log end; a fetch ahead would only come back empty and delay the long-polling
+  fetch that brings the next record.
+* **Room under the lock limit and within the lock**
+  (:meth:`FetchAheadPolicy.may_fetch_ahead`): only while the response being
+  delivered acquired at most :data:`AHEAD_MAX_HELD` records, and only while, at
+  the application's measured pace, both responses would be processed within a
+  quarter of the acquisition lock.
+* **Once per response** (:meth:`FetchAheadPolicy.ahead_while_delivering`): if
+  that fetch comes back empty, the next one waits until the response is drained,
+  so an idle consumer does not send an empty ShareFetch per poll.
+
+Time comes in as ``now_ms`` (any monotonic millisecond clock, fractions
+allowed); the consumer passes its own clock.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AHEAD_MAX_HELD",
+    "AHEAD_MIN_BYTES",
+    "DEFAULT_LOCK_MS",
+    "FetchAheadPolicy",
+    "caught_up",
+    "may_fetch_ahead",
+]
+
+#: A fetch ahead goes out only while the response being delivered acquired at
+#: most this many records: half the broker's default per-partition limit
+#: (``group.share.partition.max.record.locks``, 2000). The broker counts a
+#: partition's in-flight records from the oldest unacknowledged one, so while a
+#: bigger response is being delivered a fetch ahead would find no room, come
+#: back empty, and cost a round trip that delays this consumer's acks.
+AHEAD_MAX_HELD = 1000
+#: A response this large (or with max.poll.records records) is worth fetching
+#: ahead of; a smaller one means the consumer has caught up with the log.
+AHEAD_MIN_BYTES = 256 * 1024
+#: The broker's default ``group.share.record.lock.duration.ms``, until a
+#: response tells the real one.
+DEFAULT_LOCK_MS = 30_000
+
+
+def caught_up(acquired: int, size_bytes: int, max_poll_records: int) -> bool:
+    """Whether a response this small means the consumer has reached the log end:
+    fewer records than one poll takes and under ``AHEAD_MIN_BYTES`` (a response
+    of large records is cut by bytes, not by count)."""
+    return acquired < max_poll_records and size_bytes < AHEAD_MIN_BYTES
+
+
+def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -> bool:
+    """Whether to lock the next response while ``acquired`` records are still to
+    be delivered: only for small responses (``AHEAD_MAX_HELD``), and only if, at
+    the application's pace, both responses would be processed within a quarter of
+    the acquisition lock, so prefetched records do not time out and come back
+    with a higher delivery count (a slow handler switches fetching ahead off)."""
+    if acquired > AHEAD_MAX_HELD:
+        return False
+    return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
+
+
+class FetchAheadPolicy:
+    """The fetch-ahead decisions of one consumer, and the pace they depend on.
+
+    Application thread only. The consumer tells it when a poll starts and how
+    many records it returned (:meth:`poll_started`, :meth:`poll_returned`), and
+    the acquisition lock the broker reported (:meth:`note_lock_timeout`); it
+    asks :meth:`ahead_while_delivering` and :meth:`ahead_on_drained`.
+    """
+
+    __slots__ = ("_ahead_for", "_lock_timeout_ms", "_max_poll_records", "_ms_per_record",
+                 "_returned")
+
+    def __init__(self, max_poll_records: int) -> None:
+        self._max_poll_records = max_poll_records
+        #: when the last poll returned (ms) and how many records
+        self._returned: tuple[float, int] | None = None
+        #: moving average of the application's time per record between polls
+        self._ms_per_record = 0.0
+        self._lock_timeout_ms: int | None = None
+        #: the response being delivered when the last fetch ahead went out
+        self._ahead_for: object | None = None
+
+    @property
+    def ms_per_record(self) -> float:
+        """The application's measured time per record between polls."""
+        return self._ms_per_record
+
+    # -- what the consumer tells it ---------------------------------------------
+
+    def poll_started(self, now_ms: float) -> None:
+        """A poll started: the time since the last one returned, divided by the
+        records it returned, is a sample of the application's pace."""
+        returned = self._returned
+        if returned is None:
+            return
+        self._returned = None
+        returned_at_ms, count = returned
+        if count:
+            sample = (now_ms - returned_at_ms) / count
+            # A moving average: one slow record does not switch fetching ahead off.
+            self._ms_per_record = 0.5 * (self._ms_per_record + sample)
+
+    def poll_returned(self, now_ms: float, count: int) -> None:
+        """A poll returned ``count`` records at ``now_ms``."""
+        self._returned = (now_ms, count)
+
+    def note_lock_timeout(self, timeout_ms: int | None) -> None:
+        """The acquisition lock duration a broker reported (ignored if unknown)."""
+        if timeout_ms is not None and timeout_ms > 0:
+            self._lock_timeout_ms = timeout_ms
+
+    def sent_for(self, response: object | None) -> None:
+        """A fetch ahead went out while ``response`` (an opaque token) was being
+        delivered."""
+        self._ahead_for = response
+
+    # -- what the consumer asks ------------------------------------------------------
+
+    def caught_up(self, acquired: int, size_bytes: int) -> bool:
+        return caught_up(acquired, size_bytes, self._max_poll_records)
+
+    def may_fetch_ahead(self, acquired: int) -> bool:
+        return may_fetch_ahead(
+            acquired, self._ms_per_record, self._lock_timeout_ms or DEFAULT_LOCK_MS
+        )
+
+    def ahead_while_delivering(
+        self, response: object | None, acquired: int | None, nothing_queued: bool
+    ) -> bool:
+        """Fetch ahead now, while ``response`` (``acquired`` records) is being
+        delivered? Only for a response of several polls' worth (not a caught-up
+        trickle), once per response, within :meth:`may_fetch_ahead`, and only
+        with no other response queued: at most one waits behind the one being
+        delivered."""
+        return (
+            response is not None
+            and acquired is not None
+            and acquired >= self._max_poll_records
+            and response is not self._ahead_for
+            and nothing_queued
+            and self.may_fetch_ahead(acquired)
+        )
+
+    def ahead_on_drained(self, acquired: int, size_bytes: int) -> bool:
+        """Fetch ahead now that the last queued response (``acquired`` records,
+        ``size_bytes`` of records) was taken, before decoding it? Not after a
+        small response (the consumer has caught up: it is drained first, then
+        fetched for as usual), else within :meth:`may_fetch_ahead`."""
+        return not self.caught_up(acquired, size_bytes) and self.may_fetch_ahead(acquired)
