@@ -22,6 +22,7 @@ from kafka_share._app.events import (
     CompletedShareFetch,
     FetchEvent,
 )
+from kafka_share.errors import KafkaTimeoutError
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
 
@@ -69,7 +70,8 @@ class Harness:
 
     def commit(self) -> None:
         # Nobody answers: the commit hands its acks over and times out.
-        self.c.commit_sync(timeout=0.05)
+        with pytest.raises(KafkaTimeoutError):
+            self.c.commit_sync(timeout=0.05)
 
 
 @pytest.fixture
