@@ -779,8 +779,11 @@ class ShareConsumer(Generic[K, V]):
     def _take_acks(self) -> AcksByPartition:
         taken = self._in_flight.take_acknowledged()
         out: AcksByPartition = {}
+        generations = self._in_flight.generations
         for tip, (node_id, offsets) in taken.items():
-            out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(offsets))
+            out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(
+                offsets, session_generation=generations.get(tip)
+            ))
         return out
 
     def _ahead_on_drained(self, acquired: int, size: int) -> None:

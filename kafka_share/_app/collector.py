@@ -91,14 +91,23 @@ class _PartitionData:
     """One completed fetch, decoded, with a cursor over its deliverable records."""
 
     __slots__ = (
-        "acquired_count", "bytes_left", "errors_at", "gaps", "lock_timeout_ms", "next_index",
-        "node_id", "partition", "pending",
+        "acquired_count",
+        "bytes_left",
+        "errors_at",
+        "gaps",
+        "generation",
+        "lock_timeout_ms",
+        "next_index",
+        "node_id",
+        "partition",
+        "pending",
     )
 
     def __init__(self, fetch: CompletedShareFetch) -> None:
         self.acquired_count = _acquired_count(fetch)
         self.partition = fetch.partition
         self.node_id = fetch.node_id
+        self.generation = fetch.session_generation
         self.lock_timeout_ms = fetch.acquisition_lock_timeout_ms
         #: records as decoded (key and value still bytes), in offset order
         self.pending: list[ConsumerRecord[Any, Any]] = []
@@ -181,7 +190,7 @@ class FetchCollector(Generic[K, V]):
         touched: list[tuple[_PartitionData, int, int]] = []
         delivered: list[tuple[_PartitionData, list[ConsumerRecord[Any, Any]]]] = []
         #: the node each partition's records come from in this poll
-        nodes: dict[TopicIdPartition, int] = {}
+        nodes: dict[TopicIdPartition, tuple[int, int]] = {}
         fetch: CompletedShareFetch | None = None
         try:
             while budget > 0 and error is None:
@@ -198,16 +207,16 @@ class FetchCollector(Generic[K, V]):
                 tip = data.partition
                 holder = nodes.get(tip)
                 if holder is None:
-                    holder = self._in_flight.node_of(tip)
-                if holder is not None and holder != data.node_id:
+                    holder = self._in_flight.source_of(tip)
+                if holder is not None and holder != (data.node_id, data.generation):
                     # The partition's records come from a new node (its leader
                     # moved) while the old node's are still in flight: this
                     # fetch waits for a later poll, once the batch no longer
                     # holds anything of the old node (its acks must go there).
                     break
-                nodes[tip] = data.node_id
+                nodes[tip] = (data.node_id, data.generation)
                 if data.gaps:
-                    self._in_flight.add_gaps(tip, data.node_id, data.gaps)
+                    self._in_flight.add_gaps(tip, data.node_id, data.gaps, data.generation)
                     data.gaps = []
                 touched.append((data, data.next_index, data.bytes_left))
                 if data.lock_timeout_ms is not None:
@@ -232,7 +241,7 @@ class FetchCollector(Generic[K, V]):
             raise
         add_records = self._in_flight.add_records
         for data, records in delivered:
-            add_records(data.partition, data.node_id, records)
+            add_records(data.partition, data.node_id, records, data.generation)
         return CollectResult(ConsumerRecords(out), error, lock_timeout, size)
 
     # -- decoding --------------------------------------------------------------
@@ -397,7 +406,7 @@ class FetchCollector(Generic[K, V]):
             error, rejects = errors_at.pop(i)
             # Reported now: from here the application may override the REJECT.
             self._in_flight.add_failed(
-                data.partition, data.node_id, rejects, AcknowledgeType.REJECT
+                data.partition, data.node_id, rejects, AcknowledgeType.REJECT, data.generation
             )
         data.next_index = i
         # Attribute the fetch's bytes to deliveries in proportion, exactly in total.
@@ -412,7 +421,9 @@ class FetchCollector(Generic[K, V]):
     ) -> RecordDeserializationError:
         offset, key, value = record.offset, record.key, record.value
         tip = data.partition
-        self._in_flight.add_failed(tip, data.node_id, [offset], AcknowledgeType.RELEASE)
+        self._in_flight.add_failed(
+            tip, data.node_id, [offset], AcknowledgeType.RELEASE, data.generation
+        )
         what = "key" if is_key else "value"
         err = RecordDeserializationError(
             f"Error deserializing {what} for partition {tip.topic}-{tip.partition} at offset "

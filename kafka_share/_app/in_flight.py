@@ -26,11 +26,14 @@ _OFFSET = operator.attrgetter("offset")
 
 class _PartitionInFlight:
     __slots__ = (
-        "acks", "failed_offsets", "node_id", "raised", "ready", "records", "renewing"
+        "acks", "failed_offsets", "generation", "node_id", "raised", "ready", "records",
+        "renewing",
     )
 
-    def __init__(self, node_id: int) -> None:
+    def __init__(self, node_id: int, generation: int) -> None:
         self.node_id = node_id
+        #: the share session with ``node_id`` that acquired these records
+        self.generation = generation
         #: offset -> record still awaiting (or holding) an acknowledgement
         self.records: dict[int, ConsumerRecord[Any, Any]] = {}
         #: offset -> wire acknowledge type (GAP=0 included)
@@ -59,44 +62,63 @@ class InFlightBatch:
         #: (topic, partition) -> the acks last handed to the network thread (the
         #: dict itself, not a copy): only read to explain a refused acknowledgement
         self._sent: dict[tuple[str, int], dict[int, int]] = {}
+        #: tip -> share session generation of its latest records (kept after the
+        #: partition leaves the batch, for the acks taken with it)
+        self.generations: dict[TopicIdPartition, int] = {}
 
     # -- filling ---------------------------------------------------------------
 
-    def _partition(self, tip: TopicIdPartition, node_id: int) -> _PartitionInFlight:
+    def _partition(
+        self, tip: TopicIdPartition, node_id: int, generation: int
+    ) -> _PartitionInFlight:
         p = self._partitions.get(tip)
-        if p is None or p.node_id != node_id:
+        if p is None or p.node_id != node_id or p.generation != generation:
             if p is not None and (p.records or p.acks or p.renewing or p.ready):
-                # Records of one partition delivered by a new node: the old node's
-                # acks must still go to the old node, so keep them apart.
+                # Records of one partition from a new node (or a new share session
+                # with it): the old ones' acks must still go where they belong, so
+                # keep them apart.
                 raise IllegalStateError(
-                    f"partition {tip} has in-flight records from node {p.node_id} and new "
-                    f"records from node {node_id}"
+                    f"partition {tip} has in-flight records from node {p.node_id} "
+                    f"(session {p.generation}) and new records from node {node_id} "
+                    f"(session {generation})"
                 )
-            p = _PartitionInFlight(node_id)
+            p = _PartitionInFlight(node_id, generation)
             self._partitions[tip] = p
             self._by_name[(tip.topic, tip.partition)] = (tip, p)
+        self.generations[tip] = generation
         return p
 
     def add_records(
-        self, tip: TopicIdPartition, node_id: int, records: list[ConsumerRecord[Any, Any]]
+        self,
+        tip: TopicIdPartition,
+        node_id: int,
+        records: list[ConsumerRecord[Any, Any]],
+        generation: int = 0,
     ) -> None:
-        p = self._partition(tip, node_id)
+        p = self._partition(tip, node_id, generation)
         p.records.update(zip(map(_OFFSET, records), records, strict=True))
 
-    def add_gaps(self, tip: TopicIdPartition, node_id: int, offsets: list[int]) -> None:
-        p = self._partition(tip, node_id)
+    def add_gaps(
+        self, tip: TopicIdPartition, node_id: int, offsets: list[int], generation: int = 0
+    ) -> None:
+        p = self._partition(tip, node_id, generation)
         for o in offsets:
             p.acks[o] = GAP
 
     def add_failed(
-        self, tip: TopicIdPartition, node_id: int, offsets: list[int], ack_type: AcknowledgeType
+        self,
+        tip: TopicIdPartition,
+        node_id: int,
+        offsets: list[int],
+        ack_type: AcknowledgeType,
+        generation: int = 0,
     ) -> None:
         """Offsets that failed to become records, with their default type (RELEASE
         or REJECT). They stay acquired, unacknowledged, until the application
         has seen the error (:meth:`mark_failed_raised`) and then either
         acknowledged them by coordinates or let :meth:`settle_failed` apply the
         default: as Java, a poison record is not released behind its back."""
-        p = self._partition(tip, node_id)
+        p = self._partition(tip, node_id, generation)
         value = int(ack_type)
         for o in offsets:
             p.failed_offsets[o] = value
@@ -299,6 +321,11 @@ class InFlightBatch:
     def node_of(self, tip: TopicIdPartition) -> int | None:
         p = self._partitions.get(tip)
         return p.node_id if p is not None else None
+
+    def source_of(self, tip: TopicIdPartition) -> tuple[int, int] | None:
+        """(node, share session generation) of the partition's in-flight records."""
+        p = self._partitions.get(tip)
+        return (p.node_id, p.generation) if p is not None else None
 
     def clear(self) -> None:
         self._partitions.clear()

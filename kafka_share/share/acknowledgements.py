@@ -105,10 +105,12 @@ class Acknowledgements:
     where the last ``acknowledge`` call before a commit wins.
     """
 
-    __slots__ = ("_completed", "_error_code", "_error_message", "_types")
+    __slots__ = ("_completed", "_error_code", "_error_message", "_types", "session_generation")
 
     def __init__(self) -> None:
         self._types: dict[int, int] = {}
+        #: the share session (per node) whose records these acknowledge; None: any
+        self.session_generation: int | None = None
         self._completed = False
         self._error_code = _NONE
         self._error_message: str | None = None
@@ -152,7 +154,9 @@ class Acknowledgements:
             self.add_gap(offset)
 
     @classmethod
-    def from_types(cls, types: dict[int, int]) -> Acknowledgements:
+    def from_types(
+        cls, types: dict[int, int], *, session_generation: int | None = None
+    ) -> Acknowledgements:
         """Build from an ``{offset: type}`` map (GAP allowed), taking ownership of it.
 
         The bulk path for the consumer's own bookkeeping: one check over the
@@ -166,6 +170,7 @@ class Acknowledgements:
             raise ValueError(f"invalid acknowledge type(s) {sorted(bad)}")
         acks = cls()
         acks._types = types
+        acks.session_generation = session_generation
         return acks
 
     def merge(self, other: Acknowledgements) -> None:

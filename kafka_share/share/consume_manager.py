@@ -160,6 +160,9 @@ class _NodeState:
     not_before_ms: int = 0
     #: consecutive failed share requests (transport errors) to this node
     failures: int = 0
+    #: counts the share sessions opened with this node; records carry the one
+    #: that acquired them, and their acknowledgements are refused by any other
+    generation: int = 0
     #: the close is a leave (not the consumer closing): open a new session afterwards
     reopen_after_close: bool = False
 
@@ -232,7 +235,7 @@ class ShareConsumeManager:
         elif not self.fetch_more:
             self._ahead = True
         self.fetch_more = True
-        for tip, (node_id, a) in acks.items():
+        for tip, (node_id, a) in self._current(acks, None).items():
             _merge_into(self._node(node_id).piggyback, tip, a)
 
     def on_async(
@@ -244,7 +247,7 @@ class ShareConsumeManager:
     ) -> None:
         """Acknowledgements to send as a ShareAcknowledge; with ``linger_until_ms``
         they may wait until then for a ShareFetch to the same node to carry them."""
-        for tip, (node_id, a) in acks.items():
+        for tip, (node_id, a) in self._current(acks, None).items():
             _queue_async(self._node(node_id), {tip: a}, deadline_ms, linger_until_ms)
 
     def on_sync(
@@ -262,9 +265,9 @@ class ShareConsumeManager:
                     _merge_into(per_node.setdefault(node_id, {}), tip, a)
             state.async_acks = {}
             state.piggyback = {}
-        for tip, (node_id, a) in acks.items():
-            _merge_into(per_node.setdefault(node_id, {}), tip, a)
         commit = _SyncCommit(deadline_ms, token, per_node)
+        for tip, (node_id, a) in self._current(acks, commit).items():
+            _merge_into(per_node.setdefault(node_id, {}), tip, a)
         for node_id in per_node:
             self._node(node_id).sync_queue.append(commit)
         if commit.done():
@@ -279,7 +282,8 @@ class ShareConsumeManager:
         """Final acks and a closing ShareAcknowledge (epoch -1) to every node with a session."""
         self.fetch_more = False
         per_node: dict[int, dict[TopicIdPartition, Acknowledgements]] = {}
-        for tip, (node_id, a) in acks.items():
+        commit = _SyncCommit(deadline_ms, token, per_node)
+        for tip, (node_id, a) in self._current(acks, commit).items():
             per_node.setdefault(node_id, {})[tip] = a
         for node_id, state in self._nodes.items():
             pending = per_node.setdefault(node_id, {})
@@ -290,12 +294,33 @@ class ShareConsumeManager:
             state.async_acks = {}
             if not pending and state.session.is_new:
                 del per_node[node_id]  # no session was ever opened there
-        commit = _SyncCommit(deadline_ms, token, per_node)
         for node_id in per_node:
             self._node(node_id).close = commit
         self._closing = commit
         if commit.done():
             self._resolve(commit)
+
+    def _current(
+        self,
+        acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
+        commit: _SyncCommit | None,
+    ) -> Mapping[TopicIdPartition, tuple[int, Acknowledgements]]:
+        """``acks`` less those of records acquired by a share session with their node
+        that has since been replaced: a new session holds none of the old one's
+        locks, so sending them would fail on the broker (INVALID_RECORD_STATE) or,
+        worse, settle the same offsets re-acquired in the new session. They fail
+        here as session lost; the broker redelivers those records."""
+        stale = [
+            tip for tip, (node_id, a) in acks.items()
+            if a.session_generation is not None
+            and a.session_generation != self._node(node_id).generation
+        ]
+        if not stale:
+            return acks
+        for tip in stale:
+            node_id, a = acks[tip]
+            self._complete_error(tip, a, _session_lost(node_id), commit)
+        return {tip: na for tip, na in acks.items() if tip not in stale}
 
     def block_fetching(self) -> None:
         """Never fetch again (the consumer's configuration cannot work with this cluster)."""
@@ -596,6 +621,8 @@ class ShareConsumeManager:
                 self._fail(renew, missing_renew, None)
                 acks = {t: a for t, a in acks.items() if not a.has_renew}
             plan = state.session.build_fetch(parts, acks)
+            if plan.epoch == 0:
+                state.generation += 1  # a new session: what it acquires is its own
             if plan.unsendable:
                 self._fail(plan.unsendable, _session_lost(node_id), None)
             fetch_records = bool(parts) and (record_node is None or record_node == node_id)
@@ -627,7 +654,8 @@ class ShareConsumeManager:
             known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
             self._count_sent(plan.acknowledgements)
             handler = self._fetch_handler(
-                node_id, state, plan.acknowledgements, known, now_ms, self._ahead
+                node_id, state, plan.acknowledgements, known, now_ms, self._ahead,
+                state.generation,
             )
             out.append(UnsentRequest(node_id, Channel.SHARE, wire_request, handler))
         return out
@@ -640,6 +668,7 @@ class ShareConsumeManager:
         topic_names: dict[uuid.UUID, str],
         sent_ms: int,
         ahead: bool,
+        generation: int,
     ) -> ResponseHandler:
         session = state.session  # the session this request was built on
 
@@ -708,6 +737,7 @@ class ShareConsumeManager:
                                     for r in p.acquired_records
                                 ],
                                 lock_ms if lock_ms > 0 else None,
+                                generation,
                             )
                         )
             for tip, a in acks.items():

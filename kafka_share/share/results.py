@@ -39,3 +39,6 @@ class CompletedShareFetch:
     #: (first_offset, last_offset, delivery_count) ranges the broker acquired for us
     acquired: list[tuple[int, int, int]]
     acquisition_lock_timeout_ms: int | None = None
+    #: which share session with ``node_id`` acquired these records: acknowledgements
+    #: are only valid in that session (a new session has none of its locks)
+    session_generation: int = 0

@@ -789,3 +789,46 @@ def test_failed_acknowledgements_are_logged_at_warning(caplog: pytest.LogCapture
     assert record.levelname == "WARNING"
     assert "3 record(s) of t-0" in record.getMessage()
     assert "connection reset" in record.getMessage()
+
+
+def _acks_of_session(generation: int, *offsets: int) -> Acknowledgements:
+    a = acks(*offsets)
+    a.session_generation = generation
+    return a
+
+
+def test_acks_of_records_from_a_replaced_session_fail_locally_and_are_not_sent() -> None:
+    """Records acquired by a share session that has since been replaced (a broker
+    restart, a cut connection) hold no lock in the new session: their acks would
+    fail on the broker (INVALID_RECORD_STATE) or settle the same offsets acquired
+    again by the new session. They fail here, as session lost."""
+    env = Env()
+    env.establish()  # node 1's first session: generation 1
+    reqs = env.poll()
+    reqs[1].handler(None, NetworkError("connection reset"))  # that session is gone
+    again = env.poll(500)
+    assert again[1].request.share_session_epoch == 0  # generation 2 starts
+    again[1].handler(ShareFetchResponse(), None)
+    old = _acks_of_session(1, 7, 8)
+    env.mgr.on_fetch({TIP0: (1, old)})
+    [err] = env.sink.errors_of(TIP0)
+    assert isinstance(err, NetworkError) and "session" in str(err)
+    nxt = env.poll(600)
+    assert fetch_ack_batches(nxt[1].request, 0) == []
+    # Acks of the current session's records go as usual.
+    env.mgr.on_fetch({TIP0: (1, _acks_of_session(2, 9))})
+    nxt[1].handler(ShareFetchResponse(), None)
+    assert fetch_ack_batches(env.poll(700)[1].request, 0) == [(9, 9, [1])]
+
+
+def test_fetched_records_carry_the_generation_of_the_session_that_acquired_them() -> None:
+    env = Env()
+    env.establish()
+    reqs = env.poll()
+    reqs[1].handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=b"x",
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=0, last_offset=0, delivery_count=1)],
+    )), None)
+    [fetched] = env.sink.fetches
+    assert fetched.session_generation == 1
