@@ -60,6 +60,9 @@ _DEFAULT_MAX_POLL_RECORDS: Final = 50
 _ROWS_PER_BATCH: Final = 1000
 #: Lock duration assumed before the broker reported one (the broker default).
 _DEFAULT_LOCK_MS: Final = 30_000
+#: How long a task that has not had a record yet waits for one (at least): a new
+#: member needs a few seconds to join the group and be assigned partitions.
+_FIRST_RECORD_WAIT_S: Final = 10.0
 _COMMIT_TIMEOUT_S: Final = 30.0
 _CLOSE_TIMEOUT_S: Final = 10.0
 
@@ -112,6 +115,7 @@ class _Worker:
         try:
             consumer.subscribe(self.topics)
             started = last_records = time.monotonic()
+            idle_timeout_s = max(self.idle_timeout_s, _FIRST_RECORD_WAIT_S)
             processed = 0
             renew = [True]  # RENEW available until the broker says otherwise
             while True:
@@ -120,13 +124,14 @@ class _Worker:
                     break
                 if self.max_seconds is not None and now - started >= self.max_seconds:
                     break
-                idle_left = self.idle_timeout_s - (now - last_records)
+                idle_left = idle_timeout_s - (now - last_records)
                 if idle_left <= 0:
                     break
                 records = list(consumer.poll(timeout=min(1.0, idle_left)))
                 if not records:
                     continue
                 last_records = time.monotonic()
+                idle_timeout_s = self.idle_timeout_s
                 for record, (outcome, error, result) in self._handle(
                     consumer, records, handlers, renew
                 ):
@@ -246,8 +251,9 @@ def process_queue(
     acknowledges ACCEPT when it returns, RELEASE when it raises one of
     ``retryable``, REJECT when it raises anything else. A task stops after
     ``max_records_per_task`` records or ``max_seconds_per_task`` seconds, or
-    once no record arrived for ``idle_timeout_s`` seconds. A handler that is
-    running is never interrupted.
+    once no record arrived for ``idle_timeout_s`` seconds (before its first
+    record, a task waits at least 10 s: joining the group takes a few seconds).
+    A handler that is running is never interrupted.
 
     Returns a lazy DataFrame (nothing runs until an action such as ``collect``,
     ``count`` or a write) with one row per handled record: ``topic``,

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_fixtures import spark  # noqa: F401  (the session fixture)
 
 from kafka_share import ShareConsumer
+
+# The session's SparkSession fixture, `spark`.
+pytest_plugins = ["spark_fixtures"]
 
 pytestmark = [
     pytest.mark.integration,
