@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The kafka_share of this checkout (the script's directory comes first on sys.path).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from kafka_share.testing import KafkaAdmin
 from kafka_share.testing.admin import unique_name
 

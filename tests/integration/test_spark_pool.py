@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ class Recorder:
     def __call__(self, record: ConsumerRecord[bytes, bytes]) -> None:
         if record.value == b"die" and record.delivery_count == 1:
             os._exit(17)
+        Path(self.directory, f"started-{record.value.decode()}").touch()
         time.sleep(self.sleep_s)
         path = os.path.join(self.directory, f"handled-{os.getpid()}.txt")
         with open(path, "a") as f:
@@ -176,18 +177,48 @@ def test_slow_handler_keeps_its_locks_with_renew(
 ) -> None:
     group = share_group_factory({"share.record.lock.duration.ms": "2000"})
     topic = topic_factory(partitions=1)
-    kafka_produce(topic, [f"slow{i}".encode() for i in range(4)])
-    # Each record takes longer than its lock; the other task keeps polling the
-    # same partition, so a lock that were not renewed would hand it the record.
-    rows = process_queue(
-        spark, Recorder(str(tmp_path), sleep_s=2.5),
-        config=config(kafka_bootstrap, group, **{"max.poll.records": 2}), topics=[topic],
-        parallelism=2, idle_timeout_s=4.0,
-    ).collect()
-    assert Counter(handled(tmp_path)) == Counter((f"slow{i}", 1) for i in range(4))
-    assert sorted((r.offset, r.outcome, r.delivery_count) for r in rows) == [
-        (i, "ACCEPT", 1) for i in range(4)
-    ]
+    values = [f"slow{i}" for i in range(4)]
+    kafka_produce(topic, [v.encode() for v in values])
+    # Each record takes longer than its lock. Once the tasks hold records, a third
+    # member polls the group: it would be handed any record whose lock ran out.
+    stolen: list[tuple[str, bool]] = []
+
+    def thief() -> None:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("started-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
+            bootstrap_servers=kafka_bootstrap, group_id=group
+        )
+        try:
+            consumer.subscribe([topic])
+            until = time.monotonic() + 8
+            while time.monotonic() < until:
+                for r in consumer.poll(timeout=0.2):
+                    started = (tmp_path / f"started-{r.value.decode()}").exists()
+                    stolen.append((r.value.decode(), started))
+        finally:
+            consumer.close(timeout=5)
+
+    stealer = threading.Thread(target=thief)
+    stealer.start()
+    try:
+        rows = process_queue(
+            spark, Recorder(str(tmp_path), sleep_s=3.0),
+            config=config(kafka_bootstrap, group, **{"max.poll.records": 2}), topics=[topic],
+            parallelism=2, idle_timeout_s=4.0,
+        ).collect()
+    finally:
+        stealer.join()
+    by_pool = handled(tmp_path)
+    # The third member may take records no task had asked for yet, never one a
+    # task holds: every record is handled once, by the pool or by the thief.
+    assert all(count == 1 for _, count in by_pool)
+    assert not {v for v, _ in by_pool} & {v for v, _ in stolen}
+    assert sorted([v for v, _ in by_pool] + [v for v, _ in stolen]) == values
+    assert not any(started for _, started in stolen)
+    assert sorted(r.offset for r in rows) == sorted(values.index(v) for v, _ in by_pool)
+    assert {(r.outcome, r.delivery_count) for r in rows} == {("ACCEPT", 1)}
 
 
 @pytest.mark.parametrize(

@@ -40,14 +40,15 @@ def reader(spark: Any, bootstrap: str, group: str, topic: str, **options: object
 class Sink:
     """A foreachBatch function that keeps every batch's rows (driver side)."""
 
-    def __init__(self, fail_on: int | None = None) -> None:
+    def __init__(self, fail_on: int | None = None, columns: tuple[str, ...] = ()) -> None:
+        self.columns = ("partition", "offset", "value", "deliveryCount", *columns)
         self.batches: list[tuple[int, list[Any]]] = []
         self.fail_on = fail_on
         self.failed_rows: list[Any] = []
         self.lock = threading.Lock()
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        rows = df.select("partition", "offset", "value", "deliveryCount").collect()
+        rows = df.select(*self.columns).collect()
         if self.fail_on is not None and batch_id == self.fail_on and rows:
             self.failed_rows = rows
             raise RuntimeError(f"sink failure injected in batch {batch_id}")
@@ -148,12 +149,12 @@ def test_stop_releases_held_records_at_once(
     lock_ms = 30_000
     group = share_group_factory({"share.record.lock.duration.ms": str(lock_ms)})
     topic = topic_factory(partitions=1)
-    kafka_produce(topic, [f"s{i}".encode() for i in range(50)])
-    sink = Sink()
+    kafka_produce(topic, [f"s{i}".encode() for i in range(50)], headers=[("h", b"1")])
+    sink = Sink(columns=("headers", "topic", "timestamp"))
     # A long trigger interval: batch 0 runs at once and its records stay held
     # (they would be acknowledged by the next trigger) when the query stops.
     query = (
-        reader(spark, kafka_bootstrap, group, topic)
+        reader(spark, kafka_bootstrap, group, topic, includeHeaders="true")
         .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(processingTime="1 hour")
@@ -163,6 +164,9 @@ def test_stop_releases_held_records_at_once(
     while len(sink.rows()) < 50 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert len(sink.rows()) == 50
+    first = sink.rows()[0]
+    assert [(h.key, h.value) for h in first.headers] == [("h", b"1")]
+    assert first.topic == topic and first.timestamp is not None
     stopped_at = time.monotonic()
     query.stop()
     consumer: ShareConsumer[bytes, bytes] = ShareConsumer(

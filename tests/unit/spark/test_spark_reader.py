@@ -163,3 +163,51 @@ def test_stop_closes_the_consumer_and_forgets_held_records() -> None:
     assert consumer.closed and consumer.acked == {}
     with pytest.raises(RuntimeError, match="stopped"):
         reader.latestOffset({"seq": 1}, reader.getDefaultReadLimit())
+
+
+_SIGTERM_SCRIPT = """
+import os, signal, sys
+from kafka_share.errors import WakeupError
+from kafka_share.spark._options import parse_source_options
+from kafka_share.spark.source import _Driver
+
+class Consumer:
+    woken = False
+    def poll(self, timeout):
+        if sys.argv[1] == "during-poll":
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs inside this call
+            if self.woken:
+                raise WakeupError("woken")
+        return []
+    def wakeup(self):
+        self.woken = True
+    def close(self, timeout):
+        print("closed", flush=True)
+
+driver = _Driver(parse_source_options({OPTIONS!r}))
+driver.consumer = Consumer()
+driver._install_sigterm_handler()
+if sys.argv[1] == "idle":
+    os.kill(os.getpid(), signal.SIGTERM)  # like query.stop() while Spark is elsewhere
+else:
+    driver.poll(10)
+print("survived", flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["idle", "during-poll"])
+def test_sigterm_closes_the_consumer_then_terminates(when: str) -> None:
+    # query.stop() terminates the source runner with SIGTERM: the consumer must be
+    # closed first (so the broker releases held records), then the process ends
+    # as SIGTERM would have ended it.
+    import signal
+    import subprocess
+    import sys
+
+    script = _SIGTERM_SCRIPT.replace("{OPTIONS!r}", repr(OPTIONS))
+    proc = subprocess.run(
+        [sys.executable, "-c", script, when], capture_output=True, text=True, timeout=60,
+        check=False,
+    )
+    assert proc.stdout.split() == ["closed"], proc.stderr
+    assert proc.returncode == -signal.SIGTERM
