@@ -50,6 +50,7 @@ def session(master: str, packages: str | None) -> Any:
         .config("spark.driver.memory", "1g")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
     )
     if packages:
         builder = builder.config("spark.jars.packages", packages)
@@ -181,6 +182,7 @@ def main() -> int:
     parser.add_argument("--tmp", default="/tmp/kafka-share-spark-bench")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, like the tests
     # Spark's Python workers must import the kafka_share being measured.
     root = str(Path(__file__).resolve().parents[1])
     os.environ["PYTHONPATH"] = os.pathsep.join(
