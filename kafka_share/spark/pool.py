@@ -1,0 +1,317 @@
+"""A pool of Spark tasks, each a share consumer calling a handler per record.
+
+``process_queue`` starts ``parallelism`` Spark tasks (``mapInArrow`` over a
+one-row-per-task range). Each task runs a :class:`ShareConsumer` in explicit
+mode, calls ``handler(record)`` for every record it is given and acknowledges
+by outcome, *after* the handler returned:
+
+* the handler returned: ACCEPT (its result, as text, goes to the ``result`` column);
+* it raised an exception whose type is in ``retryable``: RELEASE (delivered again,
+  to any member, with ``delivery_count`` + 1);
+* it raised anything else: REJECT (a poison record, never delivered again).
+
+The handler runs in a helper thread while the consumer's thread keeps the
+records' locks alive with RENEW (Kafka 4.2+) every third of the lock duration,
+so a slow handler does not lose its records to another member. Records are
+therefore handled at least once: a task that dies leaves its records to expire
+and be redelivered to the other tasks.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from kafka_share.consumer import ShareConsumer
+from kafka_share.errors import UnsupportedVersionError
+from kafka_share.models import AcknowledgeType, ConsumerRecord
+from kafka_share.spark._options import SparkOptionError, check_consumer_config
+
+__all__ = ["OUTCOME_SCHEMA", "process_queue"]
+
+log = logging.getLogger("kafka_share.spark")
+
+#: The Spark schema of the DataFrame that :func:`process_queue` returns.
+OUTCOME_SCHEMA: Final = (
+    "topic string, partition int, offset long, delivery_count int, "
+    "outcome string, error string, result string"
+)
+_ARROW_OUTCOME = pa.schema(
+    [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("delivery_count", pa.int32()),
+        pa.field("outcome", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("result", pa.string()),
+    ]
+)
+#: Records per poll when the configuration does not say: small enough that a
+#: slow handler's queue is short, large enough to amortise each poll.
+_DEFAULT_MAX_POLL_RECORDS: Final = 50
+#: Outcome rows per Arrow batch handed back to Spark.
+_ROWS_PER_BATCH: Final = 1000
+#: Lock duration assumed before the broker reported one (the broker default).
+_DEFAULT_LOCK_MS: Final = 30_000
+#: How long a task that has not had a record yet waits for one (at least): a new
+#: member needs a few seconds to join the group and be assigned partitions.
+_FIRST_RECORD_WAIT_S: Final = 10.0
+_COMMIT_TIMEOUT_S: Final = 30.0
+_CLOSE_TIMEOUT_S: Final = 10.0
+
+Key = tuple[str, int, int]
+Outcome = tuple[str, str | None, str | None]  # outcome, error, result
+
+
+def _key(record: ConsumerRecord[Any, Any]) -> Key:
+    return (record.topic, record.partition, record.offset)
+
+
+class _Worker:
+    """The function ``mapInArrow`` runs in each task (pickled to the executors)."""
+
+    def __init__(
+        self,
+        handler: Callable[[ConsumerRecord[Any, Any]], object],
+        config: dict[str, object],
+        topics: list[str],
+        max_records: int | None,
+        max_seconds: float | None,
+        idle_timeout_s: float,
+        retryable: tuple[type[BaseException], ...],
+    ) -> None:
+        self.handler = handler
+        self.config = config
+        self.topics = topics
+        self.max_records = max_records
+        self.max_seconds = max_seconds
+        self.idle_timeout_s = idle_timeout_s
+        self.retryable = retryable
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        for _ in batches:  # one row per task: its number, unused
+            pass
+        rows: list[tuple[str, int, int, int, str, str | None, str | None]] = []
+        for row in self._run():
+            rows.append(row)
+            if len(rows) >= _ROWS_PER_BATCH:
+                yield _to_batch(rows)
+                rows = []
+        if rows:
+            yield _to_batch(rows)
+
+    def _run(self) -> Iterator[tuple[str, int, int, int, str, str | None, str | None]]:
+        consumer: ShareConsumer[Any, Any] = ShareConsumer(dict(self.config))
+        handlers = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="kafka-share-handler"
+        )
+        try:
+            consumer.subscribe(self.topics)
+            started = last_records = time.monotonic()
+            idle_timeout_s = max(self.idle_timeout_s, _FIRST_RECORD_WAIT_S)
+            processed = 0
+            renew = [True]  # RENEW available until the broker says otherwise
+            while True:
+                now = time.monotonic()
+                if self.max_records is not None and processed >= self.max_records:
+                    break
+                if self.max_seconds is not None and now - started >= self.max_seconds:
+                    break
+                idle_left = idle_timeout_s - (now - last_records)
+                if idle_left <= 0:
+                    break
+                records = list(consumer.poll(timeout=min(1.0, idle_left)))
+                if not records:
+                    continue
+                last_records = time.monotonic()
+                idle_timeout_s = self.idle_timeout_s
+                for record, (outcome, error, result) in self._handle(
+                    consumer, records, handlers, renew
+                ):
+                    processed += 1
+                    yield (
+                        record.topic, record.partition, record.offset,
+                        record.delivery_count, outcome, error, result,
+                    )
+            consumer.commit_sync(timeout=_COMMIT_TIMEOUT_S)
+        finally:
+            # Anything not acknowledged (the task is failing) is released at once.
+            handlers.shutdown(wait=False, cancel_futures=True)
+            consumer.close(timeout=_CLOSE_TIMEOUT_S)
+
+    def _call(self, record: ConsumerRecord[Any, Any]) -> Outcome:
+        try:
+            result = self.handler(record)
+        except self.retryable as exc:
+            return "RELEASE", _describe(exc), None
+        except Exception as exc:
+            return "REJECT", _describe(exc), None
+        return "ACCEPT", None, None if result is None else str(result)
+
+    def _handle(
+        self,
+        consumer: ShareConsumer[Any, Any],
+        records: list[ConsumerRecord[Any, Any]],
+        handlers: concurrent.futures.ThreadPoolExecutor,
+        renew: list[bool],
+    ) -> Iterator[tuple[ConsumerRecord[Any, Any], Outcome]]:
+        """Handle one poll's records; acknowledge each, renewing locks meanwhile."""
+        jobs = {_key(r): handlers.submit(self._call, r) for r in records}
+        pending = records
+        while pending:
+            lock_ms = consumer.acquisition_lock_timeout_ms or _DEFAULT_LOCK_MS
+            concurrent.futures.wait(
+                [jobs[_key(r)] for r in pending],
+                timeout=lock_ms / 3000 if renew[0] else None,  # a third of the lock
+            )
+            still: list[ConsumerRecord[Any, Any]] = []
+            for record in pending:
+                job = jobs[_key(record)]
+                if not job.done():
+                    still.append(record)
+                    continue
+                outcome = job.result()
+                consumer.acknowledge(record, AcknowledgeType[outcome[0]])
+                yield record, outcome
+            if not still:
+                return
+            pending = self._renew(consumer, still, lock_ms, renew)
+            for record in pending:
+                if _key(record) not in jobs:  # not expected while renewing; handle it
+                    jobs[_key(record)] = handlers.submit(self._call, record)
+
+    @staticmethod
+    def _renew(
+        consumer: ShareConsumer[Any, Any],
+        still: list[ConsumerRecord[Any, Any]],
+        lock_ms: int,
+        renew: list[bool],
+    ) -> list[ConsumerRecord[Any, Any]]:
+        """RENEW ``still`` and poll them back; the records whose renewal failed
+        are dropped (the broker gives them to another member)."""
+        try:
+            for record in still:
+                consumer.acknowledge(record, AcknowledgeType.RENEW)
+        except UnsupportedVersionError:
+            log.warning("the broker cannot RENEW locks (Kafka 4.2+); slow handlers may "
+                        "lose their records to other members")
+            renew[0] = False
+            return still  # wait for the handlers without renewing
+        wanted = {_key(r) for r in still}
+        back: list[ConsumerRecord[Any, Any]] = []
+        deadline = time.monotonic() + lock_ms / 3000
+        while time.monotonic() < deadline:
+            back = list(consumer.poll(timeout=max(0.0, deadline - time.monotonic())))
+            if back:
+                break
+        lost = wanted - {_key(r) for r in back}
+        if lost:
+            log.warning("lost the locks of %d records while their handler ran; they "
+                        "will be delivered again", len(lost))
+        return back
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _to_batch(rows: Sequence[tuple[str, int, int, int, str, str | None, str | None]]) -> Any:
+    columns = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(col, type=f.type) for col, f in zip(columns, _ARROW_OUTCOME, strict=True)],
+        schema=_ARROW_OUTCOME,
+    )
+
+
+def process_queue(
+    spark: SparkSession,
+    handler: Callable[[ConsumerRecord[Any, Any]], object],
+    *,
+    config: Mapping[str, object],
+    topics: Sequence[str],
+    parallelism: int,
+    max_records_per_task: int | None = None,
+    max_seconds_per_task: float | None = None,
+    idle_timeout_s: float = 5.0,
+    retryable: tuple[type[BaseException], ...] = (),
+) -> DataFrame:
+    """Process a share group's records with ``parallelism`` Spark tasks.
+
+    Each task is a share consumer (``config``: Kafka's dotted keys, including
+    ``bootstrap.servers`` and ``group.id``) subscribed to ``topics``. It calls
+    ``handler(record)`` for each :class:`~kafka_share.ConsumerRecord` and
+    acknowledges ACCEPT when it returns, RELEASE when it raises one of
+    ``retryable``, REJECT when it raises anything else. A task stops after
+    ``max_records_per_task`` records or ``max_seconds_per_task`` seconds, or
+    once no record arrived for ``idle_timeout_s`` seconds (before its first
+    record, a task waits at least 10 s: joining the group takes a few seconds).
+    A handler that is running is never interrupted.
+
+    Returns a lazy DataFrame (nothing runs until an action such as ``collect``,
+    ``count`` or a write) with one row per handled record: ``topic``,
+    ``partition``, ``offset``, ``delivery_count``, ``outcome`` ("ACCEPT",
+    "RELEASE" or "REJECT"), ``error`` (the exception, or null) and ``result``
+    (the handler's return value as text, or null). Run the action once: each
+    run consumes the queue again.
+
+    The handler and its ``retryable`` types are pickled to the executors.
+    Handling is at least once: a record whose task dies, or whose lock is lost,
+    is handled again by another task.
+
+    Raises:
+        SparkOptionError: an argument or consumer setting is invalid (named).
+    """
+    if not callable(handler):
+        raise SparkOptionError(f"handler must be callable, got {handler!r}")
+    if isinstance(topics, str) or not topics or not all(
+        isinstance(t, str) and t.strip() for t in topics
+    ):
+        raise SparkOptionError(f"topics must be a non-empty list of topic names, got {topics!r}")
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise SparkOptionError(f"parallelism must be a positive int, got {parallelism!r}")
+    if max_records_per_task is not None and (
+        isinstance(max_records_per_task, bool)
+        or not isinstance(max_records_per_task, int)
+        or max_records_per_task < 1
+    ):
+        raise SparkOptionError(
+            f"max_records_per_task must be a positive int or None, got {max_records_per_task!r}"
+        )
+    if max_seconds_per_task is not None and not max_seconds_per_task > 0:
+        raise SparkOptionError(
+            f"max_seconds_per_task must be positive or None, got {max_seconds_per_task!r}"
+        )
+    if not idle_timeout_s > 0:
+        raise SparkOptionError(f"idle_timeout_s must be positive, got {idle_timeout_s!r}")
+    if not isinstance(retryable, tuple) or not all(
+        isinstance(t, type) and issubclass(t, BaseException) for t in retryable
+    ):
+        raise SparkOptionError(
+            f"retryable must be a tuple of exception types, got {retryable!r}"
+        )
+    cfg: dict[str, object] = {str(k): v for k, v in config.items()}
+    mode = str(cfg.get("share.acknowledgement.mode", "explicit"))
+    if mode != "explicit":
+        raise SparkOptionError(
+            "config share.acknowledgement.mode cannot be set: process_queue acknowledges "
+            "each record explicitly, by outcome"
+        )
+    cfg["share.acknowledgement.mode"] = "explicit"
+    # record_limit: nothing is acquired before the task asks for it, so records
+    # never wait locked in a buffer behind a slow handler.
+    cfg.setdefault("share.acquire.mode", "record_limit")
+    cfg.setdefault("max.poll.records", _DEFAULT_MAX_POLL_RECORDS)
+    check_consumer_config(cfg, "")
+    worker = _Worker(
+        handler, cfg, list(topics), max_records_per_task, max_seconds_per_task,
+        float(idle_timeout_s), retryable,
+    )
+    return spark.range(0, parallelism, 1, parallelism).mapInArrow(worker, OUTCOME_SCHEMA)
