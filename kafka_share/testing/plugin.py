@@ -25,6 +25,12 @@ Fixtures:
     One such group id.
 ``kafka_produce``
     :meth:`KafkaAdmin.produce <kafka_share.testing.KafkaAdmin.produce>`.
+``mock_cluster`` (session)
+    A second, independent broker implementation: librdkafka's mock cluster
+    (:class:`~kafka_share.testing.mock_cluster.MockCluster`, 3 brokers,
+    share groups starting at the earliest offset). It needs no JVM. Tests
+    using it are skipped when librdkafka or its mock API cannot be found, and
+    only then; the skip reason says what is missing.
 """
 
 # Imports inside functions are deliberate: confluent-kafka, testcontainers and the
@@ -41,12 +47,14 @@ import pytest
 if TYPE_CHECKING:
     from kafka_share.testing.admin import KafkaAdmin
     from kafka_share.testing.cluster import KafkaCluster
+    from kafka_share.testing.mock_cluster import MockCluster
 
 __all__ = [
     "kafka_admin",
     "kafka_bootstrap",
     "kafka_cluster",
     "kafka_produce",
+    "mock_cluster",
     "share_group",
     "share_group_factory",
     "topic_factory",
@@ -158,3 +166,20 @@ def share_group(share_group_factory: Callable[..., str]) -> str:
 def kafka_produce(kafka_admin: KafkaAdmin) -> Callable[..., Any]:
     """``kafka_produce(topic, values, *, partition=, key=, headers=, compression=)``."""
     return kafka_admin.produce
+
+
+@pytest.fixture(scope="session")
+def mock_cluster() -> Iterator[MockCluster]:
+    """librdkafka's mock cluster (3 brokers) for the session; see the module docstring."""
+    from kafka_share.testing.mock_cluster import MockCluster, MockClusterUnavailableError
+
+    cluster = MockCluster(brokers=3)
+    try:
+        cluster.start()
+    except MockClusterUnavailableError as exc:
+        pytest.skip(f"librdkafka's mock cluster is unavailable: {exc}")
+    try:
+        cluster.sharegroup_set_auto_offset_reset("earliest")
+        yield cluster
+    finally:
+        cluster.stop()
