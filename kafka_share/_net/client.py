@@ -451,7 +451,10 @@ class NetworkClient:
                 self._selector.unregister(conn.sock)
             except (KeyError, ValueError):
                 pass
-            if conn.api_versions is None:
+            if conn.api_versions is None or conn.responses < 2:
+                # Never got ready, or closed right after ApiVersions (no common
+                # version, an authentication failure): reconnecting at once would
+                # only repeat it, so back off as for a refused connection.
                 reason = conn.close_reason or NetworkError("connection closed")
                 self._note_failure(conn.node_id, conn.address, str(reason), now_ms)
             if self.on_disconnect is not None:

@@ -122,6 +122,9 @@ class BrokerConnection:
         self._out = bytearray()
         self._api_versions_version = API_VERSIONS_FIRST_VERSION
         self.last_activity_ms = now_ms
+        #: responses received (ApiVersions included): a connection that closes
+        #: before answering anything else did not work, whatever its state said
+        self.responses = 0
         #: Called once, just before the socket is closed (the client unregisters it
         #: from its selector then: a new socket may soon reuse the descriptor number).
         self.on_close: Callable[[BrokerConnection], None] | None = None
@@ -279,6 +282,7 @@ class BrokerConnection:
                 pending = self._in_flight.pop(in_flight.correlation_id, None)
                 if pending is None:
                     continue
+                self.responses += 1
                 pending.handler(response, None)
                 if self.state is ConnectionState.CLOSED:
                     return

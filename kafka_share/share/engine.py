@@ -233,7 +233,9 @@ class ConsumerEngine:
             if coordinator is not None and coordinator.node_id == node_id:
                 self.coordinator.mark_unknown()
         if isinstance(reason, UnsupportedVersionError):
-            self._sink.error(reason)
+            # No ApiVersions version in common with this broker: nothing this
+            # consumer sends can be understood, so it cannot go on.
+            self._sink.error(reason, fatal=True)
 
     def on_share_fetch_versions(self, max_version: int | None) -> None:
         """The first negotiated connection said which ShareFetch versions the

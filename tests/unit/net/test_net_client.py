@@ -245,8 +245,30 @@ def test_peer_close_fails_the_in_flight_request_with_a_network_error(
         assert "closed by the peer" in str(out.error)
         assert client.connection(NODE, Purpose.CONTROL) is None
         assert disconnects == [NODE]
-        # A successfully negotiated connection that drops is not a connect
-        # failure: reconnecting is allowed at once.
+        # Closed right after negotiating, before answering anything: reconnecting
+        # at once would only repeat it (a broker that drops every request would
+        # get a reconnect per loop), so it backs off like a refused connect.
+        assert not client.can_connect(NODE, monotonic_ms())
+
+
+def test_a_connection_that_worked_and_then_dropped_may_reconnect_at_once(
+    clients: list[NetworkClient],
+) -> None:
+    answered: list[int] = []
+
+    def answer_once(received: ReceivedRequest) -> Any:
+        answered.append(1)
+        return metadata_handler(received) if len(answered) == 1 else CLOSE
+
+    with FakeBroker(answer_once) as broker:
+        client = make_client(broker.address)
+        clients.append(client)
+        first, second = Outcome(), Outcome()
+        client.send(NODE, Purpose.CONTROL, metadata(), first, monotonic_ms())
+        run_until(client, lambda: first.done)
+        client.send(NODE, Purpose.CONTROL, metadata(), second, monotonic_ms())
+        run_until(client, lambda: second.done)
+        assert first.calls[0][1] is None and isinstance(second.error, NetworkError)
         assert client.can_connect(NODE, monotonic_ms())
 
 
