@@ -71,6 +71,7 @@ from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
 from kafka_share.share.fetch_ahead import FetchAheadPolicy
+from kafka_share.share.results import SessionReplaced
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
@@ -843,6 +844,14 @@ class ShareConsumer(Generic[K, V]):
                         self._fatal_error = _unrecoverable(event.error)
                 else:
                     self._deferred_errors.append(event.error)
+            elif isinstance(event, SessionReplaced):
+                dropped = self._collector.drop_stale(event.node_id, event.generation)
+                if dropped:
+                    self._log.debug(
+                        "dropped %d fetched response(s) from node %s: their share session "
+                        "was lost, so the broker released those records", dropped,
+                        event.node_id,
+                    )
             else:
                 assert isinstance(event, AcknowledgementCompletion)
                 self._completions.append(event)

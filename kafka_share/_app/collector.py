@@ -148,6 +148,23 @@ class FetchCollector(Generic[K, V]):
         #: decoded fetches with records still to deliver; the first is being delivered
         self._decoded: deque[_PartitionData] = deque()
 
+    def drop_stale(self, node_id: int, generation: int) -> int:
+        """Drop fetched records of ``node_id``'s share sessions older than
+        ``generation`` that were not handed out yet: their locks went with the
+        session (the broker delivers them again). Returns how many fetches."""
+
+        def stale(source: int, source_generation: int) -> bool:
+            return source == node_id and source_generation < generation
+
+        before = len(self._decoded)
+        self._decoded = deque(
+            d for d in self._decoded if not stale(d.node_id, d.generation)
+        )
+        dropped = before - len(self._decoded)
+        return dropped + self._buffer.remove_if(
+            lambda f: stale(f.node_id, f.session_generation)
+        )
+
     def has_buffered(self) -> bool:
         return bool(self._decoded) or not self._buffer.is_empty()
 

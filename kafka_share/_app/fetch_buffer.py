@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from kafka_share._app.wake import WakePipe
@@ -98,6 +98,16 @@ class FetchBuffer(Generic[T]):
         """Return a partly consumed item so the next ``poll`` continues with it."""
         with self._lock:
             self._items.appendleft(item)
+
+    def remove_if(self, stale: Callable[[T], bool]) -> int:
+        """Drop the items ``stale`` says so of; returns how many (application thread)."""
+        with self._lock:
+            kept = [item for item in self._items if not stale(item)]
+            dropped = len(self._items) - len(kept)
+            if dropped:
+                self._items.clear()
+                self._items.extend(kept)
+            return dropped
 
     def drain(self) -> list[T]:
         with self._lock:

@@ -58,6 +58,7 @@ from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
 from kafka_share.share.engine import MAX_WAIT_MS, ConsumerEngine
 from kafka_share.share.membership import generate_member_id
+from kafka_share.share.results import SessionReplaced
 from kafka_share.share.unsent import AckResults, Channel, ResponseHandler, UnsentRequest
 
 from .client import NetworkClient, Purpose, monotonic_ms
@@ -98,6 +99,9 @@ class _Sink:
             ))
         else:
             token.future.set_result(results)
+
+    def session_replaced(self, node_id: int, generation: int) -> None:
+        self._buffer.add_background(SessionReplaced(node_id, generation))
 
     def leave_completed(self) -> None:
         self._thread._complete_leaves()

@@ -623,6 +623,8 @@ class ShareConsumeManager:
             plan = state.session.build_fetch(parts, acks)
             if plan.epoch == 0:
                 state.generation += 1  # a new session: what it acquires is its own
+                if state.generation > 1:
+                    self._sink.session_replaced(node_id, state.generation)
             if plan.unsendable:
                 self._fail(plan.unsendable, _session_lost(node_id), None)
             fetch_records = bool(parts) and (record_node is None or record_node == node_id)

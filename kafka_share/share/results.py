@@ -9,7 +9,7 @@ import attrs
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
 
-__all__ = ["AcknowledgementCompletion", "CompletedShareFetch"]
+__all__ = ["AcknowledgementCompletion", "CompletedShareFetch", "SessionReplaced"]
 
 
 @attrs.frozen
@@ -42,3 +42,14 @@ class CompletedShareFetch:
     #: which share session with ``node_id`` acquired these records: acknowledgements
     #: are only valid in that session (a new session has none of its locks)
     session_generation: int = 0
+
+
+@attrs.frozen
+class SessionReplaced:
+    """The share session with ``node_id`` was lost and generation ``generation``
+    replaces it: records acquired by an older one hold no lock any more (the
+    broker released them and will deliver them again), so records of theirs not
+    yet handed to the application are dropped rather than worked on twice."""
+
+    node_id: int
+    generation: int

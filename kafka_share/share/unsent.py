@@ -58,6 +58,10 @@ class Sink(Protocol):
         per partition; ``timed_out`` when its deadline passed first (acknowledgements
         not sent by then stay pending and go with the next fetch or commit)."""
 
+    def session_replaced(self, node_id: int, generation: int) -> None:
+        """A new share session with ``node_id`` replaces a lost one (see
+        :class:`~kafka_share.share.results.SessionReplaced`)."""
+
     def leave_completed(self) -> None:
         """The leave heartbeat was answered (or failed): the member is out."""
 

@@ -336,6 +336,7 @@ class RecordingSink:
         self.commits: list[tuple[object, AckResults, bool]] = []
         self.errors: list[tuple[KafkaError, bool]] = []
         self.leaves = 0
+        self.replaced: list[tuple[int, int]] = []
 
     def add_fetches(self, fetches: list[CompletedShareFetch]) -> None:
         self.fetches.extend(fetches)
@@ -345,6 +346,9 @@ class RecordingSink:
 
     def commit_completed(self, token: object, results: AckResults, *, timed_out: bool) -> None:
         self.commits.append((token, results, timed_out))
+
+    def session_replaced(self, node_id: int, generation: int) -> None:
+        self.replaced.append((node_id, generation))
 
     def leave_completed(self) -> None:
         self.leaves += 1

@@ -421,3 +421,23 @@ def test_every_acquired_offset_is_resolved_exactly_once_whatever_the_budget(budg
     assert sorted(acks) == [*range(11), 12]
     assert acks[3] == GAP and acks[12] == GAP
     assert acks[4] == RELEASE and acks[6] == acks[7] == REJECT
+
+
+def test_fetches_of_a_lost_share_session_are_dropped_not_delivered() -> None:
+    """After a share session is lost the broker releases what it had acquired and
+    delivers it again: records of that session still buffered here must not be
+    worked on (they would be processed twice, and their acks cannot succeed)."""
+    h = Harness(max_poll_records=2)
+    batch = build_batch([NewRecord(value=f"v{i}".encode()) for i in range(4)], base_offset=0)
+    other = TopicIdPartition(uuid.UUID(int=7), "orders", 5)
+    h.buffer.add_all([
+        CompletedShareFetch(NODE, TIP, memoryview(batch), [(0, 3, 1)], None, 1),
+        CompletedShareFetch(NODE + 1, other, memoryview(batch), [(0, 3, 1)], None, 1),
+    ])
+    first = h.collector.collect()  # decodes TIP's fetch, hands out 2 of its 4 records
+    assert [r.offset for r in first.records] == [0, 1]
+    dropped = h.collector.drop_stale(NODE, 2)
+    assert dropped == 1  # the rest of TIP's fetch; node NODE + 1 is untouched
+    rest = h.collector.collect()
+    assert {(r.partition, r.offset) for r in rest.records} == {(5, 0), (5, 1)}
+    assert h.collector.drop_stale(NODE, 2) == 0

@@ -45,6 +45,7 @@ class Sink:
         self.errors: list[KafkaError] = []
         #: tokens of commits that ended by their deadline
         self.timed_out: list[object] = []
+        self.replaced: list[tuple[int, int]] = []
 
     def commit_completed(self, token: object, results: Any, *, timed_out: bool) -> None:
         assert isinstance(token, Future)
@@ -54,6 +55,9 @@ class Sink:
 
     def leave_completed(self) -> None:
         raise AssertionError("the consume manager never leaves")
+
+    def session_replaced(self, node_id: int, generation: int) -> None:
+        self.replaced.append((node_id, generation))
 
     def add_fetches(self, fetches: list[Any]) -> None:
         self.fetches.extend(fetches)
@@ -808,6 +812,7 @@ def test_acks_of_records_from_a_replaced_session_fail_locally_and_are_not_sent()
     reqs[1].handler(None, NetworkError("connection reset"))  # that session is gone
     again = env.poll(500)
     assert again[1].request.share_session_epoch == 0  # generation 2 starts
+    assert env.sink.replaced == [(1, 2)]  # the application drops what gen. 1 fetched
     again[1].handler(ShareFetchResponse(), None)
     old = _acks_of_session(1, 7, 8)
     env.mgr.on_fetch({TIP0: (1, old)})
