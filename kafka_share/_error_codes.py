@@ -7,7 +7,7 @@ names that public module so that reprs, tracebacks and pickles do too. This modu
 is imported by ``kafka_share.errors`` once its base classes exist.
 """
 
-from kafka_share.errors import BrokerError, KafkaTimeoutError
+from kafka_share.errors import AuthenticationError, BrokerError, KafkaTimeoutError
 
 __all__: list[str] = [
     "BrokerIdNotRegisteredError",
@@ -906,7 +906,7 @@ class LogDirNotFoundError(BrokerError):
     retriable = False
 
 
-class SaslAuthenticationFailedError(BrokerError):
+class SaslAuthenticationFailedError(BrokerError, AuthenticationError):
     """SASL_AUTHENTICATION_FAILED (58).
 
     SASL authentication failed: the credentials are wrong, or the broker does

@@ -34,6 +34,7 @@ from kafka_share._log import Logger
 from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader, TopicMetadata
 from kafka_share.config import AcquireMode, ShareConsumerConfig
 from kafka_share.errors import (
+    AuthenticationError,
     InvalidTopicError,
     KafkaError,
     TopicAuthorizationFailedError,
@@ -232,7 +233,9 @@ class ConsumerEngine:
             coordinator = self.coordinator.coordinator
             if coordinator is not None and coordinator.node_id == node_id:
                 self.coordinator.mark_unknown()
-        if isinstance(reason, UnsupportedVersionError):
+        if isinstance(reason, UnsupportedVersionError | AuthenticationError):
+            # Not retriable by waiting: the application hears of it at once
+            # (reconnects still go on, backing off).
             self._sink.error(reason)
 
     def on_share_fetch_versions(self, max_version: int | None) -> None:
