@@ -158,3 +158,15 @@ def share_group(share_group_factory: Callable[..., str]) -> str:
 def kafka_produce(kafka_admin: KafkaAdmin) -> Callable[..., Any]:
     """``kafka_produce(topic, values, *, partition=, key=, headers=, compression=)``."""
     return kafka_admin.produce
+
+
+@pytest.fixture(scope="session")
+def secure_kafka() -> Iterator[Any]:
+    """A one-node broker with SSL (mutual TLS), SASL_PLAINTEXT, SASL_SSL, a
+    re-authentication listener (5 s sessions), an OIDC listener and ACLs; see
+    :class:`kafka_share.testing.secure.SecureKafkaCluster` for the listeners,
+    users and certificate files. One per test session."""
+    from kafka_share.testing.secure import SecureKafkaCluster
+
+    with SecureKafkaCluster() as cluster:
+        yield cluster
