@@ -35,9 +35,6 @@ class SaslBroker:
     def __init__(self, lifetime_ms: int = 0) -> None:
         self.lifetime_ms = lifetime_ms
         self.lock = threading.Lock()
-        #: per connection index: were we authenticated when each Metadata arrived?
-        self.unauthenticated_requests = 0
-        self.authenticated: set[int] = set()
         self.handshakes = 0
 
     def __call__(self, received: ReceivedRequest) -> Any:
@@ -51,7 +48,8 @@ class SaslBroker:
         if isinstance(request, SaslAuthenticateRequest):
             if request.auth_bytes != b"\0alice\0" + PASSWORD.encode():
                 return SaslAuthenticateResponse(
-                    error_code=58, error_message="Authentication failed: Invalid username or password"
+                    error_code=58,
+                    error_message="Authentication failed: Invalid username or password",
                 )
             return SaslAuthenticateResponse(
                 error_code=0, error_message="", session_lifetime_ms=self.lifetime_ms
@@ -118,7 +116,7 @@ def test_re_authenticates_on_the_same_connection_before_the_session_ends(
         client = make_client(broker.address, security(), clients)
         end = time.monotonic() + 4.0
         while time.monotonic() < end:
-            response, error = metadata_round_trip(client)
+            _, error = metadata_round_trip(client)
             assert error is None, error
             client.poll(100)
         assert broker.accepted == 1  # one connection throughout
