@@ -308,7 +308,15 @@ class SecureKafkaCluster:
 
     reauth_ms: int = 5000
     kafka_version: str | None = None
+    #: Where the certificates (``pki/``) and the broker's files (``cluster/``) go;
+    #: None: a temporary directory removed by :meth:`stop`.
     work_dir: Path | None = None
+    #: Passed to LocalKafkaCluster (the CLI starts a broker that outlives it).
+    die_with_parent: bool = True
+    share_enabled: bool = True
+    extra_config: dict[str, str] = field(default_factory=dict)
+    #: The PLAINTEXT port (None: a free one).
+    broker_port: int | None = None
     users: dict[str, str] = field(default_factory=dict)
     listeners: dict[str, str] = field(default_factory=dict)
     pki: Pki | None = None
@@ -320,9 +328,12 @@ class SecureKafkaCluster:
 
         from kafka_share.testing.local import LocalKafkaCluster, _free_ports  # noqa: PLC0415
 
+        cluster_dir: Path | None = None
         if self.work_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kafka-share-secure-")
             self.work_dir = Path(self._tmp.name)
+        else:
+            cluster_dir = self.work_dir / "cluster"
         self.pki = generate_pki(self.work_dir / "pki")
         pki = self.pki
         # Passwords without commas: StorageTool --add-scram cannot take them.
@@ -343,6 +354,11 @@ class SecureKafkaCluster:
 
         self._cluster = LocalKafkaCluster(
             kafka_version=self.kafka_version,
+            work_dir=cluster_dir,
+            die_with_parent=self.die_with_parent,
+            share_enabled=self.share_enabled,
+            extra_config=self.extra_config,
+            broker_ports=[self.broker_port] if self.broker_port is not None else None,
             node_config=node_config,
             format_args=[arg for entry in scram for arg in ("--add-scram", entry)],
             jvm_options=[
