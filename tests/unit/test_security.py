@@ -326,3 +326,13 @@ def test_tls_client_certificate_from_java_style_keystore(pki: object) -> None:
     s_in.write(client.take_outgoing())
     assert server.read(10) == b"ping"
     assert server.getpeercert() is not None
+
+
+def test_sasl_messages_keep_credentials_out_of_their_repr() -> None:
+    from kafka_share.protocol.messages import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+    )
+
+    assert "pw" not in repr(SaslAuthenticateRequest(auth_bytes=b"\0alice\0pw"))
+    assert "v=sig" not in repr(SaslAuthenticateResponse(auth_bytes=b"v=sig"))
