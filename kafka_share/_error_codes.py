@@ -592,7 +592,7 @@ class InvalidTimestampError(BrokerError):
     retriable = False
 
 
-class UnsupportedSaslMechanismError(BrokerError):
+class UnsupportedSaslMechanismError(BrokerError, AuthenticationError):
     """UNSUPPORTED_SASL_MECHANISM (33).
 
     The broker does not enable the SASL mechanism the client asked for.
@@ -606,7 +606,7 @@ class UnsupportedSaslMechanismError(BrokerError):
     retriable = False
 
 
-class IllegalSaslStateError(BrokerError):
+class IllegalSaslStateError(BrokerError, AuthenticationError):
     """ILLEGAL_SASL_STATE (34).
 
     A SASL request arrived at the wrong point of the authentication exchange.

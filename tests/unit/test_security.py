@@ -336,3 +336,17 @@ def test_sasl_messages_keep_credentials_out_of_their_repr() -> None:
 
     assert "pw" not in repr(SaslAuthenticateRequest(auth_bytes=b"\0alice\0pw"))
     assert "v=sig" not in repr(SaslAuthenticateResponse(auth_bytes=b"v=sig"))
+
+
+def test_sasl_errors_are_authentication_errors_as_in_java() -> None:
+    from kafka_share.errors import (
+        AuthenticationError,
+        IllegalSaslStateError,
+        SslAuthenticationError,
+        UnsupportedSaslMechanismError,
+    )
+
+    for cls in (SaslAuthenticationError, UnsupportedSaslMechanismError, IllegalSaslStateError,
+                SslAuthenticationError):
+        assert issubclass(cls, AuthenticationError)
+        assert not cls.retriable
