@@ -171,10 +171,11 @@ _JAVA_KEYSTORE_HINT = (
     "ssl.keyfile and ssl.key.password"
 )
 _KEYTOOL_HINT = (
-    "JKS key stores cannot be read by Python; convert to PKCS12 and then PEM, e.g. "
+    "JKS key stores cannot be read by Python; convert to PKCS12, e.g. "
     "'keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 "
-    "-deststoretype PKCS12' then 'openssl pkcs12 -in store.p12 -out store.pem -nodes', "
-    "and set ssl.keystore.type=PEM (or ssl.truststore.type=PEM) with the .pem file"
+    "-deststoretype PKCS12', and set ssl.keystore.type=PKCS12 (or ssl.truststore.type) "
+    "with the .p12 file, or to PEM with 'openssl pkcs12 -in store.p12 -out store.pem "
+    "-nodes' and type PEM"
 )
 
 #: Unknown keys people are likely to carry over from Java configs, with a
@@ -531,6 +532,15 @@ _SPECS: Final[Mapping[str, _Spec]] = {
     "ssl.ciphers": _Spec(_parse_optional_str),
     "ssl.enabled.protocols": _Spec(_parse_tls_versions),
     "ssl.context": _Spec(_parse_ssl_context),
+    #: PKCS#12 trust/key stores (read with the optional cryptography package).
+    "ssl.truststore.pkcs12": _Spec(_parse_optional_str),
+    "ssl.truststore.pkcs12.password": _Spec(
+        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
+    ),
+    "ssl.keystore.pkcs12": _Spec(_parse_optional_str),
+    "ssl.keystore.pkcs12.password": _Spec(
+        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
+    ),
     "sasl.kerberos.service.name": _Spec(_parse_str),
     "sasl.kerberos.domain.name": _Spec(_parse_optional_str),
     "sasl.kerberos.principal": _Spec(_parse_optional_str),
@@ -581,7 +591,7 @@ _ALIASES: Final[Mapping[str, str]] = {
 #: Keys read only to interpret others (store types) or accepted without effect.
 _STORE_KEYS: Final = (
     "ssl.truststore.type", "ssl.truststore.location", "ssl.keystore.type",
-    "ssl.keystore.location",
+    "ssl.keystore.location", "ssl.truststore.password", "ssl.keystore.password",
 )
 _IGNORED_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     # Java's SSLContext protocol: TLS 1.2/1.3 are negotiated per ssl.enabled.protocols.
@@ -590,7 +600,7 @@ _IGNORED_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "sasl.oauthbearer.method": ("default", "oidc"),
 }
 _SECRET_KEYS: Final = frozenset(
-    {_JAAS_KEY}
+    {_JAAS_KEY, "ssl.truststore.password", "ssl.keystore.password"}
     | {k for k, s in _SPECS.items() if s.secret}
     | {alias for alias, key in _ALIASES.items() if key in _SPECS and _SPECS[key].secret}
 )
@@ -795,6 +805,10 @@ class ShareConsumerConfig:
     ssl_ciphers: str | None = None
     #: "TLSv1.2,TLSv1.3" (Java's default).
     ssl_enabled_protocols: str | None = "TLSv1.2,TLSv1.3"
+    ssl_truststore_pkcs12: str | None = None
+    ssl_truststore_pkcs12_password: str | None = attrs.field(default=None, repr=_redact)
+    ssl_keystore_pkcs12: str | None = None
+    ssl_keystore_pkcs12_password: str | None = attrs.field(default=None, repr=_redact)
     #: A ready-made ssl.SSLContext; it replaces every other ssl.* setting.
     ssl_context: Any = attrs.field(default=None, repr=lambda v: _object_repr(v, "SSLContext"))
     sasl_kerberos_service_name: str = "kafka"
@@ -953,6 +967,7 @@ def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
     ssl_keys = (
         "ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.key.password", "ssl.cadata",
         "ssl.certdata", "ssl.keydata", "ssl.crlfile", "ssl.ciphers", "ssl.context",
+        "ssl.truststore.pkcs12", "ssl.keystore.pkcs12",
     )
     if values["ssl.context"] is not None:
         others = [k for k in ssl_keys if k != "ssl.context" and values[k] is not None]
@@ -1170,19 +1185,38 @@ def _resolve_aliases(given: dict[str, tuple[str, object]]) -> list[str]:
     for kind, target in (("truststore", "ssl.cafile"), ("keystore", "ssl.certfile")):
         type_entry = given.pop(f"ssl.{kind}.type", None)
         location_entry = given.pop(f"ssl.{kind}.location", None)
+        password_entry = given.pop(f"ssl.{kind}.password", None)
         store_type = str(type_entry[1]).strip().upper() if type_entry and type_entry[1] else None
+        if store_type is None and location_entry is not None and str(
+            location_entry[1]
+        ).lower().endswith((".p12", ".pfx")):
+            store_type = "PKCS12"  # librdkafka's ssl.keystore.location is always PKCS#12
         inline = (
             "ssl.cadata" if kind == "truststore" else "ssl.certdata"
         ) in given
+        if store_type == "PKCS12" and location_entry is not None:
+            put(f"ssl.{kind}.pkcs12", location_entry[0], location_entry[1])
+            if password_entry is not None:
+                put(f"ssl.{kind}.pkcs12.password", password_entry[0], password_entry[1])
+            continue
+        if store_type == "PKCS12":
+            problems.append(f"ssl.{kind}.type=PKCS12 needs ssl.{kind}.location (the .p12 file)")
+            continue
+        if password_entry is not None:
+            problems.append(
+                f"Unknown configuration {password_entry[0]!r}: "
+                + _UNKNOWN_KEY_HINTS[f"ssl.{kind}.password"]
+            )
         if store_type is None and location_entry is None:
             continue
-        if store_type in ("JKS", "PKCS12") or (store_type is None and not inline):
+        if store_type == "JKS" or (store_type is None and not inline):
             what = store_type or "JKS (Java's default ssl." + kind + ".type)"
             problems.append(f"ssl.{kind}.type {what} is not supported: {_KEYTOOL_HINT}")
             continue
         if store_type != "PEM":
             problems.append(
-                f"Invalid value {store_type!r} for configuration ssl.{kind}.type: use PEM"
+                f"Invalid value {store_type!r} for configuration ssl.{kind}.type: "
+                "use PEM or PKCS12"
             )
             continue
         if location_entry is not None:

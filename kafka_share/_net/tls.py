@@ -72,6 +72,17 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
             context.load_verify_locations(cadata=config.ssl_cadata)
     except (ssl.SSLError, ValueError) as exc:
         raise ConfigError(f"cannot load the PEM certificates of ssl.cadata: {exc}") from None
+    if config.ssl_truststore_pkcs12 is not None:
+        _, leaf, others = _load_pkcs12(
+            config.ssl_truststore_pkcs12, config.ssl_truststore_pkcs12_password,
+            "ssl.truststore.location",
+        )
+        anchors = leaf + others
+        if not anchors:
+            raise ConfigError(
+                f"the PKCS12 trust store {config.ssl_truststore_pkcs12!r} holds no certificate"
+            )
+        context.load_verify_locations(cadata="".join(anchors))
     if config.ssl_crlfile is not None:
         try:
             context.load_verify_locations(cafile=config.ssl_crlfile)
@@ -97,6 +108,18 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
             f"cannot load the client certificate and key ({where}): {exc}; an encrypted "
             "key needs ssl.key.password"
         ) from None
+    if config.ssl_keystore_pkcs12 is not None:
+        key, chain, extra = _load_pkcs12(
+            config.ssl_keystore_pkcs12, config.ssl_keystore_pkcs12_password,
+            "ssl.keystore.location",
+        )
+        if key is None or not chain:
+            raise ConfigError(
+                f"the PKCS12 key store {config.ssl_keystore_pkcs12!r} holds no private key "
+                "with a certificate"
+            )
+        with _private_file(key + "".join(chain) + "".join(extra)) as path:
+            context.load_cert_chain(path)
     if config.ssl_ciphers is not None:
         try:
             context.set_ciphers(config.ssl_ciphers)
@@ -113,6 +136,42 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
         )
         context.verify_mode = ssl.CERT_NONE
     return context
+
+
+def _load_pkcs12(
+    path: str, password: str | None, key_name: str
+) -> tuple[str | None, list[str], list[str]]:
+    """(private key PEM, [leaf certificate PEM], [other certificates PEM]) of a
+    PKCS#12 file, read with the optional cryptography package."""
+    try:
+        from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415
+            Encoding,
+            NoEncryption,
+            PrivateFormat,
+            pkcs12,
+        )
+    except ImportError:
+        raise ConfigError(
+            f"{key_name} is a PKCS12 file, which needs the cryptography package: "
+            "pip install cryptography (or convert it to PEM with "
+            "'openssl pkcs12 -in store.p12 -out store.pem -nodes')"
+        ) from None
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        key, cert, others = pkcs12.load_key_and_certificates(
+            data, password.encode() if password is not None else None
+        )
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot read the PKCS12 file {key_name}={path!r}: {exc} (is the password right?)"
+        ) from None
+    key_pem = (
+        key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+        if key is not None else None
+    )
+    leaf = [cert.public_bytes(Encoding.PEM).decode()] if cert is not None else []
+    return key_pem, leaf, [c.public_bytes(Encoding.PEM).decode() for c in others]
 
 
 def describe_ssl_error(exc: BaseException, address: str, server_hostname: str) -> str:

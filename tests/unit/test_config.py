@@ -96,6 +96,10 @@ def config_error(extra: dict[str, object]) -> str:
         ("ssl_crlfile", None),
         ("ssl_ciphers", None),
         ("ssl_enabled_protocols", "TLSv1.2,TLSv1.3"),
+        ("ssl_truststore_pkcs12", None),
+        ("ssl_truststore_pkcs12_password", None),
+        ("ssl_keystore_pkcs12", None),
+        ("ssl_keystore_pkcs12_password", None),
         ("ssl_context", None),
         ("sasl_kerberos_service_name", "kafka"),
         ("sasl_kerberos_domain_name", None),
@@ -126,7 +130,7 @@ def test_defaults_table_covers_every_attribute() -> None:
     names = {field.name for field in attrs.fields(ShareConsumerConfig)}
     properties = parse_config(BASE).to_properties()
     assert {key.replace(".", "_") for key in properties} == names
-    assert len(names) == 61
+    assert len(names) == 65
 
 
 def test_required_values_are_parsed() -> None:
