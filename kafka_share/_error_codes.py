@@ -7,7 +7,7 @@ names that public module so that reprs, tracebacks and pickles do too. This modu
 is imported by ``kafka_share.errors`` once its base classes exist.
 """
 
-from kafka_share.errors import BrokerError, KafkaTimeoutError
+from kafka_share.errors import AuthenticationError, BrokerError, KafkaTimeoutError
 
 __all__: list[str] = [
     "BrokerIdNotRegisteredError",
@@ -592,7 +592,7 @@ class InvalidTimestampError(BrokerError):
     retriable = False
 
 
-class UnsupportedSaslMechanismError(BrokerError):
+class UnsupportedSaslMechanismError(BrokerError, AuthenticationError):
     """UNSUPPORTED_SASL_MECHANISM (33).
 
     The broker does not enable the SASL mechanism the client asked for.
@@ -606,7 +606,7 @@ class UnsupportedSaslMechanismError(BrokerError):
     retriable = False
 
 
-class IllegalSaslStateError(BrokerError):
+class IllegalSaslStateError(BrokerError, AuthenticationError):
     """ILLEGAL_SASL_STATE (34).
 
     A SASL request arrived at the wrong point of the authentication exchange.
@@ -906,7 +906,7 @@ class LogDirNotFoundError(BrokerError):
     retriable = False
 
 
-class SaslAuthenticationFailedError(BrokerError):
+class SaslAuthenticationFailedError(BrokerError, AuthenticationError):
     """SASL_AUTHENTICATION_FAILED (58).
 
     SASL authentication failed: the credentials are wrong, or the broker does

@@ -42,6 +42,7 @@ import enum
 import ipaddress
 import logging
 import re
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -115,13 +116,18 @@ class SaslMechanism(enum.StrEnum):
     PLAIN = "PLAIN"
     SCRAM_SHA_256 = "SCRAM-SHA-256"
     SCRAM_SHA_512 = "SCRAM-SHA-512"
+    OAUTHBEARER = "OAUTHBEARER"
+    GSSAPI = "GSSAPI"
+
+    @property
+    def uses_password(self) -> bool:
+        return self in (
+            SaslMechanism.PLAIN, SaslMechanism.SCRAM_SHA_256, SaslMechanism.SCRAM_SHA_512
+        )
 
 
-#: Security protocols the network layer implements today. Parsing accepts all
-#: four; :meth:`ShareConsumerConfig.validate_supported` refuses the others.
-IMPLEMENTED_SECURITY_PROTOCOLS: Final[frozenset[SecurityProtocol]] = frozenset(
-    {SecurityProtocol.PLAINTEXT}
-)
+#: Security protocols the network layer implements (all four).
+IMPLEMENTED_SECURITY_PROTOCOLS: Final[frozenset[SecurityProtocol]] = frozenset(SecurityProtocol)
 
 _GROUP_CONFIG_HOW = "with IncrementalAlterConfigs on the GROUP resource"
 
@@ -164,21 +170,38 @@ _JAVA_KEYSTORE_HINT = (
     "Java key stores are not supported: give PEM files with ssl.cafile, ssl.certfile, "
     "ssl.keyfile and ssl.key.password"
 )
+_KEYTOOL_HINT = (
+    "JKS key stores cannot be read by Python; convert to PKCS12, e.g. "
+    "'keytool -importkeystore -srckeystore store.jks -destkeystore store.p12 "
+    "-deststoretype PKCS12', and set ssl.keystore.type=PKCS12 (or ssl.truststore.type) "
+    "with the .p12 file, or to PEM with 'openssl pkcs12 -in store.p12 -out store.pem "
+    "-nodes' and type PEM"
+)
 
 #: Unknown keys people are likely to carry over from Java configs, with a
 #: better hint than a spelling suggestion.
 _UNKNOWN_KEY_HINTS: Final[Mapping[str, str]] = {
-    "ssl.truststore.location": _JAVA_KEYSTORE_HINT,
-    "ssl.truststore.password": _JAVA_KEYSTORE_HINT,
-    "ssl.truststore.type": _JAVA_KEYSTORE_HINT,
-    "ssl.truststore.certificates": _JAVA_KEYSTORE_HINT,
-    "ssl.keystore.location": _JAVA_KEYSTORE_HINT,
-    "ssl.keystore.password": _JAVA_KEYSTORE_HINT,
-    "ssl.keystore.type": _JAVA_KEYSTORE_HINT,
-    "ssl.keystore.key": _JAVA_KEYSTORE_HINT,
-    "ssl.keystore.certificate.chain": _JAVA_KEYSTORE_HINT,
-    "ssl.endpoint.identification.algorithm": (
-        "use ssl.check.hostname (True checks the broker's host name, False does not)"
+    "ssl.truststore.password": (
+        "PEM trust stores have no password; give ssl.truststore.type=PEM with "
+        "ssl.truststore.location (or ssl.cafile). " + _KEYTOOL_HINT
+    ),
+    "ssl.keystore.password": (
+        "PEM key stores use ssl.key.password for an encrypted key. " + _KEYTOOL_HINT
+    ),
+    **dict.fromkeys(
+        (
+            "sasl.login.callback.handler.class",
+            "sasl.client.callback.handler.class",
+            "sasl.login.class",
+            "ssl.engine.factory.class",
+            "ssl.provider",
+            "ssl.keymanager.algorithm",
+            "ssl.trustmanager.algorithm",
+            "security.providers",
+        ),
+        "Java classes cannot be loaded by a Python client; for OAUTHBEARER pass "
+        "sasl_oauth_token_provider= (a callable) or sasl.oauthbearer.token.endpoint.url; "
+        "for TLS pass ssl_context= (an ssl.SSLContext)",
     ),
     "auto.commit.interval.ms": "share groups commit no offsets; remove it",
     "exclude.internal.topics": "it has no effect on a share consumer; remove it",
@@ -249,6 +272,34 @@ def _parse_bool(value: object) -> bool:
         if lowered in ("true", "false"):
             return lowered == "true"
     raise _InvalidValueError("expected a boolean: True/False or the string 'true'/'false'")
+
+
+def _parse_ssl_context(value: object) -> object:
+    if isinstance(value, ssl.SSLContext):
+        return value
+    raise _InvalidValueError(f"expected an ssl.SSLContext, got {_type_name(value)}")
+
+
+def _parse_token_provider(value: object) -> object:
+    if callable(value) or callable(getattr(value, "token", None)):
+        return value
+    raise _InvalidValueError(
+        f"expected a callable or an object with a token() method, got {_type_name(value)}"
+    )
+
+
+def _parse_tls_versions(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _InvalidValueError(f"expected a string, got {_type_name(value)}")
+    names = [part.strip() for part in value.split(",") if part.strip()]
+    bad = [n for n in names if n not in ("TLSv1.2", "TLSv1.3")]
+    if bad or not names:
+        raise _InvalidValueError(
+            "the value must list TLSv1.2 and/or TLSv1.3 (older versions are insecure)"
+        )
+    return ",".join(sorted(set(names)))
 
 
 def _parse_str(value: object) -> str:
@@ -469,6 +520,38 @@ _SPECS: Final[Mapping[str, _Spec]] = {
         lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
     ),
     "ssl.check.hostname": _Spec(_parse_bool),
+    #: False turns certificate verification off entirely (loudly logged).
+    "ssl.verify": _Spec(_parse_bool),
+    #: Inline PEM: CA certificates, client certificate chain, client key.
+    "ssl.cadata": _Spec(_parse_optional_str),
+    "ssl.certdata": _Spec(_parse_optional_str),
+    "ssl.keydata": _Spec(
+        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
+    ),
+    "ssl.crlfile": _Spec(_parse_optional_str),
+    "ssl.ciphers": _Spec(_parse_optional_str),
+    "ssl.enabled.protocols": _Spec(_parse_tls_versions),
+    "ssl.context": _Spec(_parse_ssl_context),
+    #: PKCS#12 trust/key stores (read with the optional cryptography package).
+    "ssl.truststore.pkcs12": _Spec(_parse_optional_str),
+    "ssl.truststore.pkcs12.password": _Spec(
+        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
+    ),
+    "ssl.keystore.pkcs12": _Spec(_parse_optional_str),
+    "ssl.keystore.pkcs12.password": _Spec(
+        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
+    ),
+    "sasl.kerberos.service.name": _Spec(_parse_str),
+    "sasl.kerberos.domain.name": _Spec(_parse_optional_str),
+    "sasl.kerberos.principal": _Spec(_parse_optional_str),
+    "sasl.oauth.token.provider": _Spec(_parse_token_provider),
+    "sasl.oauthbearer.token.endpoint.url": _Spec(_parse_optional_str),
+    "sasl.oauthbearer.client.credentials.client.id": _Spec(_parse_optional_str),
+    "sasl.oauthbearer.client.credentials.client.secret": _Spec(
+        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
+    ),
+    "sasl.oauthbearer.scope": _Spec(_parse_optional_str),
+    "sasl.oauthbearer.cafile": _Spec(_parse_optional_str),
     "key.deserializer": _Spec(_parse_deserializer),
     "value.deserializer": _Spec(_parse_deserializer),
     "metrics.sample.window.ms": _Spec(_int_parser(0, _INT64_MAX)),
@@ -479,8 +562,49 @@ _SPECS: Final[Mapping[str, _Spec]] = {
 
 #: ``sasl.jaas.config`` is an input only: it is parsed into sasl_username/sasl_password.
 _JAAS_KEY: Final = "sasl.jaas.config"
-_SECRET_KEYS: Final = frozenset({_JAAS_KEY} | {k for k, s in _SPECS.items() if s.secret})
-_KNOWN_KEYS: Final = (*_SPECS, _JAAS_KEY)
+
+#: Other clients' names for our keys (Java, librdkafka/confluent-kafka, kafka-python),
+#: accepted as written in their configs and stored under the canonical key.
+_ALIASES: Final[Mapping[str, str]] = {
+    "ssl.ca.location": "ssl.cafile",
+    "ssl.certificate.location": "ssl.certfile",
+    "ssl.key.location": "ssl.keyfile",
+    "ssl.ca.pem": "ssl.cadata",
+    "ssl.truststore.certificates": "ssl.cadata",
+    "ssl.certificate.pem": "ssl.certdata",
+    "ssl.keystore.certificate.chain": "ssl.certdata",
+    "ssl.key.pem": "ssl.keydata",
+    "ssl.keystore.key": "ssl.keydata",
+    "ssl.crl.location": "ssl.crlfile",
+    "ssl.cipher.suites": "ssl.ciphers",
+    "ssl.endpoint.identification.algorithm": "ssl.check.hostname",
+    "enable.ssl.certificate.verification": "ssl.verify",
+    "sasl.mechanisms": "sasl.mechanism",
+    "sasl.plain.username": "sasl.username",
+    "sasl.plain.password": "sasl.password",
+    "sasl.oauthbearer.client.id": "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.secret": "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.token.provider": "sasl.oauth.token.provider",
+    "oauth.cb": "sasl.oauth.token.provider",
+    "https.ca.location": "sasl.oauthbearer.cafile",
+}
+#: Keys read only to interpret others (store types) or accepted without effect.
+_STORE_KEYS: Final = (
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.keystore.type",
+    "ssl.keystore.location", "ssl.truststore.password", "ssl.keystore.password",
+)
+_IGNORED_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
+    # Java's SSLContext protocol: TLS 1.2/1.3 are negotiated per ssl.enabled.protocols.
+    "ssl.protocol": ("TLS", "TLSv1.2", "TLSv1.3"),
+    # librdkafka: "oidc" is implied by sasl.oauthbearer.token.endpoint.url.
+    "sasl.oauthbearer.method": ("default", "oidc"),
+}
+_SECRET_KEYS: Final = frozenset(
+    {_JAAS_KEY, "ssl.truststore.password", "ssl.keystore.password"}
+    | {k for k, s in _SPECS.items() if s.secret}
+    | {alias for alias, key in _ALIASES.items() if key in _SPECS and _SPECS[key].secret}
+)
+_KNOWN_KEYS: Final = (*_SPECS, _JAAS_KEY, *_ALIASES, *_STORE_KEYS, *_IGNORED_KEYS)
 _REQUIRED_KEYS: Final = ("bootstrap.servers", "group.id")
 
 
@@ -510,6 +634,16 @@ _JAAS_MODULES: Final[Mapping[str, tuple[SaslMechanism, ...]]] = {
         SaslMechanism.SCRAM_SHA_256,
         SaslMechanism.SCRAM_SHA_512,
     ),
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule": (
+        SaslMechanism.OAUTHBEARER,
+    ),
+}
+_OAUTH_MODULE: Final = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+#: OAuthBearerLoginModule options (the older KIP-768 style) -> our keys.
+_JAAS_OAUTH_OPTIONS: Final[Mapping[str, str]] = {
+    "clientId": "sasl.oauthbearer.client.credentials.client.id",
+    "clientSecret": "sasl.oauthbearer.client.credentials.client.secret",
+    "scope": "sasl.oauthbearer.scope",
 }
 _JAAS_ENTRY_RE: Final = re.compile(
     r"\s*(?P<module>[A-Za-z_$][\w$.]*)\s+(?P<flag>required|requisite|sufficient|optional)(?P<rest>.*)",
@@ -524,8 +658,10 @@ _JAAS_OPTION_RE: Final = re.compile(
 @attrs.frozen
 class _JaasLogin:
     module: str
-    username: str
-    password: str
+    username: str | None
+    password: str | None
+    #: OAuthBearerLoginModule options, under our keys.
+    oauth: Mapping[str, str] = attrs.field(factory=dict)
 
 
 def _parse_jaas(value: object) -> _JaasLogin:
@@ -544,8 +680,9 @@ def _parse_jaas(value: object) -> _JaasLogin:
     module, rest = match["module"], match["rest"]
     if module not in _JAAS_MODULES:
         raise _InvalidValueError(
-            f"login module {module} is not supported; use PlainLoginModule or "
-            "ScramLoginModule, or give sasl.username and sasl.password"
+            f"login module {module} is not supported; use PlainLoginModule, "
+            "ScramLoginModule or OAuthBearerLoginModule, or give sasl.username and "
+            "sasl.password"
         )
     options: dict[str, str] = {}
     pos = 0
@@ -562,6 +699,17 @@ def _parse_jaas(value: object) -> _JaasLogin:
             "expected exactly one login module entry of the form "
             '\'<LoginModule class> required username="..." password="...";\' ending with ";"'
         )
+    if module == _OAUTH_MODULE:
+        extra = sorted(set(options) - set(_JAAS_OAUTH_OPTIONS))
+        if extra:
+            raise _InvalidValueError(
+                f"unsupported OAuthBearerLoginModule option(s): {', '.join(extra)} "
+                "(supported: clientId, clientSecret, scope; pass a token callable as "
+                "sasl_oauth_token_provider= instead of unsecured login options)"
+            )
+        return _JaasLogin(
+            module, None, None, {_JAAS_OAUTH_OPTIONS[k]: v for k, v in options.items()}
+        )
     extra = sorted(set(options) - {"username", "password"})
     if extra:
         raise _InvalidValueError(f"unsupported login module option(s): {', '.join(extra)}")
@@ -574,6 +722,10 @@ def _parse_jaas(value: object) -> _JaasLogin:
 # --------------------------------------------------------------------------
 # The config class
 # --------------------------------------------------------------------------
+
+
+def _object_repr(value: object, what: str) -> str:
+    return "None" if value is None else f"<{what}>"
 
 
 def _redact(value: object) -> str:
@@ -644,6 +796,36 @@ class ShareConsumerConfig:
     ssl_keyfile: str | None = None
     ssl_key_password: str | None = attrs.field(default=None, repr=_redact)
     ssl_check_hostname: bool = True
+    ssl_verify: bool = True
+    ssl_cadata: str | None = None
+    ssl_certdata: str | None = None
+    ssl_keydata: str | None = attrs.field(default=None, repr=_redact)
+    ssl_crlfile: str | None = None
+    #: OpenSSL cipher list (TLS 1.2 and older; TLS 1.3 suites are not configurable).
+    ssl_ciphers: str | None = None
+    #: "TLSv1.2,TLSv1.3" (Java's default).
+    ssl_enabled_protocols: str | None = "TLSv1.2,TLSv1.3"
+    ssl_truststore_pkcs12: str | None = None
+    ssl_truststore_pkcs12_password: str | None = attrs.field(default=None, repr=_redact)
+    ssl_keystore_pkcs12: str | None = None
+    ssl_keystore_pkcs12_password: str | None = attrs.field(default=None, repr=_redact)
+    #: A ready-made ssl.SSLContext; it replaces every other ssl.* setting.
+    ssl_context: Any = attrs.field(default=None, repr=lambda v: _object_repr(v, "SSLContext"))
+    sasl_kerberos_service_name: str = "kafka"
+    sasl_kerberos_domain_name: str | None = None
+    sasl_kerberos_principal: str | None = None
+    #: OAUTHBEARER token source (see kafka_share.credentials).
+    sasl_oauth_token_provider: Any = attrs.field(
+        default=None, repr=lambda v: _object_repr(v, "token provider")
+    )
+    sasl_oauthbearer_token_endpoint_url: str | None = None
+    sasl_oauthbearer_client_credentials_client_id: str | None = None
+    sasl_oauthbearer_client_credentials_client_secret: str | None = attrs.field(
+        default=None, repr=_redact
+    )
+    sasl_oauthbearer_scope: str | None = None
+    #: CA file for TLS to the token endpoint (default: the system store).
+    sasl_oauthbearer_cafile: str | None = None
     key_deserializer: Deserializer | None = None
     value_deserializer: Deserializer | None = None
     metrics_sample_window_ms: int = 30_000
@@ -701,13 +883,20 @@ class ShareConsumerConfig:
         return properties
 
     def validate_supported(self) -> None:
-        """Raise ConfigError for settings that parse but this client does not implement yet."""
+        """Raise ConfigError for settings that parse but cannot be used here: a
+        protocol not implemented, TLS files that do not load, GSSAPI without its
+        optional package."""
         if self.security_protocol not in IMPLEMENTED_SECURITY_PROTOCOLS:
             implemented = ", ".join(sorted(p.value for p in IMPLEMENTED_SECURITY_PROTOCOLS))
             raise ConfigError(
                 f"security.protocol={self.security_protocol.value} is not implemented by "
                 f"this client yet; implemented: {implemented}"
             )
+        if self.security_protocol is not SecurityProtocol.PLAINTEXT:
+            # The network layer builds its TLS context and credentials from the config.
+            from kafka_share._net.security import security_from_config  # noqa: PLC0415
+
+            security_from_config(self)
 
 
 def _missing_message(key: str) -> str:
@@ -731,14 +920,43 @@ def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
         )
     protocol: SecurityProtocol = values["security.protocol"]
     sasl_keys = ("sasl.mechanism", "sasl.username", "sasl.password")
+    mechanism = values["sasl.mechanism"]
     if protocol.uses_sasl:
-        missing = [key for key in sasl_keys if values[key] is None]
+        if mechanism is None or mechanism.uses_password:
+            missing = [key for key in sasl_keys if values[key] is None]
+        else:
+            missing = []
         if missing:
             problems.append(
                 f"security.protocol={protocol.value} needs {', '.join(missing)}: set "
-                "sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) and the credentials "
-                "with sasl.username/sasl.password or sasl.jaas.config"
+                "sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI) "
+                "and, for PLAIN and SCRAM, the credentials with sasl.username/sasl.password "
+                "or sasl.jaas.config"
             )
+        if mechanism is SaslMechanism.OAUTHBEARER:
+            provider = values["sasl.oauth.token.provider"]
+            url = values["sasl.oauthbearer.token.endpoint.url"]
+            if provider is None and url is None:
+                problems.append(
+                    "sasl.mechanism=OAUTHBEARER needs a token source: pass "
+                    "sasl_oauth_token_provider= (a callable returning a token) or set "
+                    "sasl.oauthbearer.token.endpoint.url with "
+                    "sasl.oauthbearer.client.credentials.client.id and .client.secret"
+                )
+            elif provider is not None and url is not None:
+                problems.append(
+                    "sasl_oauth_token_provider and sasl.oauthbearer.token.endpoint.url are "
+                    "both set; give one token source"
+                )
+            elif url is not None and (
+                values["sasl.oauthbearer.client.credentials.client.id"] is None
+                or values["sasl.oauthbearer.client.credentials.client.secret"] is None
+            ):
+                problems.append(
+                    "sasl.oauthbearer.token.endpoint.url needs "
+                    "sasl.oauthbearer.client.credentials.client.id and "
+                    "sasl.oauthbearer.client.credentials.client.secret"
+                )
     else:
         given = [key for key in sasl_keys if values[key] is not None]
         if given:
@@ -746,7 +964,18 @@ def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
                 f"{', '.join(given)} set but security.protocol={protocol.value} does not use "
                 "SASL; set security.protocol to SASL_PLAINTEXT or SASL_SSL"
             )
-    ssl_keys = ("ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.key.password")
+    ssl_keys = (
+        "ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.key.password", "ssl.cadata",
+        "ssl.certdata", "ssl.keydata", "ssl.crlfile", "ssl.ciphers", "ssl.context",
+        "ssl.truststore.pkcs12", "ssl.keystore.pkcs12",
+    )
+    if values["ssl.context"] is not None:
+        others = [k for k in ssl_keys if k != "ssl.context" and values[k] is not None]
+        if others:
+            problems.append(
+                f"ssl_context is given together with {', '.join(others)}; an SSLContext "
+                "replaces every other ssl.* setting: load them into the context instead"
+            )
     if not protocol.uses_ssl:
         given = [key for key in ssl_keys if values[key] is not None]
         if given:
@@ -754,9 +983,13 @@ def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
                 f"{', '.join(given)} set but security.protocol={protocol.value} does not use "
                 "TLS; set security.protocol to SSL or SASL_SSL"
             )
+    if values["ssl.keydata"] is not None and values["ssl.certdata"] is None:
+        problems.append("ssl.keydata is set without ssl.certdata; give the certificate chain too")
     if values["ssl.keyfile"] is not None and values["ssl.certfile"] is None:
         problems.append("ssl.keyfile is set without ssl.certfile; give the client certificate too")
-    if values["ssl.key.password"] is not None and values["ssl.keyfile"] is None:
+    if values["ssl.key.password"] is not None and (
+        values["ssl.keyfile"] is None and values["ssl.keydata"] is None
+    ):
         problems.append("ssl.key.password is set without ssl.keyfile; give the private key file")
     return problems
 
@@ -869,6 +1102,7 @@ def parse_config(
                 continue
             given[key] = (written, value)
 
+    problems.extend(_resolve_aliases(given))
     rejected = [key for key in given if key in REJECTED_KEYS]
     if rejected:
         problems.append(
@@ -911,10 +1145,101 @@ def parse_config(
     return ShareConsumerConfig(**{_attr(key): value for key, value in typed.items()})
 
 
+def _resolve_aliases(given: dict[str, tuple[str, object]]) -> list[str]:
+    """Rewrite other clients' key names (in place) to ours; report conflicts and
+    key stores Python cannot read."""
+    problems: list[str] = []
+
+    def put(key: str, written: str, value: object) -> None:
+        if key in given and not _same(given[key][1], value):
+            problems.append(
+                f"{written!r} and {given[key][0]!r} both set {key} with different values "
+                f"({_shown(key, value)} and {_shown(key, given[key][1])}); give it once"
+            )
+            return
+        given.setdefault(key, (written, value))
+
+    for alias in [k for k in given if k in _ALIASES]:
+        written, value = given.pop(alias)
+        key = _ALIASES[alias]
+        if alias == "ssl.endpoint.identification.algorithm":
+            text = str(value).strip().lower() if value is not None else ""
+            if text not in ("https", "", "none"):
+                problems.append(
+                    f"Invalid value {value!r} for configuration {alias}: use 'https' to check "
+                    "the broker's host name, or '' / 'none' to turn the check off"
+                )
+                continue
+            value = text == "https"
+        put(key, written, value)
+    for key, choices in _IGNORED_KEYS.items():
+        if key in given:
+            written, value = given.pop(key)
+            if value is not None and str(value).strip().lower() not in {
+                c.lower() for c in choices
+            }:
+                problems.append(
+                    f"Invalid value {value!r} for configuration {written}: supported are "
+                    + ", ".join(choices)
+                )
+    for kind, target in (("truststore", "ssl.cafile"), ("keystore", "ssl.certfile")):
+        type_entry = given.pop(f"ssl.{kind}.type", None)
+        location_entry = given.pop(f"ssl.{kind}.location", None)
+        password_entry = given.pop(f"ssl.{kind}.password", None)
+        store_type = str(type_entry[1]).strip().upper() if type_entry and type_entry[1] else None
+        if store_type is None and location_entry is not None and str(
+            location_entry[1]
+        ).lower().endswith((".p12", ".pfx")):
+            store_type = "PKCS12"  # librdkafka's ssl.keystore.location is always PKCS#12
+        inline = (
+            "ssl.cadata" if kind == "truststore" else "ssl.certdata"
+        ) in given
+        if store_type == "PKCS12" and location_entry is not None:
+            put(f"ssl.{kind}.pkcs12", location_entry[0], location_entry[1])
+            if password_entry is not None:
+                put(f"ssl.{kind}.pkcs12.password", password_entry[0], password_entry[1])
+            continue
+        if store_type == "PKCS12":
+            problems.append(f"ssl.{kind}.type=PKCS12 needs ssl.{kind}.location (the .p12 file)")
+            continue
+        if password_entry is not None:
+            problems.append(
+                f"Unknown configuration {password_entry[0]!r}: "
+                + _UNKNOWN_KEY_HINTS[f"ssl.{kind}.password"]
+            )
+        if store_type is None and location_entry is None:
+            continue
+        if store_type == "JKS" or (store_type is None and not inline):
+            what = store_type or "JKS (Java's default ssl." + kind + ".type)"
+            problems.append(f"ssl.{kind}.type {what} is not supported: {_KEYTOOL_HINT}")
+            continue
+        if store_type != "PEM":
+            problems.append(
+                f"Invalid value {store_type!r} for configuration ssl.{kind}.type: "
+                "use PEM or PKCS12"
+            )
+            continue
+        if location_entry is not None:
+            put(target, location_entry[0], location_entry[1])
+            if kind == "keystore":
+                # Java's PEM key store: the private key and the chain in one file.
+                put("ssl.keyfile", location_entry[0], location_entry[1])
+    return problems
+
+
 def _merge_jaas(login: _JaasLogin, typed: dict[str, Any]) -> list[str]:
     """Move the JAAS credentials into sasl.username/sasl.password."""
     problems: list[str] = []
-    both = [key for key in ("sasl.username", "sasl.password") if key in typed]
+    if login.module == _OAUTH_MODULE:
+        clash = [key for key in login.oauth if key in typed]
+        if clash:
+            problems.append(
+                f"sasl.jaas.config and {', '.join(clash)} are both set; give them one way only"
+            )
+    both = [
+        key for key in ("sasl.username", "sasl.password")
+        if key in typed and login.username is not None
+    ]
     if both:
         problems.append(
             f"sasl.jaas.config and {', '.join(both)} are both set; "
@@ -928,6 +1253,8 @@ def _merge_jaas(login: _JaasLogin, typed: dict[str, Any]) -> list[str]:
             f"match sasl.mechanism={mechanism.value}; use " + " or ".join(m.value for m in allowed)
         )
     if not problems:
-        typed["sasl.username"] = login.username
-        typed["sasl.password"] = login.password
+        if login.username is not None:
+            typed["sasl.username"] = login.username
+            typed["sasl.password"] = login.password
+        typed.update(login.oauth)
     return problems

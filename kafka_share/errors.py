@@ -29,6 +29,7 @@ from types import MappingProxyType
 
 __all__ = [
     "ERROR_CODES",
+    "AuthenticationError",
     "BrokerError",
     "ConfigError",
     "CorruptMessageError",
@@ -36,6 +37,8 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "RecordDeserializationError",
+    "SaslAuthenticationError",
+    "SslAuthenticationError",
     "WakeupError",
     "error_for_code",
 ]
@@ -67,6 +70,22 @@ class KafkaTimeoutError(KafkaError, TimeoutError):
     """An operation did not complete within its timeout."""
 
     retriable = True
+
+
+class AuthenticationError(KafkaError):
+    """The client could not authenticate to a broker (SASL or TLS).
+
+    Not retriable: the same credentials fail again. The consumer backs off
+    (``reconnect.backoff.max.ms``) before its next attempt and raises this from
+    the call that is waiting (``poll``, ``commit_sync``, ...). The message never
+    contains a secret.
+    """
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed: an untrusted or mismatched certificate, a client
+    certificate the broker refused, or a TLS listener mismatch. The message says
+    what failed to verify."""
 
 
 class CorruptMessageError(KafkaError, ValueError):
@@ -167,3 +186,7 @@ def error_for_code(code: int, message: str | None = None) -> BrokerError:
         return err
     text = f"{cls.name} (error code {code})"
     return cls(f"{text}: {message}" if message else text)
+
+
+#: Java's name for a SASL authentication failure (the broker's error code 58).
+SaslAuthenticationError = SaslAuthenticationFailedError  # noqa: F405

@@ -24,6 +24,7 @@ Schema format (one file per message under ``kafka_share/protocol/schemas/``)::
     ignorable = true                  # optional: may be dropped when the version lacks it
     tag = 0                           # optional, with tagged_versions: a tagged field
     tagged_versions = "3+"
+    sensitive = true                  # optional: credentials, left out of repr
       [[fields.fields]]               # a struct's (or struct array's) own fields
       ...
 
@@ -105,6 +106,8 @@ class Field:
     default: Any
     ignorable: bool
     struct: Struct | None = None  # for struct / []struct fields
+    #: Credentials: left out of the class's repr, so logging a message cannot leak them.
+    sensitive: bool = False
 
     @property
     def py_name(self) -> str:
@@ -165,6 +168,7 @@ def load(path: Path) -> Message:
                 tag=it.get("tag"),
                 default=it.get("default"),
                 ignorable=bool(it.get("ignorable", False)),
+                sensitive=bool(it.get("sensitive", False)),
             )
             if "fields" in it:
                 sname = f.elem
@@ -636,7 +640,12 @@ class Gen:
             if not f.versions.intersects(self.vlo, self.vhi):
                 continue
             d, factory = self.default_expr(f)
-            if factory:
+            if f.sensitive:
+                kind = "factory" if factory else "default"
+                lines.append(
+                    f"{i2}{f.py_name}: {self.py_type(f)} = attrs.field({kind}={d}, repr=False)"
+                )
+            elif factory:
                 lines.append(f"{i2}{f.py_name}: {self.py_type(f)} = attrs.field(factory={d})")
             else:
                 lines.append(f"{i2}{f.py_name}: {self.py_type(f)} = {d}")

@@ -45,6 +45,7 @@ from kafka_share.share.backoff import ExponentialBackoff
 
 from .connection import BrokerConnection, ConnectionState, ResponseHandler
 from .resolver import Resolver
+from .security import ConnectionSecurity
 
 __all__ = ["NetworkClient", "Purpose", "monotonic_ms"]
 
@@ -110,8 +111,11 @@ class NetworkClient:
         connections_max_idle_ms: int = -1,
         dns_lookup: str = "use_all_dns_ips",
         logger: Logger | None = None,
+        security: ConnectionSecurity | None = None,
     ) -> None:
         self._client_id = client_id
+        #: TLS context and SASL credentials of every connection (None: PLAINTEXT).
+        self._security = security
         self._receive_buffer_bytes = receive_buffer_bytes
         self._send_buffer_bytes = send_buffer_bytes
         self._log: Logger = logger or log
@@ -130,6 +134,9 @@ class NetworkClient:
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._resolver = Resolver(self.wakeup, dns_lookup=dns_lookup)
+        if security is not None and security.token_source is not None:
+            # A connection waiting for an OAUTHBEARER token goes on when it arrives.
+            security.token_source.on_update = self.wakeup
         #: nodes whose name is being resolved (the resolver wakes the loop when done)
         self._resolving: set[int] = set()
         self._max_idle_ms = connections_max_idle_ms
@@ -207,6 +214,7 @@ class NetworkClient:
                 receive_buffer_bytes=self._receive_buffer_bytes,
                 send_buffer_bytes=self._send_buffer_bytes,
                 logger=self._log,
+                security=self._security,
             )
         except KafkaError as exc:
             self._resolving.discard(node_id)
@@ -451,10 +459,11 @@ class NetworkClient:
                 self._selector.unregister(conn.sock)
             except (KeyError, ValueError):
                 pass
-            if conn.api_versions is None or conn.responses < 2:
-                # Never got ready, or closed right after ApiVersions (no common
-                # version, an authentication failure): reconnecting at once would
-                # only repeat it, so back off as for a refused connection.
+            if not conn.was_ready or conn.responses < 2:
+                # Never got ready (TLS, SASL or ApiVersions failures included), or
+                # closed before answering anything else: reconnecting at once would
+                # only repeat it (wrong credentials must not storm the broker), so
+                # back off as for a refused connection.
                 reason = conn.close_reason or NetworkError("connection closed")
                 self._note_failure(conn.node_id, conn.address, str(reason), now_ms)
             if self.on_disconnect is not None:

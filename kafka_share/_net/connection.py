@@ -1,12 +1,22 @@
 """One TCP connection to one broker: non-blocking socket + the sans-IO codec.
 
 Lifecycle (:data:`TRANSITIONS`): CONNECTING -> (socket connected) ->
-NEGOTIATING (ApiVersions in flight) -> READY -> CLOSED. Requests queued before
-READY wait and go out in order once versions are known, so every request is
-encoded at the highest version both sides support. Connection setup is a
-sequence of steps between the TCP connect and READY (today: ApiVersions); a TLS
-handshake goes before it and SASL authentication after it, each a state of its
-own in the table.
+[HANDSHAKING_TLS] -> NEGOTIATING (ApiVersions in flight) -> [AUTHENTICATING
+(SaslHandshake v1 + SaslAuthenticate v2)] -> READY -> CLOSED, and READY <->
+REAUTHENTICATING when the broker gave the SASL session a lifetime (KIP-368).
+Requests queued before READY wait and go out in order once versions are known
+and the connection is authenticated, so every request is encoded at the
+highest version both sides support.
+
+TLS runs through a sans-IO :class:`~kafka_share._net.tls.TlsSession`: the
+socket stays a plain non-blocking socket and decrypted bytes go straight into
+the codec's receive buffer.
+
+Re-authentication: at a jittered 85-95 % of the session lifetime (as Java) the
+connection stops writing application requests (they wait in the queue, their
+handlers untouched), sends SaslHandshake right behind whatever is in flight
+(the broker answers in order), authenticates again and then writes the queue.
+The connection, and the share session the broker ties to it, stay up.
 
 The name is resolved before the connection is made (see ``resolver.py``), and
 the connection tries every address of it in order (``client.dns.lookup=
@@ -24,7 +34,9 @@ from __future__ import annotations
 import enum
 import errno
 import logging
+import random as _random
 import socket
+import ssl
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -34,11 +46,16 @@ import attrs
 from kafka_share._log import Logger
 from kafka_share._version import __version__
 from kafka_share.errors import (
+    IllegalSaslStateError,
     IllegalStateError,
     KafkaError,
     KafkaTimeoutError,
     NetworkError,
+    SaslAuthenticationFailedError,
+    SslAuthenticationError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
+    error_for_code,
 )
 from kafka_share.protocol.api_keys import (
     API_VERSIONS_FIRST_VERSION,
@@ -47,10 +64,20 @@ from kafka_share.protocol.api_keys import (
     api_versions_retry_version,
 )
 from kafka_share.protocol.codec import NEED_DATA, KafkaCodec
-from kafka_share.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from kafka_share.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kafka_share.share.unsent import VersionedRequest
 
 from .resolver import AddressInfo
+from .sasl import OAuthBearerMechanism, SaslClientMechanism
+from .security import ConnectionSecurity
+from .tls import TlsSession, describe_ssl_error
 
 __all__ = ["TRANSITIONS", "BrokerConnection", "ConnectionState", "ResponseHandler"]
 
@@ -62,18 +89,33 @@ ResponseHandler = Callable[[Any, KafkaError | None], None]
 
 class ConnectionState(enum.Enum):
     CONNECTING = "connecting"
+    HANDSHAKING_TLS = "handshaking_tls"
     NEGOTIATING = "negotiating"
+    AUTHENTICATING = "authenticating"
     READY = "ready"
+    REAUTHENTICATING = "reauthenticating"
     CLOSED = "closed"
 
 
+_S = ConnectionState
 #: The only state changes a connection makes; anything else is a bug.
 TRANSITIONS: dict[ConnectionState, frozenset[ConnectionState]] = {
-    ConnectionState.CONNECTING: frozenset({ConnectionState.NEGOTIATING, ConnectionState.CLOSED}),
-    ConnectionState.NEGOTIATING: frozenset({ConnectionState.READY, ConnectionState.CLOSED}),
-    ConnectionState.READY: frozenset({ConnectionState.CLOSED}),
-    ConnectionState.CLOSED: frozenset(),
+    _S.CONNECTING: frozenset({_S.HANDSHAKING_TLS, _S.NEGOTIATING, _S.CLOSED}),
+    _S.HANDSHAKING_TLS: frozenset({_S.NEGOTIATING, _S.CLOSED}),
+    _S.NEGOTIATING: frozenset({_S.AUTHENTICATING, _S.READY, _S.CLOSED}),
+    _S.AUTHENTICATING: frozenset({_S.READY, _S.CLOSED}),
+    _S.READY: frozenset({_S.REAUTHENTICATING, _S.CLOSED}),
+    _S.REAUTHENTICATING: frozenset({_S.READY, _S.CLOSED}),
+    _S.CLOSED: frozenset(),
 }
+
+#: Raw bytes read from a TLS socket at a time.
+_TLS_READ_BYTES = 256 * 1024
+#: SaslHandshake v1 / SaslAuthenticate v2 (brokers with share groups have both).
+_SASL_HANDSHAKE_VERSION = 1
+_SASL_AUTHENTICATE_VERSION = 2
+#: The broker allows one re-authentication per second.
+_MIN_REAUTH_MS = 1000
 
 
 @attrs.define(eq=False)
@@ -103,8 +145,21 @@ class BrokerConnection:
         receive_buffer_bytes: int = -1,
         send_buffer_bytes: int = -1,
         logger: Logger | None = None,
+        security: ConnectionSecurity | None = None,
+        random: Callable[[], float] | None = None,
     ) -> None:
         self.node_id = node_id
+        self._security = security
+        self._tls: TlsSession | None = None
+        self._sasl: SaslClientMechanism | None = None
+        self._random = random or _default_random
+        #: When re-authentication is due (None: the session has no lifetime).
+        self.reauth_due_ms: int | None = None
+        #: Completed authentications (the first one and every re-authentication).
+        self.authentications = 0
+        #: Set once the connection was READY (a failure before that counts for backoff).
+        self.was_ready = False
+        self._awaiting_token = False
         self._receive_buffer_bytes = receive_buffer_bytes
         self._send_buffer_bytes = send_buffer_bytes
         self._log: Logger = logger or log
@@ -204,7 +259,8 @@ class BrokerConnection:
 
     @property
     def is_ready(self) -> bool:
-        return self.state is ConnectionState.READY
+        """Usable for requests (while re-authenticating they wait in the queue)."""
+        return self.state in (ConnectionState.READY, ConnectionState.REAUTHENTICATING)
 
     @property
     def in_flight_count(self) -> int:
@@ -228,6 +284,7 @@ class BrokerConnection:
             return
         deadline = now_ms + (self._request_timeout_ms if timeout_ms is None else timeout_ms)
         pending = _Pending(request, handler, version, deadline)
+        self._maybe_reauthenticate(now_ms)
         if self.state is ConnectionState.READY:
             self._encode(pending, now_ms)
         else:
@@ -244,6 +301,11 @@ class BrokerConnection:
                 if not self._next_address(message):
                     self.close(NetworkError("; ".join(self._failures)))
                 return
+            if self._security is not None and self._security.ssl_context is not None:
+                self._transition(ConnectionState.HANDSHAKING_TLS)
+                self._tls = TlsSession(self._security.ssl_context, self.host)
+                self._tls_handshake(now_ms)
+                return
             self._transition(ConnectionState.NEGOTIATING)
             self._send_api_versions(now_ms)
         self._flush()
@@ -255,25 +317,33 @@ class BrokerConnection:
             self.on_writable(now_ms)
             return
         codec = self._codec
+        if self._tls is not None:
+            if not self._read_tls(now_ms):
+                return
+        else:
+            try:
+                # The kernel writes straight into the codec's buffer: for a large
+                # response that is the frame's own buffer, so its bytes are copied once.
+                with codec.get_buffer() as buf:
+                    nbytes = self.sock.recv_into(buf)
+            except (BlockingIOError, InterruptedError):
+                return
+            except KafkaError as exc:
+                self.close(exc)
+                return
+            except OSError as exc:
+                self.close(NetworkError(f"connection to {self.address} failed: {exc}"))
+                return
+            if not nbytes:
+                self.close(self._peer_closed_error())
+                return
+            self.last_activity_ms = now_ms
+            try:
+                codec.buffer_updated(nbytes)
+            except KafkaError as exc:
+                self.close(exc)
+                return
         try:
-            # The kernel writes straight into the codec's buffer: for a large
-            # response that is the frame's own buffer, so its bytes are copied once.
-            with codec.get_buffer() as buf:
-                nbytes = self.sock.recv_into(buf)
-        except (BlockingIOError, InterruptedError):
-            return
-        except KafkaError as exc:
-            self.close(exc)
-            return
-        except OSError as exc:
-            self.close(NetworkError(f"connection to {self.address} failed: {exc}"))
-            return
-        if not nbytes:
-            self.close(NetworkError(f"connection to broker {self.address} was closed by the peer"))
-            return
-        self.last_activity_ms = now_ms
-        try:
-            codec.buffer_updated(nbytes)
             while True:
                 event = codec.next_response()
                 if event is NEED_DATA:
@@ -290,6 +360,21 @@ class BrokerConnection:
             self.close(exc)
 
     def check_timeouts(self, now_ms: int) -> None:
+        if self._awaiting_token and self.state in (
+            ConnectionState.AUTHENTICATING, ConnectionState.REAUTHENTICATING
+        ):
+            self._start_sasl(now_ms)
+        self._maybe_reauthenticate(now_ms)
+        if self.state is ConnectionState.CLOSED:
+            return
+        setup = (ConnectionState.HANDSHAKING_TLS, ConnectionState.AUTHENTICATING)
+        if self.state in setup and now_ms >= self._connect_deadline_ms:
+            # socket.connection.setup.timeout.ms covers TLS and SASL too.
+            self.close(KafkaTimeoutError(
+                f"setting up the connection to broker {self.address} timed out while "
+                f"{self.state.value.replace('_', ' ')}"
+            ))
+            return
         if self.state is ConnectionState.CONNECTING and now_ms >= self._connect_deadline_ms:
             message = f"connecting to broker {self.address} ({self._current_ip}) timed out"
             if self._next_address(message):
@@ -315,8 +400,13 @@ class BrokerConnection:
     def next_deadline_ms(self) -> int | None:
         deadlines = [p.deadline_ms for p in self._in_flight.values()]
         deadlines.extend(p.deadline_ms for p in self._queued)
-        if self.state is ConnectionState.CONNECTING:
+        if self.state in (
+            ConnectionState.CONNECTING, ConnectionState.HANDSHAKING_TLS,
+            ConnectionState.AUTHENTICATING,
+        ):
             deadlines.append(self._connect_deadline_ms)
+        if self.state is ConnectionState.READY and self.reauth_due_ms is not None:
+            deadlines.append(self.reauth_due_ms)
         return min(deadlines) if deadlines else None
 
     def close(self, reason: KafkaError | None = None) -> None:
@@ -346,6 +436,210 @@ class BrokerConnection:
                 p.handler(None, self.close_reason)
             except Exception:  # a handler bug must not stop the others from completing
                 self._log.exception("response handler failed while closing connection")
+
+    # -- TLS ------------------------------------------------------------------
+
+    def _tls_handshake(self, now_ms: int) -> None:
+        tls = self._tls
+        assert tls is not None
+        try:
+            done = tls.do_handshake()
+        except ssl.SSLError as exc:
+            self._flush()  # the alert telling the broker why
+            self.close(SslAuthenticationError(describe_ssl_error(exc, self.address, self.host)))
+            return
+        self._flush()
+        if done and self.state is ConnectionState.HANDSHAKING_TLS:
+            self._log.debug("TLS (%s) established with broker %s", tls.version, self.address)
+            self._transition(ConnectionState.NEGOTIATING)
+            self._send_api_versions(now_ms)
+
+    def _read_tls(self, now_ms: int) -> bool:
+        """Read from the socket and decrypt into the codec's buffer; True when
+        the codec got bytes."""
+        tls = self._tls
+        assert tls is not None
+        try:
+            data = self.sock.recv(_TLS_READ_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            self.close(NetworkError(f"connection to {self.address} failed: {exc}"))
+            return False
+        if not data:
+            self.close(self._peer_closed_error())
+            return False
+        self.last_activity_ms = now_ms
+        tls.feed(data)
+        if self.state is ConnectionState.HANDSHAKING_TLS:
+            self._tls_handshake(now_ms)
+            if not self._negotiating():
+                return False
+        codec = self._codec
+        got = False
+        try:
+            while True:
+                with codec.get_buffer() as buf:
+                    nbytes = tls.read_into(buf)
+                if not nbytes:
+                    break
+                codec.buffer_updated(nbytes)
+                got = True
+        except ssl.SSLZeroReturnError:
+            self.close(self._peer_closed_error())
+            return False
+        except ssl.SSLError as exc:
+            # Under TLS 1.3 a refused client certificate shows up here, on the
+            # first read after the handshake.
+            self.close(SslAuthenticationError(describe_ssl_error(exc, self.address, self.host)))
+            return False
+        except KafkaError as exc:
+            self.close(exc)
+            return False
+        self._flush()  # reading may produce TLS records (key updates)
+        return got
+
+    def _negotiating(self) -> bool:
+        # A method, so that type checkers do not narrow self.state across calls.
+        return self.state is ConnectionState.NEGOTIATING
+
+    def _peer_closed_error(self) -> KafkaError:
+        where = f"broker {self.address}"
+        if self.state is ConnectionState.HANDSHAKING_TLS:
+            return SslAuthenticationError(
+                f"{where} closed the connection during the TLS handshake: is this listener "
+                "TLS (security.protocol SSL/SASL_SSL)? Does it require a client certificate?"
+            )
+        uses_tls = self._security is not None and self._security.ssl_context is not None
+        if self.state is ConnectionState.NEGOTIATING and not uses_tls:
+            return NetworkError(
+                f"{where} closed the connection before answering ApiVersions: if this "
+                "listener uses TLS, set security.protocol to SSL or SASL_SSL"
+            )
+        if self.state is ConnectionState.AUTHENTICATING:
+            return NetworkError(f"{where} closed the connection during SASL authentication")
+        return NetworkError(f"connection to broker {self.address} was closed by the peer")
+
+    # -- SASL -----------------------------------------------------------------
+
+    def _start_sasl(self, now_ms: int) -> None:
+        security = self._security
+        assert security is not None
+        try:
+            mechanism = security.new_mechanism(self.host)
+        except KafkaError as exc:
+            self.close(exc)
+            return
+        if mechanism is None:
+            self._awaiting_token = True  # the token source wakes the client when it has one
+            return
+        self._awaiting_token = False
+        self._sasl = mechanism
+        self._encode(_Pending(
+            SaslHandshakeRequest(mechanism=mechanism.name), self._on_sasl_handshake,
+            self._sasl_version(ApiKey.SASL_HANDSHAKE, _SASL_HANDSHAKE_VERSION),
+            now_ms + self._request_timeout_ms,
+        ), now_ms)
+
+    def _sasl_version(self, api_key: ApiKey, wanted: int) -> int:
+        table = self.api_versions
+        top = table.max_version(api_key) if table is not None else None
+        return wanted if top is None else min(wanted, top)
+
+    def _send_sasl_bytes(self, payload: bytes, now_ms: int) -> None:
+        self._encode(_Pending(
+            SaslAuthenticateRequest(auth_bytes=payload), self._on_sasl_authenticate,
+            self._sasl_version(ApiKey.SASL_AUTHENTICATE, _SASL_AUTHENTICATE_VERSION),
+            now_ms + self._request_timeout_ms,
+        ), now_ms)
+
+    def _on_sasl_handshake(self, response: Any, error: KafkaError | None) -> None:
+        if error is not None:
+            self.close(error)
+            return
+        assert isinstance(response, SaslHandshakeResponse)
+        mechanism = self._sasl
+        assert mechanism is not None
+        if response.error_code == UnsupportedSaslMechanismError.code:
+            self.close(UnsupportedSaslMechanismError(
+                f"broker {self.address} does not enable SASL mechanism {mechanism.name} on "
+                f"this listener; it enables: {', '.join(response.mechanisms) or 'none'}"
+            ))
+            return
+        if response.error_code != 0:
+            self.close(error_for_code(
+                response.error_code, f"SaslHandshake with broker {self.address} failed"
+            ))
+            return
+        try:
+            first = mechanism.start()
+        except KafkaError as exc:
+            self.close(exc)
+            return
+        self._send_sasl_bytes(first, self.last_activity_ms)
+
+    def _on_sasl_authenticate(self, response: Any, error: KafkaError | None) -> None:
+        if error is not None:
+            self.close(error)
+            return
+        assert isinstance(response, SaslAuthenticateResponse)
+        mechanism = self._sasl
+        assert mechanism is not None
+        if response.error_code != 0:
+            message = response.error_message or "no reason given"
+            failure: KafkaError
+            if response.error_code == SaslAuthenticationFailedError.code:
+                failure = SaslAuthenticationFailedError(
+                    f"SASL {mechanism.name} authentication to broker {self.address} failed: "
+                    f"{message}"
+                )
+            elif response.error_code == IllegalSaslStateError.code:
+                failure = IllegalSaslStateError(
+                    f"SASL {mechanism.name} with broker {self.address}: {message}"
+                )
+            else:
+                failure = error_for_code(response.error_code, message)
+            self.close(failure)
+            return
+        try:
+            reply = mechanism.step(response.auth_bytes)
+        except KafkaError as exc:
+            self.close(exc)
+            return
+        if reply is not None:
+            if isinstance(mechanism, OAuthBearerMechanism) and mechanism.challenge is not None:
+                self._log.debug(
+                    "broker %s rejected the OAUTHBEARER token: %s", self.address,
+                    mechanism.challenge,
+                )
+            self._send_sasl_bytes(reply, self.last_activity_ms)
+            return
+        self._sasl = None
+        now = self.last_activity_ms
+        lifetime = response.session_lifetime_ms
+        self.authentications += 1
+        if lifetime > 0:
+            # Java's window: 85-95 % of the lifetime, jittered so that a fleet of
+            # clients does not re-authenticate in lockstep.
+            share = 0.85 + 0.10 * self._random()
+            self.reauth_due_ms = now + max(_MIN_REAUTH_MS, int(lifetime * share))
+        else:
+            self.reauth_due_ms = None
+        self._log.debug(
+            "%s as %s with broker %s (session lifetime %d ms)",
+            "re-authenticated" if self.state is ConnectionState.REAUTHENTICATING
+            else "authenticated", mechanism.name, self.address, lifetime,
+        )
+        self._become_ready()
+
+    def _maybe_reauthenticate(self, now_ms: int) -> None:
+        """KIP-368: from the due time on, no application request is written until
+        the session is renewed (the broker would close the connection at expiry)."""
+        due = self.reauth_due_ms
+        if self.state is ConnectionState.READY and due is not None and now_ms >= due:
+            self.reauth_due_ms = None
+            self._transition(ConnectionState.REAUTHENTICATING)
+            self._start_sasl(now_ms)
 
     # -- internals ------------------------------------------------------------
 
@@ -387,7 +681,15 @@ class BrokerConnection:
         except KafkaError as exc:
             self.close(exc)
             return
+        if self._security is not None and self._security.protocol.uses_sasl:
+            self._transition(ConnectionState.AUTHENTICATING)
+            self._start_sasl(self.last_activity_ms)
+            return
+        self._become_ready()
+
+    def _become_ready(self) -> None:
         self._transition(ConnectionState.READY)
+        self.was_ready = True
         queued = list(self._queued)
         self._queued.clear()
         for pending in queued:
@@ -414,11 +716,18 @@ class BrokerConnection:
             return
         pending.sent_ms = now_ms
         self._in_flight[correlation_id] = pending
-        self._out += frame
+        if self._tls is not None:
+            self._tls.encrypt(frame)
+        else:
+            self._out += frame
         self._flush()
 
     def _flush(self) -> None:
-        if not self._out or self.state in (ConnectionState.CONNECTING, ConnectionState.CLOSED):
+        if self.state in (ConnectionState.CONNECTING, ConnectionState.CLOSED):
+            return
+        if self._tls is not None:
+            self._out += self._tls.take_outgoing()
+        if not self._out:
             return
         try:
             sent = self.sock.send(self._out)
@@ -428,6 +737,10 @@ class BrokerConnection:
             self.close(NetworkError(f"sending to broker {self.address} failed: {exc}"))
             return
         del self._out[:sent]
+
+
+def _default_random() -> float:
+    return _random.random()
 
 
 def _version() -> str:

@@ -63,6 +63,7 @@ from kafka_share.share.unsent import AckResults, Channel, ResponseHandler, Unsen
 
 from .client import NetworkClient, Purpose, monotonic_ms
 from .connection import ResponseHandler as ConnectionHandler
+from .security import security_from_config
 
 __all__ = ["NetworkThread"]
 
@@ -160,6 +161,7 @@ class NetworkThread:
             connections_max_idle_ms=config.connections_max_idle_ms,
             dns_lookup=config.client_dns_lookup,
             logger=self._log,
+            security=security_from_config(config),
         )
         self._client.on_disconnect = self._on_disconnect
         self._pending: list[CompletableEvent] = []

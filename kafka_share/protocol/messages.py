@@ -1299,7 +1299,7 @@ class SaslAuthenticateRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
     RESPONSE_TYPE: ClassVar[type[SaslAuthenticateResponse]]
 
-    auth_bytes: bytes = b""
+    auth_bytes: bytes = attrs.field(default=b"", repr=False)
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1351,7 +1351,7 @@ class SaslAuthenticateResponse:
 
     error_code: int = 0
     error_message: str | None = ''
-    auth_bytes: bytes = b""
+    auth_bytes: bytes = attrs.field(default=b"", repr=False)
     session_lifetime_ms: int = 0
 
     def encode(self, version: int) -> bytes:

@@ -34,6 +34,7 @@ from kafka_share._log import Logger
 from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader, TopicMetadata
 from kafka_share.config import AcquireMode, ShareConsumerConfig
 from kafka_share.errors import (
+    AuthenticationError,
     InvalidTopicError,
     KafkaError,
     TopicAuthorizationFailedError,
@@ -236,6 +237,10 @@ class ConsumerEngine:
             # No ApiVersions version in common with this broker: nothing this
             # consumer sends can be understood, so it cannot go on.
             self._sink.error(reason, fatal=True)
+        elif isinstance(reason, AuthenticationError):
+            # Not retriable by waiting: the application hears of it at once
+            # (reconnects still go on, backing off).
+            self._sink.error(reason)
 
     def on_share_fetch_versions(self, max_version: int | None) -> None:
         """The first negotiated connection said which ShareFetch versions the
@@ -400,7 +405,8 @@ class ConsumerEngine:
                 message = response.error_message
             fatal_code = self.coordinator.on_response(now_ms, code, node_id, host, port)
             if fatal_code is not None:
-                self._sink.error(error_for_code(fatal_code, message))
+                named = self._name_resource(fatal_code, message)
+                self._sink.error(error_for_code(fatal_code, named))
                 return
             if self.coordinator.known:
                 self.cluster.brokers.setdefault(node_id, BrokerInfo(node_id, host, port))
@@ -471,7 +477,22 @@ class ConsumerEngine:
     def _membership_error(self, err: MembershipError) -> KafkaError:
         if err.error_code == _codes.UNSUPPORTED_VERSION:
             return UnsupportedVersionError(_UNSUPPORTED_SHARE)
-        return error_for_code(err.error_code, err.message)
+        return error_for_code(err.error_code, self._name_resource(err.error_code, err.message))
+
+    def _name_resource(self, code: int, message: str | None) -> str | None:
+        """Authorization errors name the group or topics they are about (the broker's
+        message often does not), as Java's GroupAuthorizationException does."""
+        if code == _codes.GROUP_AUTHORIZATION_FAILED:
+            group = self._config.group_id
+            if not message or group not in message:
+                return f"not authorized to access group {group!r}" + (
+                    f": {message}" if message else "")
+        elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+            topics = sorted(self._subscription)
+            if topics and (not message or not any(t in message for t in topics)):
+                return f"not authorized to access topic(s) {', '.join(topics)}" + (
+                    f": {message}" if message else "")
+        return message
 
     def _check_unsupported(self, error: KafkaError) -> bool:
         """A request that cannot be encoded for this broker (no common version)."""

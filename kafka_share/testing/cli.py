@@ -101,12 +101,20 @@ def fetch(kafka_version: str | None) -> None:
 )
 @click.option("--no-share", is_flag=True, help="Format with share groups disabled.")
 @click.option("--foreground", is_flag=True, help="Stay attached; Ctrl+C stops the broker.")
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Add SSL (mutual TLS), SASL_PLAINTEXT, SASL_SSL, REAUTH and OIDC listeners with "
+    "ACLs and per-run certificates, and print which listener is which (needs the "
+    "cryptography package).",
+)
 def start(
     port: int | None,
     kafka_version: str | None,
     configs: tuple[str, ...],
     no_share: bool,
     foreground: bool,
+    secure: bool = False,
 ) -> None:
     """Start a dev broker in the background and print its bootstrap servers.
 
@@ -129,7 +137,25 @@ def start(
         extra[key.strip()] = value.strip()
     state_dir = _state_dir()
     state_dir.mkdir(parents=True, exist_ok=True)
-    cluster = LocalKafkaCluster(
+    secured = None
+    if secure:
+        from kafka_share.testing.secure import SecureKafkaCluster
+
+        secured = SecureKafkaCluster(
+            kafka_version=kafka_version,
+            work_dir=state_dir / "work",
+            die_with_parent=foreground,
+            share_enabled=not no_share,
+            extra_config=extra,
+            broker_port=port,
+        )
+        click.echo("Starting a secured Kafka broker...", err=True)
+        try:
+            secured.start()
+        except HarnessError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(secured.describe(), err=True)
+    cluster = secured.cluster if secured is not None else LocalKafkaCluster(
         kafka_version=kafka_version,
         extra_config=extra,
         share_enabled=not no_share,
@@ -138,11 +164,12 @@ def start(
         # In the background the broker must outlive this command.
         die_with_parent=foreground,
     )
-    click.echo(f"Starting Kafka {cluster.kafka_version}...", err=True)
-    try:
-        cluster.start()
-    except HarnessError as exc:
-        raise click.ClickException(str(exc)) from exc
+    if secured is None:
+        click.echo(f"Starting Kafka {cluster.kafka_version}...", err=True)
+        try:
+            cluster.start()
+        except HarnessError as exc:
+            raise click.ClickException(str(exc)) from exc
     state = {
         "pid": cluster.pids[1],
         "bootstrap_servers": cluster.bootstrap_servers,
@@ -151,6 +178,11 @@ def start(
         "log": str(cluster.log_path(1)),
         "share_enabled": cluster.share_enabled,
     }
+    if secured is not None and secured.pki is not None:
+        state["listeners"] = secured.listeners
+        state["ca_file"] = str(secured.pki.ca_file)
+        state["client_cert"] = str(secured.pki.client_cert)
+        state["client_key"] = str(secured.pki.client_key)
     tmp = _state_file().with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
     tmp.rename(_state_file())
@@ -201,3 +233,7 @@ def status() -> None:
         f"(pid {state['pid']}, share groups {'on' if state['share_enabled'] else 'off'})\n"
         f"log: {state['log']}"
     )
+    for name, address in (state.get("listeners") or {}).items():
+        click.echo(f"{name:<15} {address}")
+    if state.get("ca_file"):
+        click.echo(f"CA file: {state['ca_file']}")

@@ -115,6 +115,8 @@ class LocalKafkaCluster(KafkaCluster):
     ``extra_config`` (e.g. an extra listener advertised through a
     :class:`~kafka_share.testing.TcpProxy` per node); it is called with each
     node's :class:`~kafka_share.testing.config.NodeAddress` on every start attempt.
+    ``format_args`` are extra ``StorageTool format`` arguments (e.g.
+    ``--add-scram`` entries, see :class:`~kafka_share.testing.secure.SecureKafkaCluster`).
 
     The jars are downloaded once into the per-user cache
     (:func:`kafka_share.testing.maven.cache_root`). Needs Java 17+ and, for the
@@ -142,6 +144,7 @@ class LocalKafkaCluster(KafkaCluster):
         cache_dir: Path | None = None,
         die_with_parent: bool = True,
         node_config: Callable[[NodeAddress], Mapping[str, str]] | None = None,
+        format_args: Sequence[str] = (),
     ) -> None:
         if not 1 <= num_nodes <= _MAX_NODES:
             raise ValueError(f"num_nodes must be between 1 and {_MAX_NODES}, got {num_nodes}")
@@ -160,6 +163,7 @@ class LocalKafkaCluster(KafkaCluster):
         self._cache_dir = cache_dir
         self.die_with_parent = die_with_parent
         self._node_config = node_config
+        self._format_args = tuple(format_args)
         self._owns_work_dir = work_dir is None
         self._work_dir_arg = Path(work_dir) if work_dir is not None else None
         self.work_dir: Path | None = None
@@ -374,6 +378,7 @@ class LocalKafkaCluster(KafkaCluster):
             "--config",
             str(node.config_path),
             *format_features(self.share_enabled),
+            *self._format_args,
         ]
         # StorageTool is a short-lived JVM: a small heap starts faster.
         argv.insert(1, "-Xmx512m")

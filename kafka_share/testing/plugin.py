@@ -183,3 +183,15 @@ def mock_cluster() -> Iterator[MockCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def secure_kafka() -> Iterator[Any]:
+    """A one-node broker with SSL (mutual TLS), SASL_PLAINTEXT, SASL_SSL, a
+    re-authentication listener (5 s sessions), an OIDC listener and ACLs; see
+    :class:`kafka_share.testing.secure.SecureKafkaCluster` for the listeners,
+    users and certificate files. One per test session."""
+    from kafka_share.testing.secure import SecureKafkaCluster
+
+    with SecureKafkaCluster() as cluster:
+        yield cluster

@@ -125,9 +125,10 @@ def test_wakeup_from_another_thread_interrupts_poll() -> None:
         assert list(c.poll(0)) == []  # the wakeup was consumed
 
 
-def test_security_protocols_not_implemented_yet_are_refused_not_ignored() -> None:
-    with pytest.raises(ConfigError, match=r"security\.protocol"):
-        ShareConsumer(bootstrap_servers=NOWHERE, group_id="g", security_protocol="SSL")
+def test_unusable_tls_files_are_refused_when_the_consumer_is_made() -> None:
+    with pytest.raises(ConfigError, match=r"ssl\.cafile='/nonexistent/ca\.pem'"):
+        ShareConsumer(bootstrap_servers=NOWHERE, group_id="g", security_protocol="SSL",
+                      ssl_cafile="/nonexistent/ca.pem")
 
 
 def test_acknowledge_accepts_the_wire_values_of_the_types_too() -> None:

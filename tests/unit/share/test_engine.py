@@ -145,3 +145,29 @@ def test_metadata_recovery_rebootstraps_when_no_known_broker_answers(
     to_bootstrap = [n for n, api in cluster.received[before:]
                     if api == "MetadataRequest" and n < 0]
     assert bool(to_bootstrap) is expect_bootstrap
+
+
+def test_group_authorization_failure_names_the_group() -> None:
+    from kafka_share.errors import GroupAuthorizationFailedError
+    from kafka_share.protocol.messages import ShareGroupHeartbeatResponse
+
+    cluster = FakeCluster()
+    cluster._heartbeat = (  # type: ignore[method-assign]
+        lambda node, request: ShareGroupHeartbeatResponse(error_code=30)
+    )
+    driver = EngineDriver(cluster)
+    driver.subscribe()
+    driver.run_for(2_000, until=lambda: bool(driver.sink.errors))
+    error, fatal = driver.sink.errors[0]
+    assert isinstance(error, GroupAuthorizationFailedError) and fatal
+    assert "not authorized to access group 'g'" in str(error)
+
+
+def test_an_authentication_failure_reaches_the_application() -> None:
+    from kafka_share.errors import SaslAuthenticationError
+    from kafka_share.share.unsent import Channel
+
+    driver = EngineDriver(FakeCluster())
+    failure = SaslAuthenticationError("SASL PLAIN authentication to broker b1:9092 failed")
+    driver.engine.on_disconnect(1, Channel.CONTROL, failure)
+    assert driver.sink.errors == [(failure, False)]
