@@ -152,14 +152,18 @@ class AlterConfigOp(enum.IntEnum):
     SUBTRACT = 3
 
 
-@attrs.frozen
+def _config_dict(configs: Mapping[str, str]) -> dict[str, str]:
+    return dict(configs)
+
+
+@attrs.frozen(hash=False)
 class NewTopic:
     """A topic for :meth:`Admin.create_topics`; ``-1`` uses the broker's default."""
 
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
-    configs: Mapping[str, str] = attrs.field(factory=dict, converter=dict)
+    configs: Mapping[str, str] = attrs.field(factory=dict, converter=_config_dict)
 
 
 @attrs.frozen
