@@ -30,6 +30,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _importable(name: str) -> bool:
-    import importlib.util  # noqa: PLC0415
+    import importlib  # noqa: PLC0415
 
-    return importlib.util.find_spec(name) is not None
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True

@@ -23,7 +23,6 @@ import attrs
 
 from kafka_share.cluster import BrokerInfo, ClusterMetadata
 from kafka_share.errors import (
-    BrokerError,
     CoordinatorNotAvailableError,
     KafkaError,
     KafkaTimeoutError,
@@ -246,7 +245,7 @@ class AdminRpc(Generic[T]):
         if self.done:
             return
         if error is not None:
-            self._on_failure(error, now_ms)
+            self._on_failure(error, now_ms, transport=True)
             return
         try:
             value = self._parse(response)
@@ -258,14 +257,14 @@ class AdminRpc(Generic[T]):
             return
         self._succeed(value)
 
-    def _on_failure(self, error: KafkaError, now_ms: int) -> None:
+    def _on_failure(self, error: KafkaError, now_ms: int, *, transport: bool = False) -> None:
+        """``transport``: the request got no answer (connection failed, timed out)."""
         group_id = self.route.group_id
         if group_id is not None and (
-            isinstance(error, (NotCoordinatorError, CoordinatorNotAvailableError))
-            or not isinstance(error, BrokerError)  # the connection to it failed
+            transport or isinstance(error, (NotCoordinatorError, CoordinatorNotAvailableError))
         ):
             self._routing.forget_coordinator(group_id)
-        if self.route.kind is RouteKind.ANY and not isinstance(error, BrokerError):
+        if transport and self.route.kind is RouteKind.ANY:
             self._routing.cluster.rotate_node()
         if error.retriable:
             self._retry(error, now_ms)
@@ -292,7 +291,7 @@ class AdminRpc(Generic[T]):
                 return
             if error is not None:
                 self._routing.cluster.rotate_node()
-                self._on_failure(error, now_ms)
+                self._on_failure(error, now_ms, transport=True)
                 return
             assert isinstance(response, FindCoordinatorResponse)
             if response.coordinators:

@@ -109,14 +109,14 @@ def test_group_lifecycle(
     assert member.assignment == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
     assert member.member_epoch > 0 and desc.group_epoch > 0
 
-    tp0 = TopicPartition(topic, 0)
+    # Every record is acknowledged: nothing is left to deliver. (The broker may
+    # persist the start offset itself later; the lag counts acknowledged records.)
+    tps = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
     offsets = eventually(lambda: (
         o := admin.list_share_group_offsets(share_group, timeout=30)
-    ) and o.get(tp0) and o[tp0].start_offset == 4 and o)
+    ) and set(o) == tps and all(i.lag == 0 for i in o.values()) and o)
     assert offsets, admin.list_share_group_offsets(share_group, timeout=30)
-    assert offsets[TopicPartition(topic, 0)].start_offset == 4
-    assert offsets[TopicPartition(topic, 1)].start_offset == 6
-    assert offsets[TopicPartition(topic, 1)].lag in (0, None)
+    assert all(0 <= offsets[tp].start_offset <= 6 for tp in tps)
 
     # Altering, deleting offsets and deleting the group need an empty group.
     with pytest.raises(NonEmptyGroupError, match="admin-test-member"):
@@ -128,7 +128,7 @@ def test_group_lifecycle(
     admin.alter_share_group_offsets(share_group, {TopicPartition(topic, 0): 1}, timeout=30)
     offsets = admin.list_share_group_offsets(share_group, timeout=30)
     assert offsets[TopicPartition(topic, 0)].start_offset == 1
-    assert offsets[TopicPartition(topic, 0)].lag in (3, None)
+    assert offsets[TopicPartition(topic, 0)].lag == 3
 
     admin.delete_share_group_offsets(share_group, [topic], timeout=30)
     assert admin.list_share_group_offsets(share_group, timeout=30) == {}
@@ -174,7 +174,7 @@ def test_group_configs(admin: Admin) -> None:
 
     with pytest.raises(InvalidConfigError, match=r"share\.record\.lock\.duration\.ms.*between"):
         admin.alter_group_configs(group, {"share.record.lock.duration.ms": 5}, timeout=30)
-    with pytest.raises(InvalidConfigError, match="share.no.such.key"):
+    with pytest.raises(InvalidConfigError, match=r"share\.no\.such\.key"):
         admin.alter_group_configs(group, {"share.no.such.key": "1"}, timeout=30)
 
 
