@@ -265,15 +265,24 @@ class Admin:
         compute it, and always on brokers before Kafka 4.2 (which have no
         DescribeShareGroupOffsets v1, KIP-1226): lag is then unavailable,
         not guessed.
+
+        Raises:
+            GroupIdNotFoundError: the group does not exist.
         """
         (group,) = _group_ids([group_id])
         wanted = None if partitions is None else sorted(set(partitions))
-        return self._call(
+        deadline = self._deadline(timeout)
+        found = self._call(
             f"list offsets of share group {group!r}",
             Route.coordinator(group),
             rq.describe_share_group_offsets(group, wanted),
-            self._deadline(timeout),
+            deadline,
         )
+        if not found:
+            # The broker answers an unknown group with no offsets; tell the two apart
+            # (raises GroupIdNotFoundError for a group that does not exist).
+            self.describe_share_groups([group], timeout=_left_s(deadline))
+        return found
 
     def alter_share_group_offsets(
         self,
@@ -439,8 +448,9 @@ class Admin:
         if getattr(error, "name", "") != "INVALID_CONFIG" or monotonic_ms() >= deadline_ms:
             return ""
         try:
-            known = self.describe_group_configs(group_id,
-                                                timeout=_left_s(deadline_ms))
+            known = self.describe_group_configs(group_id, timeout=_left_s(deadline_ms))
+            if not self._cluster.brokers:
+                self._metadata([], deadline_ms)
             broker_id = self._cluster.any_node()
             broker = (
                 self._call(
