@@ -336,7 +336,7 @@ def describe_share_group_offsets(
                         p.error_code, f"share group {group_id!r}, partition {tp}", p.error_message
                     )
                 out[tp] = SharePartitionOffsetInfo(
-                    start_offset=p.start_offset,
+                    start_offset=p.start_offset if p.start_offset >= 0 else None,
                     leader_epoch=p.leader_epoch if p.leader_epoch >= 0 else None,
                     lag=p.lag if lag_known and p.lag >= 0 else None,
                 )

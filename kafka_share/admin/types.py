@@ -94,13 +94,15 @@ class SharePartitionOffsetInfo:
     """Where a share group is on one share-partition.
 
     ``start_offset`` is the share-partition start offset (SPSO): every record
-    before it is done (acknowledged or archived). ``lag`` is the number of
+    before it is done (acknowledged or archived). It is ``None`` while the
+    share-partition has not been initialised (no member has fetched it yet),
+    which Kafka's tools show as ``-``. ``lag`` is the number of
     records from the start offset to the end of the partition that are not
     yet done (KIP-1226); it is ``None`` when the broker cannot tell, which is
     always the case before Kafka 4.2 (DescribeShareGroupOffsets v0).
     """
 
-    start_offset: int
+    start_offset: int | None
     leader_epoch: int | None
     lag: int | None
 

@@ -51,7 +51,7 @@ def snapshot(admin: Admin, group: str) -> RenderableType:
     total_lag: int | None = 0
     for tp, o in sorted(offsets.items()):
         end = ends[tp].offset if tp in ends else None
-        behind = end - o.start_offset if end is not None and o.start_offset >= 0 else None
+        behind = end - o.start_offset if end is not None and o.start_offset is not None else None
         if o.lag is None or total_lag is None:
             total_lag = None
         else:

@@ -176,3 +176,28 @@ def test_group_not_found_is_named() -> None:
     call = rq.describe_share_group("g", routing)
     with pytest.raises(GroupIdNotFoundError, match="share group 'g' does not exist"):
         call.parse(R(groups=[R.DescribedGroup(group_id="g", error_code=69)]))
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_share_group_offsets_parse(version: int) -> None:
+    from kafka_share import TopicPartition
+    from kafka_share.protocol.messages import DescribeShareGroupOffsetsResponse as R
+
+    call = rq.describe_share_group_offsets("g", None)
+    request = call.build()
+    assert isinstance(request, VersionedRequest)
+    assert request.build(version).groups[0].topics is None  # every topic
+    response = R(groups=[R.DescribeShareGroupOffsetsResponseGroup(group_id="g", topics=[
+        R.DescribeShareGroupOffsetsResponseTopic(topic_name="t", partitions=[
+            R.DescribeShareGroupOffsetsResponsePartition(
+                partition_index=0, start_offset=7, leader_epoch=2, lag=5),
+            R.DescribeShareGroupOffsetsResponsePartition(
+                partition_index=1, start_offset=-1, leader_epoch=-1, lag=-1),
+        ])
+    ])])
+    got = call.parse(response)
+    first, second = got[TopicPartition("t", 0)], got[TopicPartition("t", 1)]
+    # v0 (Kafka 4.1) has no lag: unavailable, never a guess.
+    assert (first.start_offset, first.leader_epoch, first.lag) == (7, 2, 5 if version else None)
+    # Not initialised yet: shown as absent, like Kafka's tools.
+    assert (second.start_offset, second.leader_epoch, second.lag) == (None, None, None)
