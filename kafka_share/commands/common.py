@@ -111,8 +111,9 @@ def console() -> Console:
 def table(columns: Sequence[str], rows: Iterable[Sequence[object]], *, title: str = "") -> Table:
     t = Table(title=title or None, box=None, header_style="bold", pad_edge=False)
     for column in columns:
-        justify = "right" if column.isupper() and column.endswith(("OFFSET", "LAG", "EPOCH",
-                                                                   "PARTITION", "#")) else "left"
+        numeric = column.startswith("#") or column.endswith(
+            ("OFFSET", "LAG", "EPOCH", "PARTITION", "BEHIND-START"))
+        justify = "right" if numeric else "left"
         t.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         t.add_row(*("-" if v is None else str(v) for v in row))
