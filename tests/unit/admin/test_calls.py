@@ -201,3 +201,30 @@ def test_share_group_offsets_parse(version: int) -> None:
     assert (first.start_offset, first.leader_epoch, first.lag) == (7, 2, 5 if version else None)
     # Not initialised yet: shown as absent, like Kafka's tools.
     assert (second.start_offset, second.leader_epoch, second.lag) == (None, None, None)
+
+
+def test_config_hint_names_unknown_keys_and_ranges() -> None:
+    from kafka_share.admin.types import ConfigEntry
+
+    known = {k: ConfigEntry(k, "1") for k in ("share.record.lock.duration.ms",
+                                             "share.auto.offset.reset")}
+    broker = {
+        "group.share.min.record.lock.duration.ms": ConfigEntry("x", "1000"),
+        "group.share.max.record.lock.duration.ms": ConfigEntry("y", "60000"),
+    }
+    hint = rq.config_hint({"share.lock.duration.ms": 5}, known, broker)
+    assert "'share.lock.duration.ms' is not a group config" in hint
+    assert "did you mean 'share.record.lock.duration.ms'?" in hint
+    hint = rq.config_hint({"share.record.lock.duration.ms": 5}, known, broker)
+    assert hint == (
+        "share.record.lock.duration.ms must be between 1000 and 60000 (the broker's "
+        "group.share.min.record.lock.duration.ms and group.share.max.record.lock.duration.ms)"
+        ", got 5"
+    )
+    assert rq.config_hint({"share.record.lock.duration.ms": None}, known, broker) == ""
+
+
+def test_config_values_are_kafka_strings() -> None:
+    assert rq.config_value(True) == "true" and rq.config_value(15000) == "15000"
+    with pytest.raises(TypeError, match="config value"):
+        rq.config_value([1])
