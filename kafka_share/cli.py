@@ -1,26 +1,39 @@
-"""The ``kafka-share`` command line."""
+"""The ``kafka-share`` command's entry point.
+
+The commands need click and rich, which the library itself does not: they come
+with the ``cli`` extra (``pip install 'kafka-share[cli]'``). This module imports
+neither, so a missing extra is reported in one line instead of a traceback.
+"""
 
 from __future__ import annotations
 
-import click
+import sys
+from collections.abc import Sequence
 
-from kafka_share._version import __version__
+__all__ = ["main"]
 
-
-@click.group()
-@click.version_option(__version__, prog_name="kafka-share")
-def main() -> None:
-    """kafka-share: a pure-Python client for Kafka share groups."""
+CLI_EXTRA_HINT = "install the command line with: pip install 'kafka-share[cli]'"
 
 
-def _register() -> None:
-    # Subcommands live next to the code they drive; imported here so that
-    # `kafka-share --help` lists them all.
-    from kafka_share.demo import demo  # noqa: PLC0415
-    from kafka_share.testing.cli import broker  # noqa: PLC0415
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run ``kafka-share`` with ``argv`` (default: the process's arguments)."""
+    missing = [name for name in ("click", "rich") if not _importable(name)]
+    if missing:
+        sys.stderr.write(
+            f"kafka-share: the command line needs {' and '.join(missing)}, which are not "
+            f"installed; {CLI_EXTRA_HINT}\n"
+        )
+        raise SystemExit(1)
+    from kafka_share.commands import cli  # noqa: PLC0415 (needs the extra)
 
-    main.add_command(broker)
-    main.add_command(demo)
+    cli.main(args=list(argv) if argv is not None else None, prog_name="kafka-share")
 
 
-_register()
+def _importable(name: str) -> bool:
+    import importlib  # noqa: PLC0415
+
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True

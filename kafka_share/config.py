@@ -59,6 +59,7 @@ __all__ = [
     "SaslMechanism",
     "SecurityProtocol",
     "ShareConsumerConfig",
+    "parse_admin_config",
     "parse_config",
 ]
 
@@ -1225,6 +1226,36 @@ def _resolve_aliases(given: dict[str, tuple[str, object]]) -> list[str]:
                 # Java's PEM key store: the private key and the chain in one file.
                 put("ssl.keyfile", location_entry[0], location_entry[1])
     return problems
+
+
+#: The group id an admin client's config gets when none is given: admin clients
+#: join no group, and the consumer's parser requires one.
+ADMIN_PLACEHOLDER_GROUP_ID = "kafka-share-admin"
+
+
+def parse_admin_config(
+    config: Mapping[str, object] | None = None, /, **kwargs: object
+) -> ShareConsumerConfig:
+    """Parse the config of an admin client (:class:`kafka_share.admin.Admin`).
+
+    The same keys, keywords and validation as :func:`parse_config` (so one
+    properties file serves consumers, admin clients and the command line,
+    security settings included), except that ``group.id`` is optional: an
+    admin client joins no group, and ignores it when given.
+
+    Raises:
+        ConfigError: as :func:`parse_config`.
+    """
+    given: set[str] = set()
+    if isinstance(config, Mapping):
+        given.update(str(k).replace("_", ".") for k, v in config.items() if v is not None)
+    given.update(k.replace("_", ".") for k, v in kwargs.items() if v is not None)
+    if "group.id" not in given:
+        kwargs = {**{k: v for k, v in kwargs.items() if k.replace("_", ".") != "group.id"},
+                  "group_id": ADMIN_PLACEHOLDER_GROUP_ID}
+        if isinstance(config, Mapping):
+            config = {k: v for k, v in config.items() if str(k).replace("_", ".") != "group.id"}
+    return parse_config(config, **kwargs)
 
 
 def _merge_jaas(login: _JaasLogin, typed: dict[str, Any]) -> list[str]:

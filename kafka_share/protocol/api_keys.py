@@ -57,6 +57,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
+    DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
     SHARE_GROUP_HEARTBEAT = 76
@@ -85,6 +86,12 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    # Admin APIs (kafka_share.admin).
+    ApiKey.LIST_OFFSETS: (1, 8),
+    ApiKey.CREATE_TOPICS: (2, 4),
+    ApiKey.DELETE_TOPICS: (1, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 """(min, max) version of every API this client can encode and decode."""
 

@@ -85,23 +85,28 @@ _S_4 = struct.Struct(">hh")
 _S_5 = struct.Struct(">h")
 _S_6 = struct.Struct(">q")
 _S_7 = struct.Struct(">?")
-_S_8 = struct.Struct(">16sh")
-_S_9 = struct.Struct(">b")
-_S_10 = struct.Struct(">??")
-_S_11 = struct.Struct(">?b?")
-_S_12 = struct.Struct(">iqih")
-_S_13 = struct.Struct(">iqiqh")
-_S_14 = struct.Struct(">hi")
-_S_15 = struct.Struct(">???")
-_S_16 = struct.Struct(">hii")
-_S_17 = struct.Struct(">hiii")
-_S_18 = struct.Struct(">16s?")
-_S_19 = struct.Struct(">qq")
-_S_20 = struct.Struct(">i?")
-_S_21 = struct.Struct(">ii")
-_S_22 = struct.Struct(">iiiiii")
-_S_23 = struct.Struct(">iiiiiib?")
-_S_24 = struct.Struct(">qqh")
+_S_8 = struct.Struct(">i?")
+_S_9 = struct.Struct(">16sh")
+_S_10 = struct.Struct(">?b")
+_S_11 = struct.Struct(">b")
+_S_12 = struct.Struct(">??")
+_S_13 = struct.Struct(">?b?")
+_S_14 = struct.Struct(">iqih")
+_S_15 = struct.Struct(">iqiqh")
+_S_16 = struct.Struct(">hi")
+_S_17 = struct.Struct(">iiq")
+_S_18 = struct.Struct(">ib")
+_S_19 = struct.Struct(">ihqq")
+_S_20 = struct.Struct(">ihqqi")
+_S_21 = struct.Struct(">???")
+_S_22 = struct.Struct(">hii")
+_S_23 = struct.Struct(">hiii")
+_S_24 = struct.Struct(">16s?")
+_S_25 = struct.Struct(">qq")
+_S_26 = struct.Struct(">ii")
+_S_27 = struct.Struct(">iiiiii")
+_S_28 = struct.Struct(">iiiiiib?")
+_S_29 = struct.Struct(">qqh")
 
 @attrs.define(slots=True, kw_only=True)
 class AlterShareGroupOffsetsRequest:
@@ -373,6 +378,251 @@ class ApiVersionsResponse:
 
 
 @attrs.define(slots=True, kw_only=True)
+class CreateTopicsRequest:
+    """Kafka CreateTopicsRequest (versions 2-4)."""
+
+    API_KEY: ClassVar[int] = 19
+    MIN_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 4
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 5
+    RESPONSE_TYPE: ClassVar[type[CreateTopicsResponse]]
+
+    @attrs.define(slots=True, kw_only=True)
+    class CreatableReplicaAssignment:
+        """The ``CreatableReplicaAssignment`` struct of :class:`CreateTopicsRequest`."""
+
+        partition_index: int = 0
+        broker_ids: list[int] = attrs.field(factory=list)
+
+    @attrs.define(slots=True, kw_only=True)
+    class CreatableTopicConfig:
+        """The ``CreatableTopicConfig`` struct of :class:`CreateTopicsRequest`."""
+
+        name: str = ''
+        value: str | None = ''
+
+    @attrs.define(slots=True, kw_only=True)
+    class CreatableTopic:
+        """The ``CreatableTopic`` struct of :class:`CreateTopicsRequest`."""
+
+        name: str = ''
+        num_partitions: int = 0
+        replication_factor: int = 0
+        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = attrs.field(factory=list)
+        configs: list[CreateTopicsRequest.CreatableTopicConfig] = attrs.field(factory=list)
+
+    topics: list[CreateTopicsRequest.CreatableTopic] = attrs.field(factory=list)
+    timeout_ms: int = 60000
+    validate_only: bool = False
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 2 <= version <= 4:
+            raise UnsupportedVersionError(
+                f"CreateTopicsRequest version {version} is not supported (valid versions 2-4)"
+            )
+        out = bytearray()
+        try:
+            _CREATE_TOPICS_REQUEST_WRITERS[version - 2](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode CreateTopicsRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> CreateTopicsRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid CreateTopicsRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 2 <= version <= 4:
+            raise UnsupportedVersionError(
+                f"CreateTopicsRequest version {version} is not supported (valid versions 2-4)"
+            )
+        return _decode_body(
+            "CreateTopicsRequest", _CREATE_TOPICS_REQUEST_READERS[version - 2], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class CreateTopicsResponse:
+    """Kafka CreateTopicsResponse (versions 2-4)."""
+
+    API_KEY: ClassVar[int] = 19
+    MIN_VERSION: ClassVar[int] = 2
+    MAX_VERSION: ClassVar[int] = 4
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 5
+
+    @attrs.define(slots=True, kw_only=True)
+    class CreatableTopicResult:
+        """The ``CreatableTopicResult`` struct of :class:`CreateTopicsResponse`."""
+
+        name: str = ''
+        error_code: int = 0
+        error_message: str | None = ''
+
+    throttle_time_ms: int = 0
+    topics: list[CreateTopicsResponse.CreatableTopicResult] = attrs.field(factory=list)
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 2 <= version <= 4:
+            raise UnsupportedVersionError(
+                f"CreateTopicsResponse version {version} is not supported (valid versions 2-4)"
+            )
+        out = bytearray()
+        try:
+            _CREATE_TOPICS_RESPONSE_WRITERS[version - 2](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode CreateTopicsResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> CreateTopicsResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid CreateTopicsResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 2 <= version <= 4:
+            raise UnsupportedVersionError(
+                f"CreateTopicsResponse version {version} is not supported (valid versions 2-4)"
+            )
+        return _decode_body(
+            "CreateTopicsResponse", _CREATE_TOPICS_RESPONSE_READERS[version - 2], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class DeleteGroupsRequest:
+    """Kafka DeleteGroupsRequest (versions 0-2)."""
+
+    API_KEY: ClassVar[int] = 42
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
+    RESPONSE_TYPE: ClassVar[type[DeleteGroupsResponse]]
+
+    groups_names: list[str] = attrs.field(factory=list)
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 2:
+            raise UnsupportedVersionError(
+                f"DeleteGroupsRequest version {version} is not supported (valid versions 0-2)"
+            )
+        out = bytearray()
+        try:
+            _DELETE_GROUPS_REQUEST_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode DeleteGroupsRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> DeleteGroupsRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid DeleteGroupsRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 2:
+            raise UnsupportedVersionError(
+                f"DeleteGroupsRequest version {version} is not supported (valid versions 0-2)"
+            )
+        return _decode_body(
+            "DeleteGroupsRequest", _DELETE_GROUPS_REQUEST_READERS[version - 0], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class DeleteGroupsResponse:
+    """Kafka DeleteGroupsResponse (versions 0-2)."""
+
+    API_KEY: ClassVar[int] = 42
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
+
+    @attrs.define(slots=True, kw_only=True)
+    class DeletableGroupResult:
+        """The ``DeletableGroupResult`` struct of :class:`DeleteGroupsResponse`."""
+
+        group_id: str = ''
+        error_code: int = 0
+
+    throttle_time_ms: int = 0
+    results: list[DeleteGroupsResponse.DeletableGroupResult] = attrs.field(factory=list)
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 2:
+            raise UnsupportedVersionError(
+                f"DeleteGroupsResponse version {version} is not supported (valid versions 0-2)"
+            )
+        out = bytearray()
+        try:
+            _DELETE_GROUPS_RESPONSE_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode DeleteGroupsResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> DeleteGroupsResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid DeleteGroupsResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 2:
+            raise UnsupportedVersionError(
+                f"DeleteGroupsResponse version {version} is not supported (valid versions 0-2)"
+            )
+        return _decode_body(
+            "DeleteGroupsResponse", _DELETE_GROUPS_RESPONSE_READERS[version - 0], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
 class DeleteShareGroupOffsetsRequest:
     """Kafka DeleteShareGroupOffsetsRequest (versions 0-0)."""
 
@@ -489,6 +739,235 @@ class DeleteShareGroupOffsetsResponse:
             )
         return _decode_body(
             "DeleteShareGroupOffsetsResponse", _DELETE_SHARE_GROUP_OFFSETS_RESPONSE_READERS[version - 0], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class DeleteTopicsRequest:
+    """Kafka DeleteTopicsRequest (versions 1-5)."""
+
+    API_KEY: ClassVar[int] = 20
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 5
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
+    RESPONSE_TYPE: ClassVar[type[DeleteTopicsResponse]]
+
+    topic_names: list[str] = attrs.field(factory=list)
+    timeout_ms: int = 0
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 1 <= version <= 5:
+            raise UnsupportedVersionError(
+                f"DeleteTopicsRequest version {version} is not supported (valid versions 1-5)"
+            )
+        out = bytearray()
+        try:
+            _DELETE_TOPICS_REQUEST_WRITERS[version - 1](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode DeleteTopicsRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> DeleteTopicsRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid DeleteTopicsRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 1 <= version <= 5:
+            raise UnsupportedVersionError(
+                f"DeleteTopicsRequest version {version} is not supported (valid versions 1-5)"
+            )
+        return _decode_body(
+            "DeleteTopicsRequest", _DELETE_TOPICS_REQUEST_READERS[version - 1], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class DeleteTopicsResponse:
+    """Kafka DeleteTopicsResponse (versions 1-5)."""
+
+    API_KEY: ClassVar[int] = 20
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 5
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
+
+    @attrs.define(slots=True, kw_only=True)
+    class DeletableTopicResult:
+        """The ``DeletableTopicResult`` struct of :class:`DeleteTopicsResponse`."""
+
+        name: str = ''
+        error_code: int = 0
+        error_message: str | None = None
+
+    throttle_time_ms: int = 0
+    responses: list[DeleteTopicsResponse.DeletableTopicResult] = attrs.field(factory=list)
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 1 <= version <= 5:
+            raise UnsupportedVersionError(
+                f"DeleteTopicsResponse version {version} is not supported (valid versions 1-5)"
+            )
+        out = bytearray()
+        try:
+            _DELETE_TOPICS_RESPONSE_WRITERS[version - 1](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode DeleteTopicsResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> DeleteTopicsResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid DeleteTopicsResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 1 <= version <= 5:
+            raise UnsupportedVersionError(
+                f"DeleteTopicsResponse version {version} is not supported (valid versions 1-5)"
+            )
+        return _decode_body(
+            "DeleteTopicsResponse", _DELETE_TOPICS_RESPONSE_READERS[version - 1], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class DescribeClusterRequest:
+    """Kafka DescribeClusterRequest (versions 0-1)."""
+
+    API_KEY: ClassVar[int] = 60
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
+    RESPONSE_TYPE: ClassVar[type[DescribeClusterResponse]]
+
+    include_cluster_authorized_operations: bool = False
+    endpoint_type: int = 1
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 1:
+            raise UnsupportedVersionError(
+                f"DescribeClusterRequest version {version} is not supported (valid versions 0-1)"
+            )
+        out = bytearray()
+        try:
+            _DESCRIBE_CLUSTER_REQUEST_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode DescribeClusterRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> DescribeClusterRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid DescribeClusterRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 1:
+            raise UnsupportedVersionError(
+                f"DescribeClusterRequest version {version} is not supported (valid versions 0-1)"
+            )
+        return _decode_body(
+            "DescribeClusterRequest", _DESCRIBE_CLUSTER_REQUEST_READERS[version - 0], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class DescribeClusterResponse:
+    """Kafka DescribeClusterResponse (versions 0-1)."""
+
+    API_KEY: ClassVar[int] = 60
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 1
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
+
+    @attrs.define(slots=True, kw_only=True)
+    class DescribeClusterBroker:
+        """The ``DescribeClusterBroker`` struct of :class:`DescribeClusterResponse`."""
+
+        broker_id: int = 0
+        host: str = ''
+        port: int = 0
+        rack: str | None = None
+
+    throttle_time_ms: int = 0
+    error_code: int = 0
+    error_message: str | None = None
+    endpoint_type: int = 1
+    cluster_id: str = ''
+    controller_id: int = -1
+    brokers: list[DescribeClusterResponse.DescribeClusterBroker] = attrs.field(factory=list)
+    cluster_authorized_operations: int = -2147483648
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 1:
+            raise UnsupportedVersionError(
+                f"DescribeClusterResponse version {version} is not supported (valid versions 0-1)"
+            )
+        out = bytearray()
+        try:
+            _DESCRIBE_CLUSTER_RESPONSE_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode DescribeClusterResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> DescribeClusterResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid DescribeClusterResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 1:
+            raise UnsupportedVersionError(
+                f"DescribeClusterResponse version {version} is not supported (valid versions 0-1)"
+            )
+        return _decode_body(
+            "DescribeClusterResponse", _DESCRIBE_CLUSTER_RESPONSE_READERS[version - 0], data, version
         )
 
 
@@ -1137,6 +1616,142 @@ class ListGroupsResponse:
             )
         return _decode_body(
             "ListGroupsResponse", _LIST_GROUPS_RESPONSE_READERS[version - 0], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class ListOffsetsRequest:
+    """Kafka ListOffsetsRequest (versions 1-8)."""
+
+    API_KEY: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 8
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
+    RESPONSE_TYPE: ClassVar[type[ListOffsetsResponse]]
+
+    @attrs.define(slots=True, kw_only=True)
+    class ListOffsetsPartition:
+        """The ``ListOffsetsPartition`` struct of :class:`ListOffsetsRequest`."""
+
+        partition_index: int = 0
+        current_leader_epoch: int = -1
+        timestamp: int = 0
+
+    @attrs.define(slots=True, kw_only=True)
+    class ListOffsetsTopic:
+        """The ``ListOffsetsTopic`` struct of :class:`ListOffsetsRequest`."""
+
+        name: str = ''
+        partitions: list[ListOffsetsRequest.ListOffsetsPartition] = attrs.field(factory=list)
+
+    replica_id: int = 0
+    isolation_level: int = 0
+    topics: list[ListOffsetsRequest.ListOffsetsTopic] = attrs.field(factory=list)
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 1 <= version <= 8:
+            raise UnsupportedVersionError(
+                f"ListOffsetsRequest version {version} is not supported (valid versions 1-8)"
+            )
+        out = bytearray()
+        try:
+            _LIST_OFFSETS_REQUEST_WRITERS[version - 1](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode ListOffsetsRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> ListOffsetsRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid ListOffsetsRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 1 <= version <= 8:
+            raise UnsupportedVersionError(
+                f"ListOffsetsRequest version {version} is not supported (valid versions 1-8)"
+            )
+        return _decode_body(
+            "ListOffsetsRequest", _LIST_OFFSETS_REQUEST_READERS[version - 1], data, version
+        )
+
+
+@attrs.define(slots=True, kw_only=True)
+class ListOffsetsResponse:
+    """Kafka ListOffsetsResponse (versions 1-8)."""
+
+    API_KEY: ClassVar[int] = 2
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 8
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
+
+    @attrs.define(slots=True, kw_only=True)
+    class ListOffsetsPartitionResponse:
+        """The ``ListOffsetsPartitionResponse`` struct of :class:`ListOffsetsResponse`."""
+
+        partition_index: int = 0
+        error_code: int = 0
+        timestamp: int = -1
+        offset: int = -1
+        leader_epoch: int = -1
+
+    @attrs.define(slots=True, kw_only=True)
+    class ListOffsetsTopicResponse:
+        """The ``ListOffsetsTopicResponse`` struct of :class:`ListOffsetsResponse`."""
+
+        name: str = ''
+        partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = attrs.field(factory=list)
+
+    throttle_time_ms: int = 0
+    topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = attrs.field(factory=list)
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 1 <= version <= 8:
+            raise UnsupportedVersionError(
+                f"ListOffsetsResponse version {version} is not supported (valid versions 1-8)"
+            )
+        out = bytearray()
+        try:
+            _LIST_OFFSETS_RESPONSE_WRITERS[version - 1](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode ListOffsetsResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> ListOffsetsResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid ListOffsetsResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 1 <= version <= 8:
+            raise UnsupportedVersionError(
+                f"ListOffsetsResponse version {version} is not supported (valid versions 1-8)"
+            )
+        return _decode_body(
+            "ListOffsetsResponse", _LIST_OFFSETS_RESPONSE_READERS[version - 1], data, version
         )
 
 
@@ -2809,6 +3424,383 @@ _API_VERSIONS_RESPONSE_WRITERS: tuple[Callable[[ApiVersionsResponse, bytearray],
 )
 
 
+def _r_CreateTopicsRequest_CreatableReplicaAssignment_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableReplicaAssignment, int]:
+    f = ""
+    try:
+        f = 'partition_index'
+        (v_partition_index,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'broker_ids'
+        n, pos = read_array_len(buf, pos)
+        v_broker_ids: list[int]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_broker_ids = list(struct.unpack_from(f">{n}i", buf, pos))
+            pos += 4 * n
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"CreatableReplicaAssignment.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"CreatableReplicaAssignment.{f} at offset {pos}: {exc}") from None
+    return CreateTopicsRequest.CreatableReplicaAssignment(partition_index=v_partition_index, broker_ids=v_broker_ids), pos
+
+
+def _w_CreateTopicsRequest_CreatableReplicaAssignment_v2(o: CreateTopicsRequest.CreatableReplicaAssignment, out: bytearray) -> None:
+    out += _S_2.pack(o.partition_index)
+    write_array_len(out, len(o.broker_ids))
+    out += struct.pack(f">{len(o.broker_ids)}i", *o.broker_ids)
+
+
+def _r_CreateTopicsRequest_CreatableTopicConfig_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopicConfig, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'value'
+        v_value, pos = read_nullable_string(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"CreatableTopicConfig.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"CreatableTopicConfig.{f} at offset {pos}: {exc}") from None
+    return CreateTopicsRequest.CreatableTopicConfig(name=v_name, value=v_value), pos
+
+
+def _w_CreateTopicsRequest_CreatableTopicConfig_v2(o: CreateTopicsRequest.CreatableTopicConfig, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_nullable_string(out, o.value)
+
+
+def _r_CreateTopicsRequest_CreatableTopic_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableTopic, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'num_partitions, replication_factor'
+        (v_num_partitions, v_replication_factor,) = _S_1.unpack_from(buf, pos)
+        pos += 6
+        f = 'assignments'
+        n, pos = read_array_len(buf, pos)
+        v_assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_assignments = []
+            for _ in range(n):
+                e_assignments, pos = _r_CreateTopicsRequest_CreatableReplicaAssignment_v2(buf, pos)
+                v_assignments.append(e_assignments)
+        f = 'configs'
+        n, pos = read_array_len(buf, pos)
+        v_configs: list[CreateTopicsRequest.CreatableTopicConfig]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_configs = []
+            for _ in range(n):
+                e_configs, pos = _r_CreateTopicsRequest_CreatableTopicConfig_v2(buf, pos)
+                v_configs.append(e_configs)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"CreatableTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"CreatableTopic.{f} at offset {pos}: {exc}") from None
+    return CreateTopicsRequest.CreatableTopic(name=v_name, num_partitions=v_num_partitions, replication_factor=v_replication_factor, assignments=v_assignments, configs=v_configs), pos
+
+
+def _w_CreateTopicsRequest_CreatableTopic_v2(o: CreateTopicsRequest.CreatableTopic, out: bytearray) -> None:
+    write_string(out, o.name)
+    out += _S_1.pack(o.num_partitions, o.replication_factor)
+    write_array_len(out, len(o.assignments))
+    for e_assignments in o.assignments:
+        _w_CreateTopicsRequest_CreatableReplicaAssignment_v2(e_assignments, out)
+    write_array_len(out, len(o.configs))
+    for e_configs in o.configs:
+        _w_CreateTopicsRequest_CreatableTopicConfig_v2(e_configs, out)
+
+
+def _r_CreateTopicsRequest_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
+    f = ""
+    try:
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[CreateTopicsRequest.CreatableTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_CreateTopicsRequest_CreatableTopic_v2(buf, pos)
+                v_topics.append(e_topics)
+        f = 'timeout_ms, validate_only'
+        (v_timeout_ms, v_validate_only,) = _S_8.unpack_from(buf, pos)
+        pos += 5
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"CreateTopicsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"CreateTopicsRequest.{f} at offset {pos}: {exc}") from None
+    return CreateTopicsRequest(topics=v_topics, timeout_ms=v_timeout_ms, validate_only=v_validate_only), pos
+
+
+def _w_CreateTopicsRequest_v2(o: CreateTopicsRequest, out: bytearray) -> None:
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_CreateTopicsRequest_CreatableTopic_v2(e_topics, out)
+    out += _S_8.pack(o.timeout_ms, o.validate_only)
+
+
+_CREATE_TOPICS_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[CreateTopicsRequest, int]], ...] = (
+    _r_CreateTopicsRequest_v2, _r_CreateTopicsRequest_v2, _r_CreateTopicsRequest_v2,
+)
+_CREATE_TOPICS_REQUEST_WRITERS: tuple[Callable[[CreateTopicsRequest, bytearray], None], ...] = (
+    _w_CreateTopicsRequest_v2, _w_CreateTopicsRequest_v2, _w_CreateTopicsRequest_v2,
+)
+
+
+def _r_CreateTopicsResponse_CreatableTopicResult_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse.CreatableTopicResult, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'error_code'
+        (v_error_code,) = _S_5.unpack_from(buf, pos)
+        pos += 2
+        f = 'error_message'
+        v_error_message, pos = read_nullable_string(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"CreatableTopicResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"CreatableTopicResult.{f} at offset {pos}: {exc}") from None
+    return CreateTopicsResponse.CreatableTopicResult(name=v_name, error_code=v_error_code, error_message=v_error_message), pos
+
+
+def _w_CreateTopicsResponse_CreatableTopicResult_v2(o: CreateTopicsResponse.CreatableTopicResult, out: bytearray) -> None:
+    write_string(out, o.name)
+    out += _S_5.pack(o.error_code)
+    write_nullable_string(out, o.error_message)
+
+
+def _r_CreateTopicsResponse_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[CreateTopicsResponse.CreatableTopicResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_CreateTopicsResponse_CreatableTopicResult_v2(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"CreateTopicsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"CreateTopicsResponse.{f} at offset {pos}: {exc}") from None
+    return CreateTopicsResponse(throttle_time_ms=v_throttle_time_ms, topics=v_topics), pos
+
+
+def _w_CreateTopicsResponse_v2(o: CreateTopicsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_CreateTopicsResponse_CreatableTopicResult_v2(e_topics, out)
+
+
+_CREATE_TOPICS_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[CreateTopicsResponse, int]], ...] = (
+    _r_CreateTopicsResponse_v2, _r_CreateTopicsResponse_v2, _r_CreateTopicsResponse_v2,
+)
+_CREATE_TOPICS_RESPONSE_WRITERS: tuple[Callable[[CreateTopicsResponse, bytearray], None], ...] = (
+    _w_CreateTopicsResponse_v2, _w_CreateTopicsResponse_v2, _w_CreateTopicsResponse_v2,
+)
+
+
+def _r_DeleteGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    f = ""
+    try:
+        f = 'groups_names'
+        n, pos = read_array_len(buf, pos)
+        v_groups_names: list[str]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_groups_names = []
+            for _ in range(n):
+                e_groups_names, pos = read_string(buf, pos)
+                v_groups_names.append(e_groups_names)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteGroupsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteGroupsRequest.{f} at offset {pos}: {exc}") from None
+    return DeleteGroupsRequest(groups_names=v_groups_names), pos
+
+
+def _w_DeleteGroupsRequest_v0(o: DeleteGroupsRequest, out: bytearray) -> None:
+    write_array_len(out, len(o.groups_names))
+    for e_groups_names in o.groups_names:
+        write_string(out, e_groups_names)
+
+
+def _r_DeleteGroupsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
+    f = ""
+    try:
+        f = 'groups_names'
+        n, pos = read_compact_array_len(buf, pos)
+        v_groups_names: list[str]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_groups_names = []
+            for _ in range(n):
+                e_groups_names, pos = read_compact_string(buf, pos)
+                v_groups_names.append(e_groups_names)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteGroupsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteGroupsRequest.{f} at offset {pos}: {exc}") from None
+    return DeleteGroupsRequest(groups_names=v_groups_names), pos
+
+
+def _w_DeleteGroupsRequest_v2(o: DeleteGroupsRequest, out: bytearray) -> None:
+    write_compact_array_len(out, len(o.groups_names))
+    for e_groups_names in o.groups_names:
+        write_compact_string(out, e_groups_names)
+    out.append(0)
+
+
+_DELETE_GROUPS_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[DeleteGroupsRequest, int]], ...] = (
+    _r_DeleteGroupsRequest_v0, _r_DeleteGroupsRequest_v0, _r_DeleteGroupsRequest_v2,
+)
+_DELETE_GROUPS_REQUEST_WRITERS: tuple[Callable[[DeleteGroupsRequest, bytearray], None], ...] = (
+    _w_DeleteGroupsRequest_v0, _w_DeleteGroupsRequest_v0, _w_DeleteGroupsRequest_v2,
+)
+
+
+def _r_DeleteGroupsResponse_DeletableGroupResult_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse.DeletableGroupResult, int]:
+    f = ""
+    try:
+        f = 'group_id'
+        v_group_id, pos = read_string(buf, pos)
+        f = 'error_code'
+        (v_error_code,) = _S_5.unpack_from(buf, pos)
+        pos += 2
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeletableGroupResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeletableGroupResult.{f} at offset {pos}: {exc}") from None
+    return DeleteGroupsResponse.DeletableGroupResult(group_id=v_group_id, error_code=v_error_code), pos
+
+
+def _w_DeleteGroupsResponse_DeletableGroupResult_v0(o: DeleteGroupsResponse.DeletableGroupResult, out: bytearray) -> None:
+    write_string(out, o.group_id)
+    out += _S_5.pack(o.error_code)
+
+
+def _r_DeleteGroupsResponse_DeletableGroupResult_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse.DeletableGroupResult, int]:
+    f = ""
+    try:
+        f = 'group_id'
+        v_group_id, pos = read_compact_string(buf, pos)
+        f = 'error_code'
+        (v_error_code,) = _S_5.unpack_from(buf, pos)
+        pos += 2
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeletableGroupResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeletableGroupResult.{f} at offset {pos}: {exc}") from None
+    return DeleteGroupsResponse.DeletableGroupResult(group_id=v_group_id, error_code=v_error_code), pos
+
+
+def _w_DeleteGroupsResponse_DeletableGroupResult_v2(o: DeleteGroupsResponse.DeletableGroupResult, out: bytearray) -> None:
+    write_compact_string(out, o.group_id)
+    out += _S_5.pack(o.error_code)
+    out.append(0)
+
+
+def _r_DeleteGroupsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'results'
+        n, pos = read_array_len(buf, pos)
+        v_results: list[DeleteGroupsResponse.DeletableGroupResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_results = []
+            for _ in range(n):
+                e_results, pos = _r_DeleteGroupsResponse_DeletableGroupResult_v0(buf, pos)
+                v_results.append(e_results)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteGroupsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteGroupsResponse.{f} at offset {pos}: {exc}") from None
+    return DeleteGroupsResponse(throttle_time_ms=v_throttle_time_ms, results=v_results), pos
+
+
+def _w_DeleteGroupsResponse_v0(o: DeleteGroupsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_array_len(out, len(o.results))
+    for e_results in o.results:
+        _w_DeleteGroupsResponse_DeletableGroupResult_v0(e_results, out)
+
+
+def _r_DeleteGroupsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'results'
+        n, pos = read_compact_array_len(buf, pos)
+        v_results: list[DeleteGroupsResponse.DeletableGroupResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_results = []
+            for _ in range(n):
+                e_results, pos = _r_DeleteGroupsResponse_DeletableGroupResult_v2(buf, pos)
+                v_results.append(e_results)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteGroupsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteGroupsResponse.{f} at offset {pos}: {exc}") from None
+    return DeleteGroupsResponse(throttle_time_ms=v_throttle_time_ms, results=v_results), pos
+
+
+def _w_DeleteGroupsResponse_v2(o: DeleteGroupsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_compact_array_len(out, len(o.results))
+    for e_results in o.results:
+        _w_DeleteGroupsResponse_DeletableGroupResult_v2(e_results, out)
+    out.append(0)
+
+
+_DELETE_GROUPS_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[DeleteGroupsResponse, int]], ...] = (
+    _r_DeleteGroupsResponse_v0, _r_DeleteGroupsResponse_v0, _r_DeleteGroupsResponse_v2,
+)
+_DELETE_GROUPS_RESPONSE_WRITERS: tuple[Callable[[DeleteGroupsResponse, bytearray], None], ...] = (
+    _w_DeleteGroupsResponse_v0, _w_DeleteGroupsResponse_v0, _w_DeleteGroupsResponse_v2,
+)
+
+
 def _r_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(buf: memoryview, pos: int) -> tuple[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic, int]:
     f = ""
     try:
@@ -2880,7 +3872,7 @@ def _r_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(b
         f = 'topic_name'
         v_topic_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, error_code'
-        (v_topic_id_b, v_error_code,) = _S_8.unpack_from(buf, pos)
+        (v_topic_id_b, v_error_code,) = _S_9.unpack_from(buf, pos)
         pos += 18
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'error_message'
@@ -2899,7 +3891,7 @@ def _r_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(b
 
 def _w_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(o: DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic, out: bytearray) -> None:
     write_compact_string(out, o.topic_name)
-    out += _S_8.pack(o.topic_id.bytes, o.error_code)
+    out += _S_9.pack(o.topic_id.bytes, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     out.append(0)
 
@@ -2951,11 +3943,473 @@ _DELETE_SHARE_GROUP_OFFSETS_RESPONSE_WRITERS: tuple[Callable[[DeleteShareGroupOf
 )
 
 
+def _r_DeleteTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
+    f = ""
+    try:
+        f = 'topic_names'
+        n, pos = read_array_len(buf, pos)
+        v_topic_names: list[str]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topic_names = []
+            for _ in range(n):
+                e_topic_names, pos = read_string(buf, pos)
+                v_topic_names.append(e_topic_names)
+        f = 'timeout_ms'
+        (v_timeout_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteTopicsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteTopicsRequest.{f} at offset {pos}: {exc}") from None
+    return DeleteTopicsRequest(topic_names=v_topic_names, timeout_ms=v_timeout_ms), pos
+
+
+def _w_DeleteTopicsRequest_v1(o: DeleteTopicsRequest, out: bytearray) -> None:
+    write_array_len(out, len(o.topic_names))
+    for e_topic_names in o.topic_names:
+        write_string(out, e_topic_names)
+    out += _S_2.pack(o.timeout_ms)
+
+
+def _r_DeleteTopicsRequest_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
+    f = ""
+    try:
+        f = 'topic_names'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topic_names: list[str]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topic_names = []
+            for _ in range(n):
+                e_topic_names, pos = read_compact_string(buf, pos)
+                v_topic_names.append(e_topic_names)
+        f = 'timeout_ms'
+        (v_timeout_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteTopicsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteTopicsRequest.{f} at offset {pos}: {exc}") from None
+    return DeleteTopicsRequest(topic_names=v_topic_names, timeout_ms=v_timeout_ms), pos
+
+
+def _w_DeleteTopicsRequest_v4(o: DeleteTopicsRequest, out: bytearray) -> None:
+    write_compact_array_len(out, len(o.topic_names))
+    for e_topic_names in o.topic_names:
+        write_compact_string(out, e_topic_names)
+    out += _S_2.pack(o.timeout_ms)
+    out.append(0)
+
+
+_DELETE_TOPICS_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[DeleteTopicsRequest, int]], ...] = (
+    _r_DeleteTopicsRequest_v1, _r_DeleteTopicsRequest_v1, _r_DeleteTopicsRequest_v1, _r_DeleteTopicsRequest_v4, _r_DeleteTopicsRequest_v4,
+)
+_DELETE_TOPICS_REQUEST_WRITERS: tuple[Callable[[DeleteTopicsRequest, bytearray], None], ...] = (
+    _w_DeleteTopicsRequest_v1, _w_DeleteTopicsRequest_v1, _w_DeleteTopicsRequest_v1, _w_DeleteTopicsRequest_v4, _w_DeleteTopicsRequest_v4,
+)
+
+
+def _r_DeleteTopicsResponse_DeletableTopicResult_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'error_code'
+        (v_error_code,) = _S_5.unpack_from(buf, pos)
+        pos += 2
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeletableTopicResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeletableTopicResult.{f} at offset {pos}: {exc}") from None
+    return DeleteTopicsResponse.DeletableTopicResult(name=v_name, error_code=v_error_code), pos
+
+
+def _w_DeleteTopicsResponse_DeletableTopicResult_v1(o: DeleteTopicsResponse.DeletableTopicResult, out: bytearray) -> None:
+    write_string(out, o.name)
+    out += _S_5.pack(o.error_code)
+
+
+def _r_DeleteTopicsResponse_DeletableTopicResult_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_compact_string(buf, pos)
+        f = 'error_code'
+        (v_error_code,) = _S_5.unpack_from(buf, pos)
+        pos += 2
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeletableTopicResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeletableTopicResult.{f} at offset {pos}: {exc}") from None
+    return DeleteTopicsResponse.DeletableTopicResult(name=v_name, error_code=v_error_code), pos
+
+
+def _w_DeleteTopicsResponse_DeletableTopicResult_v4(o: DeleteTopicsResponse.DeletableTopicResult, out: bytearray) -> None:
+    write_compact_string(out, o.name)
+    out += _S_5.pack(o.error_code)
+    out.append(0)
+
+
+def _r_DeleteTopicsResponse_DeletableTopicResult_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse.DeletableTopicResult, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_compact_string(buf, pos)
+        f = 'error_code'
+        (v_error_code,) = _S_5.unpack_from(buf, pos)
+        pos += 2
+        f = 'error_message'
+        v_error_message, pos = read_compact_nullable_string(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeletableTopicResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeletableTopicResult.{f} at offset {pos}: {exc}") from None
+    return DeleteTopicsResponse.DeletableTopicResult(name=v_name, error_code=v_error_code, error_message=v_error_message), pos
+
+
+def _w_DeleteTopicsResponse_DeletableTopicResult_v5(o: DeleteTopicsResponse.DeletableTopicResult, out: bytearray) -> None:
+    write_compact_string(out, o.name)
+    out += _S_5.pack(o.error_code)
+    write_compact_nullable_string(out, o.error_message)
+    out.append(0)
+
+
+def _r_DeleteTopicsResponse_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'responses'
+        n, pos = read_array_len(buf, pos)
+        v_responses: list[DeleteTopicsResponse.DeletableTopicResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_responses = []
+            for _ in range(n):
+                e_responses, pos = _r_DeleteTopicsResponse_DeletableTopicResult_v1(buf, pos)
+                v_responses.append(e_responses)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteTopicsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteTopicsResponse.{f} at offset {pos}: {exc}") from None
+    return DeleteTopicsResponse(throttle_time_ms=v_throttle_time_ms, responses=v_responses), pos
+
+
+def _w_DeleteTopicsResponse_v1(o: DeleteTopicsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_array_len(out, len(o.responses))
+    for e_responses in o.responses:
+        _w_DeleteTopicsResponse_DeletableTopicResult_v1(e_responses, out)
+
+
+def _r_DeleteTopicsResponse_v4(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'responses'
+        n, pos = read_compact_array_len(buf, pos)
+        v_responses: list[DeleteTopicsResponse.DeletableTopicResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_responses = []
+            for _ in range(n):
+                e_responses, pos = _r_DeleteTopicsResponse_DeletableTopicResult_v4(buf, pos)
+                v_responses.append(e_responses)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteTopicsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteTopicsResponse.{f} at offset {pos}: {exc}") from None
+    return DeleteTopicsResponse(throttle_time_ms=v_throttle_time_ms, responses=v_responses), pos
+
+
+def _w_DeleteTopicsResponse_v4(o: DeleteTopicsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_compact_array_len(out, len(o.responses))
+    for e_responses in o.responses:
+        _w_DeleteTopicsResponse_DeletableTopicResult_v4(e_responses, out)
+    out.append(0)
+
+
+def _r_DeleteTopicsResponse_v5(buf: memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'responses'
+        n, pos = read_compact_array_len(buf, pos)
+        v_responses: list[DeleteTopicsResponse.DeletableTopicResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_responses = []
+            for _ in range(n):
+                e_responses, pos = _r_DeleteTopicsResponse_DeletableTopicResult_v5(buf, pos)
+                v_responses.append(e_responses)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteTopicsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteTopicsResponse.{f} at offset {pos}: {exc}") from None
+    return DeleteTopicsResponse(throttle_time_ms=v_throttle_time_ms, responses=v_responses), pos
+
+
+def _w_DeleteTopicsResponse_v5(o: DeleteTopicsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_compact_array_len(out, len(o.responses))
+    for e_responses in o.responses:
+        _w_DeleteTopicsResponse_DeletableTopicResult_v5(e_responses, out)
+    out.append(0)
+
+
+_DELETE_TOPICS_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[DeleteTopicsResponse, int]], ...] = (
+    _r_DeleteTopicsResponse_v1, _r_DeleteTopicsResponse_v1, _r_DeleteTopicsResponse_v1, _r_DeleteTopicsResponse_v4, _r_DeleteTopicsResponse_v5,
+)
+_DELETE_TOPICS_RESPONSE_WRITERS: tuple[Callable[[DeleteTopicsResponse, bytearray], None], ...] = (
+    _w_DeleteTopicsResponse_v1, _w_DeleteTopicsResponse_v1, _w_DeleteTopicsResponse_v1, _w_DeleteTopicsResponse_v4, _w_DeleteTopicsResponse_v5,
+)
+
+
+def _r_DescribeClusterRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
+    f = ""
+    try:
+        f = 'include_cluster_authorized_operations'
+        (v_include_cluster_authorized_operations,) = _S_7.unpack_from(buf, pos)
+        pos += 1
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DescribeClusterRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DescribeClusterRequest.{f} at offset {pos}: {exc}") from None
+    return DescribeClusterRequest(include_cluster_authorized_operations=v_include_cluster_authorized_operations), pos
+
+
+def _w_DescribeClusterRequest_v0(o: DescribeClusterRequest, out: bytearray) -> None:
+    if o.endpoint_type != 1:
+        raise UnsupportedVersionError("DescribeClusterRequest: field DescribeClusterRequest.endpoint_type is not supported in version 0")
+    out += _S_7.pack(o.include_cluster_authorized_operations)
+    out.append(0)
+
+
+def _r_DescribeClusterRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
+    f = ""
+    try:
+        f = 'include_cluster_authorized_operations, endpoint_type'
+        (v_include_cluster_authorized_operations, v_endpoint_type,) = _S_10.unpack_from(buf, pos)
+        pos += 2
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DescribeClusterRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DescribeClusterRequest.{f} at offset {pos}: {exc}") from None
+    return DescribeClusterRequest(include_cluster_authorized_operations=v_include_cluster_authorized_operations, endpoint_type=v_endpoint_type), pos
+
+
+def _w_DescribeClusterRequest_v1(o: DescribeClusterRequest, out: bytearray) -> None:
+    out += _S_10.pack(o.include_cluster_authorized_operations, o.endpoint_type)
+    out.append(0)
+
+
+_DESCRIBE_CLUSTER_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[DescribeClusterRequest, int]], ...] = (
+    _r_DescribeClusterRequest_v0, _r_DescribeClusterRequest_v1,
+)
+_DESCRIBE_CLUSTER_REQUEST_WRITERS: tuple[Callable[[DescribeClusterRequest, bytearray], None], ...] = (
+    _w_DescribeClusterRequest_v0, _w_DescribeClusterRequest_v1,
+)
+
+
+def _r_DescribeClusterResponse_DescribeClusterBroker_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse.DescribeClusterBroker, int]:
+    f = ""
+    try:
+        f = 'broker_id'
+        (v_broker_id,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'host'
+        v_host, pos = read_compact_string(buf, pos)
+        f = 'port'
+        (v_port,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'rack'
+        v_rack, pos = read_compact_nullable_string(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DescribeClusterBroker.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DescribeClusterBroker.{f} at offset {pos}: {exc}") from None
+    return DescribeClusterResponse.DescribeClusterBroker(broker_id=v_broker_id, host=v_host, port=v_port, rack=v_rack), pos
+
+
+def _w_DescribeClusterResponse_DescribeClusterBroker_v0(o: DescribeClusterResponse.DescribeClusterBroker, out: bytearray) -> None:
+    out += _S_2.pack(o.broker_id)
+    write_compact_string(out, o.host)
+    out += _S_2.pack(o.port)
+    write_compact_nullable_string(out, o.rack)
+    out.append(0)
+
+
+def _r_DescribeClusterResponse_v0(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms, error_code'
+        (v_throttle_time_ms, v_error_code,) = _S_1.unpack_from(buf, pos)
+        pos += 6
+        f = 'error_message'
+        v_error_message, pos = read_compact_nullable_string(buf, pos)
+        f = 'cluster_id'
+        v_cluster_id, pos = read_compact_string(buf, pos)
+        f = 'controller_id'
+        (v_controller_id,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'brokers'
+        n, pos = read_compact_array_len(buf, pos)
+        v_brokers: list[DescribeClusterResponse.DescribeClusterBroker]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_brokers = []
+            for _ in range(n):
+                e_brokers, pos = _r_DescribeClusterResponse_DescribeClusterBroker_v0(buf, pos)
+                v_brokers.append(e_brokers)
+        f = 'cluster_authorized_operations'
+        (v_cluster_authorized_operations,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DescribeClusterResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DescribeClusterResponse.{f} at offset {pos}: {exc}") from None
+    return DescribeClusterResponse(throttle_time_ms=v_throttle_time_ms, error_code=v_error_code, error_message=v_error_message, cluster_id=v_cluster_id, controller_id=v_controller_id, brokers=v_brokers, cluster_authorized_operations=v_cluster_authorized_operations), pos
+
+
+def _w_DescribeClusterResponse_v0(o: DescribeClusterResponse, out: bytearray) -> None:
+    if o.endpoint_type != 1:
+        raise UnsupportedVersionError("DescribeClusterResponse: field DescribeClusterResponse.endpoint_type is not supported in version 0")
+    out += _S_1.pack(o.throttle_time_ms, o.error_code)
+    write_compact_nullable_string(out, o.error_message)
+    write_compact_string(out, o.cluster_id)
+    out += _S_2.pack(o.controller_id)
+    write_compact_array_len(out, len(o.brokers))
+    for e_brokers in o.brokers:
+        _w_DescribeClusterResponse_DescribeClusterBroker_v0(e_brokers, out)
+    out += _S_2.pack(o.cluster_authorized_operations)
+    out.append(0)
+
+
+def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms, error_code'
+        (v_throttle_time_ms, v_error_code,) = _S_1.unpack_from(buf, pos)
+        pos += 6
+        f = 'error_message'
+        v_error_message, pos = read_compact_nullable_string(buf, pos)
+        f = 'endpoint_type'
+        (v_endpoint_type,) = _S_11.unpack_from(buf, pos)
+        pos += 1
+        f = 'cluster_id'
+        v_cluster_id, pos = read_compact_string(buf, pos)
+        f = 'controller_id'
+        (v_controller_id,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'brokers'
+        n, pos = read_compact_array_len(buf, pos)
+        v_brokers: list[DescribeClusterResponse.DescribeClusterBroker]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_brokers = []
+            for _ in range(n):
+                e_brokers, pos = _r_DescribeClusterResponse_DescribeClusterBroker_v0(buf, pos)
+                v_brokers.append(e_brokers)
+        f = 'cluster_authorized_operations'
+        (v_cluster_authorized_operations,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DescribeClusterResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DescribeClusterResponse.{f} at offset {pos}: {exc}") from None
+    return DescribeClusterResponse(throttle_time_ms=v_throttle_time_ms, error_code=v_error_code, error_message=v_error_message, endpoint_type=v_endpoint_type, cluster_id=v_cluster_id, controller_id=v_controller_id, brokers=v_brokers, cluster_authorized_operations=v_cluster_authorized_operations), pos
+
+
+def _w_DescribeClusterResponse_v1(o: DescribeClusterResponse, out: bytearray) -> None:
+    out += _S_1.pack(o.throttle_time_ms, o.error_code)
+    write_compact_nullable_string(out, o.error_message)
+    out += _S_11.pack(o.endpoint_type)
+    write_compact_string(out, o.cluster_id)
+    out += _S_2.pack(o.controller_id)
+    write_compact_array_len(out, len(o.brokers))
+    for e_brokers in o.brokers:
+        _w_DescribeClusterResponse_DescribeClusterBroker_v0(e_brokers, out)
+    out += _S_2.pack(o.cluster_authorized_operations)
+    out.append(0)
+
+
+_DESCRIBE_CLUSTER_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[DescribeClusterResponse, int]], ...] = (
+    _r_DescribeClusterResponse_v0, _r_DescribeClusterResponse_v1,
+)
+_DESCRIBE_CLUSTER_RESPONSE_WRITERS: tuple[Callable[[DescribeClusterResponse, bytearray], None], ...] = (
+    _w_DescribeClusterResponse_v0, _w_DescribeClusterResponse_v1,
+)
+
+
 def _r_DescribeConfigsRequest_DescribeConfigsResource_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest.DescribeConfigsResource, int]:
     f = ""
     try:
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -2977,7 +4431,7 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_v1(buf: memoryview, pos: i
 
 
 def _w_DescribeConfigsRequest_DescribeConfigsResource_v1(o: DescribeConfigsRequest.DescribeConfigsResource, out: bytearray) -> None:
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_string(out, o.resource_name)
     if o.configuration_keys is None:
         write_array_len(out, -1)
@@ -2991,7 +4445,7 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_v4(buf: memoryview, pos: i
     f = ""
     try:
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_compact_string(buf, pos)
@@ -3018,7 +4472,7 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_v4(buf: memoryview, pos: i
 
 
 def _w_DescribeConfigsRequest_DescribeConfigsResource_v4(o: DescribeConfigsRequest.DescribeConfigsResource, out: bytearray) -> None:
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_compact_string(out, o.resource_name)
     if o.configuration_keys is None:
         write_compact_array_len(out, -1)
@@ -3107,7 +4561,7 @@ def _r_DescribeConfigsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeCon
                 e_resources, pos = _r_DescribeConfigsRequest_DescribeConfigsResource_v1(buf, pos)
                 v_resources.append(e_resources)
         f = 'include_synonyms, include_documentation'
-        (v_include_synonyms, v_include_documentation,) = _S_10.unpack_from(buf, pos)
+        (v_include_synonyms, v_include_documentation,) = _S_12.unpack_from(buf, pos)
         pos += 2
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"DescribeConfigsRequest.{f}: {exc}") from None
@@ -3120,7 +4574,7 @@ def _w_DescribeConfigsRequest_v3(o: DescribeConfigsRequest, out: bytearray) -> N
     write_array_len(out, len(o.resources))
     for e_resources in o.resources:
         _w_DescribeConfigsRequest_DescribeConfigsResource_v1(e_resources, out)
-    out += _S_10.pack(o.include_synonyms, o.include_documentation)
+    out += _S_12.pack(o.include_synonyms, o.include_documentation)
 
 
 def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
@@ -3137,7 +4591,7 @@ def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeCon
                 e_resources, pos = _r_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, pos)
                 v_resources.append(e_resources)
         f = 'include_synonyms, include_documentation'
-        (v_include_synonyms, v_include_documentation,) = _S_10.unpack_from(buf, pos)
+        (v_include_synonyms, v_include_documentation,) = _S_12.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -3155,7 +4609,7 @@ def _w_DescribeConfigsRequest_v4(o: DescribeConfigsRequest, out: bytearray) -> N
     write_compact_array_len(out, len(o.resources))
     for e_resources in o.resources:
         _w_DescribeConfigsRequest_DescribeConfigsResource_v4(e_resources, out)
-    out += _S_10.pack(o.include_synonyms, o.include_documentation)
+    out += _S_12.pack(o.include_synonyms, o.include_documentation)
     out.append(0)
 
 
@@ -3175,7 +4629,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf: memoryview, pos: i
         f = 'value'
         v_value, pos = read_nullable_string(buf, pos)
         f = 'source'
-        (v_source,) = _S_9.unpack_from(buf, pos)
+        (v_source,) = _S_11.unpack_from(buf, pos)
         pos += 1
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"DescribeConfigsSynonym.{f}: {exc}") from None
@@ -3187,7 +4641,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf: memoryview, pos: i
 def _w_DescribeConfigsResponse_DescribeConfigsSynonym_v1(o: DescribeConfigsResponse.DescribeConfigsSynonym, out: bytearray) -> None:
     write_string(out, o.name)
     write_nullable_string(out, o.value)
-    out += _S_9.pack(o.source)
+    out += _S_11.pack(o.source)
 
 
 def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsSynonym, int]:
@@ -3198,7 +4652,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf: memoryview, pos: i
         f = 'value'
         v_value, pos = read_compact_nullable_string(buf, pos)
         f = 'source'
-        (v_source,) = _S_9.unpack_from(buf, pos)
+        (v_source,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -3215,7 +4669,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf: memoryview, pos: i
 def _w_DescribeConfigsResponse_DescribeConfigsSynonym_v4(o: DescribeConfigsResponse.DescribeConfigsSynonym, out: bytearray) -> None:
     write_compact_string(out, o.name)
     write_compact_nullable_string(out, o.value)
-    out += _S_9.pack(o.source)
+    out += _S_11.pack(o.source)
     out.append(0)
 
 
@@ -3227,7 +4681,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf: memoryview,
         f = 'value'
         v_value, pos = read_nullable_string(buf, pos)
         f = 'read_only, config_source, is_sensitive'
-        (v_read_only, v_config_source, v_is_sensitive,) = _S_11.unpack_from(buf, pos)
+        (v_read_only, v_config_source, v_is_sensitive,) = _S_13.unpack_from(buf, pos)
         pos += 3
         f = 'synonyms'
         n, pos = read_array_len(buf, pos)
@@ -3249,7 +4703,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf: memoryview,
 def _w_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: bytearray) -> None:
     write_string(out, o.name)
     write_nullable_string(out, o.value)
-    out += _S_11.pack(o.read_only, o.config_source, o.is_sensitive)
+    out += _S_13.pack(o.read_only, o.config_source, o.is_sensitive)
     write_array_len(out, len(o.synonyms))
     for e_synonyms in o.synonyms:
         _w_DescribeConfigsResponse_DescribeConfigsSynonym_v1(e_synonyms, out)
@@ -3263,7 +4717,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf: memoryview,
         f = 'value'
         v_value, pos = read_nullable_string(buf, pos)
         f = 'read_only, config_source, is_sensitive'
-        (v_read_only, v_config_source, v_is_sensitive,) = _S_11.unpack_from(buf, pos)
+        (v_read_only, v_config_source, v_is_sensitive,) = _S_13.unpack_from(buf, pos)
         pos += 3
         f = 'synonyms'
         n, pos = read_array_len(buf, pos)
@@ -3276,7 +4730,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf: memoryview,
                 e_synonyms, pos = _r_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, pos)
                 v_synonyms.append(e_synonyms)
         f = 'config_type'
-        (v_config_type,) = _S_9.unpack_from(buf, pos)
+        (v_config_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'documentation'
         v_documentation, pos = read_nullable_string(buf, pos)
@@ -3290,11 +4744,11 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf: memoryview,
 def _w_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: bytearray) -> None:
     write_string(out, o.name)
     write_nullable_string(out, o.value)
-    out += _S_11.pack(o.read_only, o.config_source, o.is_sensitive)
+    out += _S_13.pack(o.read_only, o.config_source, o.is_sensitive)
     write_array_len(out, len(o.synonyms))
     for e_synonyms in o.synonyms:
         _w_DescribeConfigsResponse_DescribeConfigsSynonym_v1(e_synonyms, out)
-    out += _S_9.pack(o.config_type)
+    out += _S_11.pack(o.config_type)
     write_nullable_string(out, o.documentation)
 
 
@@ -3306,7 +4760,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf: memoryview,
         f = 'value'
         v_value, pos = read_compact_nullable_string(buf, pos)
         f = 'read_only, config_source, is_sensitive'
-        (v_read_only, v_config_source, v_is_sensitive,) = _S_11.unpack_from(buf, pos)
+        (v_read_only, v_config_source, v_is_sensitive,) = _S_13.unpack_from(buf, pos)
         pos += 3
         f = 'synonyms'
         n, pos = read_compact_array_len(buf, pos)
@@ -3319,7 +4773,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf: memoryview,
                 e_synonyms, pos = _r_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, pos)
                 v_synonyms.append(e_synonyms)
         f = 'config_type'
-        (v_config_type,) = _S_9.unpack_from(buf, pos)
+        (v_config_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'documentation'
         v_documentation, pos = read_compact_nullable_string(buf, pos)
@@ -3338,11 +4792,11 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf: memoryview,
 def _w_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: bytearray) -> None:
     write_compact_string(out, o.name)
     write_compact_nullable_string(out, o.value)
-    out += _S_11.pack(o.read_only, o.config_source, o.is_sensitive)
+    out += _S_13.pack(o.read_only, o.config_source, o.is_sensitive)
     write_compact_array_len(out, len(o.synonyms))
     for e_synonyms in o.synonyms:
         _w_DescribeConfigsResponse_DescribeConfigsSynonym_v4(e_synonyms, out)
-    out += _S_9.pack(o.config_type)
+    out += _S_11.pack(o.config_type)
     write_compact_nullable_string(out, o.documentation)
     out.append(0)
 
@@ -3356,7 +4810,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v1(buf: memoryview, pos: in
         f = 'error_message'
         v_error_message, pos = read_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -3380,7 +4834,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v1(buf: memoryview, pos: in
 def _w_DescribeConfigsResponse_DescribeConfigsResult_v1(o: DescribeConfigsResponse.DescribeConfigsResult, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_nullable_string(out, o.error_message)
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_string(out, o.resource_name)
     write_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -3396,7 +4850,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v3(buf: memoryview, pos: in
         f = 'error_message'
         v_error_message, pos = read_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -3420,7 +4874,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v3(buf: memoryview, pos: in
 def _w_DescribeConfigsResponse_DescribeConfigsResult_v3(o: DescribeConfigsResponse.DescribeConfigsResult, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_nullable_string(out, o.error_message)
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_string(out, o.resource_name)
     write_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -3436,7 +4890,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v4(buf: memoryview, pos: in
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_compact_string(buf, pos)
@@ -3465,7 +4919,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v4(buf: memoryview, pos: in
 def _w_DescribeConfigsResponse_DescribeConfigsResult_v4(o: DescribeConfigsResponse.DescribeConfigsResult, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_compact_nullable_string(out, o.error_message)
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_compact_string(out, o.resource_name)
     write_compact_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -3691,7 +5145,7 @@ def _r_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
     f = ""
     try:
         f = 'partition_index, start_offset, leader_epoch, error_code'
-        (v_partition_index, v_start_offset, v_leader_epoch, v_error_code,) = _S_12.unpack_from(buf, pos)
+        (v_partition_index, v_start_offset, v_leader_epoch, v_error_code,) = _S_14.unpack_from(buf, pos)
         pos += 18
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
@@ -3708,7 +5162,7 @@ def _r_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
 
 
 def _w_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(o: DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition, out: bytearray) -> None:
-    out += _S_12.pack(o.partition_index, o.start_offset, o.leader_epoch, o.error_code)
+    out += _S_14.pack(o.partition_index, o.start_offset, o.leader_epoch, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     out.append(0)
 
@@ -3717,7 +5171,7 @@ def _r_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
     f = ""
     try:
         f = 'partition_index, start_offset, leader_epoch, lag, error_code'
-        (v_partition_index, v_start_offset, v_leader_epoch, v_lag, v_error_code,) = _S_13.unpack_from(buf, pos)
+        (v_partition_index, v_start_offset, v_leader_epoch, v_lag, v_error_code,) = _S_15.unpack_from(buf, pos)
         pos += 26
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
@@ -3734,7 +5188,7 @@ def _r_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
 
 
 def _w_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(o: DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition, out: bytearray) -> None:
-    out += _S_13.pack(o.partition_index, o.start_offset, o.leader_epoch, o.lag, o.error_code)
+    out += _S_15.pack(o.partition_index, o.start_offset, o.leader_epoch, o.lag, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     out.append(0)
 
@@ -4005,7 +5459,7 @@ def _r_FindCoordinatorRequest_v1(buf: memoryview, pos: int) -> tuple[FindCoordin
         f = 'key'
         v_key, pos = read_string(buf, pos)
         f = 'key_type'
-        (v_key_type,) = _S_9.unpack_from(buf, pos)
+        (v_key_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"FindCoordinatorRequest.{f}: {exc}") from None
@@ -4018,7 +5472,7 @@ def _w_FindCoordinatorRequest_v1(o: FindCoordinatorRequest, out: bytearray) -> N
     if o.coordinator_keys:
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.coordinator_keys is not supported in version 1")
     write_string(out, o.key)
-    out += _S_9.pack(o.key_type)
+    out += _S_11.pack(o.key_type)
 
 
 def _r_FindCoordinatorRequest_v2(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
@@ -4027,7 +5481,7 @@ def _r_FindCoordinatorRequest_v2(buf: memoryview, pos: int) -> tuple[FindCoordin
         f = 'key'
         v_key, pos = read_string(buf, pos)
         f = 'key_type'
-        (v_key_type,) = _S_9.unpack_from(buf, pos)
+        (v_key_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"FindCoordinatorRequest.{f}: {exc}") from None
@@ -4040,7 +5494,7 @@ def _w_FindCoordinatorRequest_v2(o: FindCoordinatorRequest, out: bytearray) -> N
     if o.coordinator_keys:
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.coordinator_keys is not supported in version 2")
     write_string(out, o.key)
-    out += _S_9.pack(o.key_type)
+    out += _S_11.pack(o.key_type)
 
 
 def _r_FindCoordinatorRequest_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
@@ -4049,7 +5503,7 @@ def _r_FindCoordinatorRequest_v3(buf: memoryview, pos: int) -> tuple[FindCoordin
         f = 'key'
         v_key, pos = read_compact_string(buf, pos)
         f = 'key_type'
-        (v_key_type,) = _S_9.unpack_from(buf, pos)
+        (v_key_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -4067,7 +5521,7 @@ def _w_FindCoordinatorRequest_v3(o: FindCoordinatorRequest, out: bytearray) -> N
     if o.coordinator_keys:
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.coordinator_keys is not supported in version 3")
     write_compact_string(out, o.key)
-    out += _S_9.pack(o.key_type)
+    out += _S_11.pack(o.key_type)
     out.append(0)
 
 
@@ -4075,7 +5529,7 @@ def _r_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
     f = ""
     try:
         f = 'key_type'
-        (v_key_type,) = _S_9.unpack_from(buf, pos)
+        (v_key_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'coordinator_keys'
         n, pos = read_compact_array_len(buf, pos)
@@ -4102,7 +5556,7 @@ def _r_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
 def _w_FindCoordinatorRequest_v4(o: FindCoordinatorRequest, out: bytearray) -> None:
     if o.key != '':
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.key is not supported in version 4")
-    out += _S_9.pack(o.key_type)
+    out += _S_11.pack(o.key_type)
     write_compact_array_len(out, len(o.coordinator_keys))
     for e_coordinator_keys in o.coordinator_keys:
         write_compact_string(out, e_coordinator_keys)
@@ -4113,7 +5567,7 @@ def _r_FindCoordinatorRequest_v5(buf: memoryview, pos: int) -> tuple[FindCoordin
     f = ""
     try:
         f = 'key_type'
-        (v_key_type,) = _S_9.unpack_from(buf, pos)
+        (v_key_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'coordinator_keys'
         n, pos = read_compact_array_len(buf, pos)
@@ -4140,7 +5594,7 @@ def _r_FindCoordinatorRequest_v5(buf: memoryview, pos: int) -> tuple[FindCoordin
 def _w_FindCoordinatorRequest_v5(o: FindCoordinatorRequest, out: bytearray) -> None:
     if o.key != '':
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.key is not supported in version 5")
-    out += _S_9.pack(o.key_type)
+    out += _S_11.pack(o.key_type)
     write_compact_array_len(out, len(o.coordinator_keys))
     for e_coordinator_keys in o.coordinator_keys:
         write_compact_string(out, e_coordinator_keys)
@@ -4151,7 +5605,7 @@ def _r_FindCoordinatorRequest_v6(buf: memoryview, pos: int) -> tuple[FindCoordin
     f = ""
     try:
         f = 'key_type'
-        (v_key_type,) = _S_9.unpack_from(buf, pos)
+        (v_key_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'coordinator_keys'
         n, pos = read_compact_array_len(buf, pos)
@@ -4178,7 +5632,7 @@ def _r_FindCoordinatorRequest_v6(buf: memoryview, pos: int) -> tuple[FindCoordin
 def _w_FindCoordinatorRequest_v6(o: FindCoordinatorRequest, out: bytearray) -> None:
     if o.key != '':
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.key is not supported in version 6")
-    out += _S_9.pack(o.key_type)
+    out += _S_11.pack(o.key_type)
     write_compact_array_len(out, len(o.coordinator_keys))
     for e_coordinator_keys in o.coordinator_keys:
         write_compact_string(out, e_coordinator_keys)
@@ -4334,7 +5788,7 @@ def _r_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordi
     f = ""
     try:
         f = 'error_code, node_id'
-        (v_error_code, v_node_id,) = _S_14.unpack_from(buf, pos)
+        (v_error_code, v_node_id,) = _S_16.unpack_from(buf, pos)
         pos += 6
         f = 'host'
         v_host, pos = read_string(buf, pos)
@@ -4351,7 +5805,7 @@ def _r_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordi
 def _w_FindCoordinatorResponse_v0(o: FindCoordinatorResponse, out: bytearray) -> None:
     if o.coordinators:
         raise UnsupportedVersionError("FindCoordinatorResponse: field FindCoordinatorResponse.coordinators is not supported in version 0")
-    out += _S_14.pack(o.error_code, o.node_id)
+    out += _S_16.pack(o.error_code, o.node_id)
     write_string(out, o.host)
     out += _S_2.pack(o.port)
 
@@ -4607,7 +6061,7 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: i
         f = 'name'
         v_name, pos = read_string(buf, pos)
         f = 'config_operation'
-        (v_config_operation,) = _S_9.unpack_from(buf, pos)
+        (v_config_operation,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'value'
         v_value, pos = read_nullable_string(buf, pos)
@@ -4620,7 +6074,7 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: i
 
 def _w_IncrementalAlterConfigsRequest_AlterableConfig_v0(o: IncrementalAlterConfigsRequest.AlterableConfig, out: bytearray) -> None:
     write_string(out, o.name)
-    out += _S_9.pack(o.config_operation)
+    out += _S_11.pack(o.config_operation)
     write_nullable_string(out, o.value)
 
 
@@ -4630,7 +6084,7 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf: memoryview, pos: i
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'config_operation'
-        (v_config_operation,) = _S_9.unpack_from(buf, pos)
+        (v_config_operation,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'value'
         v_value, pos = read_compact_nullable_string(buf, pos)
@@ -4648,7 +6102,7 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf: memoryview, pos: i
 
 def _w_IncrementalAlterConfigsRequest_AlterableConfig_v1(o: IncrementalAlterConfigsRequest.AlterableConfig, out: bytearray) -> None:
     write_compact_string(out, o.name)
-    out += _S_9.pack(o.config_operation)
+    out += _S_11.pack(o.config_operation)
     write_compact_nullable_string(out, o.value)
     out.append(0)
 
@@ -4657,7 +6111,7 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf: memoryview, p
     f = ""
     try:
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -4679,7 +6133,7 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf: memoryview, p
 
 
 def _w_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(o: IncrementalAlterConfigsRequest.AlterConfigsResource, out: bytearray) -> None:
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_string(out, o.resource_name)
     write_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -4690,7 +6144,7 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf: memoryview, p
     f = ""
     try:
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_compact_string(buf, pos)
@@ -4717,7 +6171,7 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf: memoryview, p
 
 
 def _w_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o: IncrementalAlterConfigsRequest.AlterConfigsResource, out: bytearray) -> None:
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_compact_string(out, o.resource_name)
     write_compact_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -4808,7 +6262,7 @@ def _r_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf: memo
         f = 'error_message'
         v_error_message, pos = read_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -4822,7 +6276,7 @@ def _r_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf: memo
 def _w_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_nullable_string(out, o.error_message)
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_string(out, o.resource_name)
 
 
@@ -4835,7 +6289,7 @@ def _r_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf: memo
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_9.unpack_from(buf, pos)
+        (v_resource_type,) = _S_11.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_compact_string(buf, pos)
@@ -4854,7 +6308,7 @@ def _r_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf: memo
 def _w_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_compact_nullable_string(out, o.error_message)
-    out += _S_9.pack(o.resource_type)
+    out += _S_11.pack(o.resource_type)
     write_compact_string(out, o.resource_name)
     out.append(0)
 
@@ -5376,6 +6830,700 @@ _LIST_GROUPS_RESPONSE_WRITERS: tuple[Callable[[ListGroupsResponse, bytearray], N
 )
 
 
+def _r_ListOffsetsRequest_ListOffsetsPartition_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
+    f = ""
+    try:
+        f = 'partition_index, timestamp'
+        (v_partition_index, v_timestamp,) = _S_0.unpack_from(buf, pos)
+        pos += 12
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsPartition.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsPartition.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest.ListOffsetsPartition(partition_index=v_partition_index, timestamp=v_timestamp), pos
+
+
+def _w_ListOffsetsRequest_ListOffsetsPartition_v1(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
+    out += _S_0.pack(o.partition_index, o.timestamp)
+
+
+def _r_ListOffsetsRequest_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
+    f = ""
+    try:
+        f = 'partition_index, current_leader_epoch, timestamp'
+        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_17.unpack_from(buf, pos)
+        pos += 16
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsPartition.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsPartition.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest.ListOffsetsPartition(partition_index=v_partition_index, current_leader_epoch=v_current_leader_epoch, timestamp=v_timestamp), pos
+
+
+def _w_ListOffsetsRequest_ListOffsetsPartition_v4(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
+    out += _S_17.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+
+
+def _r_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
+    f = ""
+    try:
+        f = 'partition_index, current_leader_epoch, timestamp'
+        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_17.unpack_from(buf, pos)
+        pos += 16
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsPartition.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsPartition.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest.ListOffsetsPartition(partition_index=v_partition_index, current_leader_epoch=v_current_leader_epoch, timestamp=v_timestamp), pos
+
+
+def _w_ListOffsetsRequest_ListOffsetsPartition_v6(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
+    out += _S_17.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    out.append(0)
+
+
+def _r_ListOffsetsRequest_ListOffsetsTopic_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_array_len(buf, pos)
+        v_partitions: list[ListOffsetsRequest.ListOffsetsPartition]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_ListOffsetsRequest_ListOffsetsPartition_v1(buf, pos)
+                v_partitions.append(e_partitions)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsTopic.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest.ListOffsetsTopic(name=v_name, partitions=v_partitions), pos
+
+
+def _w_ListOffsetsRequest_ListOffsetsTopic_v1(o: ListOffsetsRequest.ListOffsetsTopic, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_ListOffsetsRequest_ListOffsetsPartition_v1(e_partitions, out)
+
+
+def _r_ListOffsetsRequest_ListOffsetsTopic_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_array_len(buf, pos)
+        v_partitions: list[ListOffsetsRequest.ListOffsetsPartition]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_ListOffsetsRequest_ListOffsetsPartition_v4(buf, pos)
+                v_partitions.append(e_partitions)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsTopic.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest.ListOffsetsTopic(name=v_name, partitions=v_partitions), pos
+
+
+def _w_ListOffsetsRequest_ListOffsetsTopic_v4(o: ListOffsetsRequest.ListOffsetsTopic, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_ListOffsetsRequest_ListOffsetsPartition_v4(e_partitions, out)
+
+
+def _r_ListOffsetsRequest_ListOffsetsTopic_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsTopic, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_compact_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[ListOffsetsRequest.ListOffsetsPartition]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_ListOffsetsRequest_ListOffsetsPartition_v6(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsTopic.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest.ListOffsetsTopic(name=v_name, partitions=v_partitions), pos
+
+
+def _w_ListOffsetsRequest_ListOffsetsTopic_v6(o: ListOffsetsRequest.ListOffsetsTopic, out: bytearray) -> None:
+    write_compact_string(out, o.name)
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_ListOffsetsRequest_ListOffsetsPartition_v6(e_partitions, out)
+    out.append(0)
+
+
+def _r_ListOffsetsRequest_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    f = ""
+    try:
+        f = 'replica_id'
+        (v_replica_id,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[ListOffsetsRequest.ListOffsetsTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsRequest_ListOffsetsTopic_v1(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsRequest.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest(replica_id=v_replica_id, topics=v_topics), pos
+
+
+def _w_ListOffsetsRequest_v1(o: ListOffsetsRequest, out: bytearray) -> None:
+    if o.isolation_level != 0:
+        raise UnsupportedVersionError("ListOffsetsRequest: field ListOffsetsRequest.isolation_level is not supported in version 1")
+    out += _S_2.pack(o.replica_id)
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsRequest_ListOffsetsTopic_v1(e_topics, out)
+
+
+def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    f = ""
+    try:
+        f = 'replica_id, isolation_level'
+        (v_replica_id, v_isolation_level,) = _S_18.unpack_from(buf, pos)
+        pos += 5
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[ListOffsetsRequest.ListOffsetsTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsRequest_ListOffsetsTopic_v1(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsRequest.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest(replica_id=v_replica_id, isolation_level=v_isolation_level, topics=v_topics), pos
+
+
+def _w_ListOffsetsRequest_v2(o: ListOffsetsRequest, out: bytearray) -> None:
+    out += _S_18.pack(o.replica_id, o.isolation_level)
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsRequest_ListOffsetsTopic_v1(e_topics, out)
+
+
+def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    f = ""
+    try:
+        f = 'replica_id, isolation_level'
+        (v_replica_id, v_isolation_level,) = _S_18.unpack_from(buf, pos)
+        pos += 5
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[ListOffsetsRequest.ListOffsetsTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsRequest_ListOffsetsTopic_v4(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsRequest.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest(replica_id=v_replica_id, isolation_level=v_isolation_level, topics=v_topics), pos
+
+
+def _w_ListOffsetsRequest_v4(o: ListOffsetsRequest, out: bytearray) -> None:
+    out += _S_18.pack(o.replica_id, o.isolation_level)
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsRequest_ListOffsetsTopic_v4(e_topics, out)
+
+
+def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
+    f = ""
+    try:
+        f = 'replica_id, isolation_level'
+        (v_replica_id, v_isolation_level,) = _S_18.unpack_from(buf, pos)
+        pos += 5
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[ListOffsetsRequest.ListOffsetsTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsRequest_ListOffsetsTopic_v6(buf, pos)
+                v_topics.append(e_topics)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsRequest.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsRequest(replica_id=v_replica_id, isolation_level=v_isolation_level, topics=v_topics), pos
+
+
+def _w_ListOffsetsRequest_v6(o: ListOffsetsRequest, out: bytearray) -> None:
+    out += _S_18.pack(o.replica_id, o.isolation_level)
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsRequest_ListOffsetsTopic_v6(e_topics, out)
+    out.append(0)
+
+
+_LIST_OFFSETS_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[ListOffsetsRequest, int]], ...] = (
+    _r_ListOffsetsRequest_v1, _r_ListOffsetsRequest_v2, _r_ListOffsetsRequest_v2, _r_ListOffsetsRequest_v4, _r_ListOffsetsRequest_v4, _r_ListOffsetsRequest_v6, _r_ListOffsetsRequest_v6, _r_ListOffsetsRequest_v6,
+)
+_LIST_OFFSETS_REQUEST_WRITERS: tuple[Callable[[ListOffsetsRequest, bytearray], None], ...] = (
+    _w_ListOffsetsRequest_v1, _w_ListOffsetsRequest_v2, _w_ListOffsetsRequest_v2, _w_ListOffsetsRequest_v4, _w_ListOffsetsRequest_v4, _w_ListOffsetsRequest_v6, _w_ListOffsetsRequest_v6, _w_ListOffsetsRequest_v6,
+)
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
+    f = ""
+    try:
+        f = 'partition_index, error_code, timestamp, offset'
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_19.unpack_from(buf, pos)
+        pos += 22
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=v_partition_index, error_code=v_error_code, timestamp=v_timestamp, offset=v_offset), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
+    if o.leader_epoch != -1:
+        raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 1")
+    out += _S_19.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
+    f = ""
+    try:
+        f = 'partition_index, error_code, timestamp, offset'
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_19.unpack_from(buf, pos)
+        pos += 22
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=v_partition_index, error_code=v_error_code, timestamp=v_timestamp, offset=v_offset), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
+    if o.leader_epoch != -1:
+        raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 2")
+    out += _S_19.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
+    f = ""
+    try:
+        f = 'partition_index, error_code, timestamp, offset'
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_19.unpack_from(buf, pos)
+        pos += 22
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=v_partition_index, error_code=v_error_code, timestamp=v_timestamp, offset=v_offset), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
+    if o.leader_epoch != -1:
+        raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 3")
+    out += _S_19.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
+    f = ""
+    try:
+        f = 'partition_index, error_code, timestamp, offset, leader_epoch'
+        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_20.unpack_from(buf, pos)
+        pos += 26
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=v_partition_index, error_code=v_error_code, timestamp=v_timestamp, offset=v_offset, leader_epoch=v_leader_epoch), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
+    out += _S_20.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+
+
+def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
+    f = ""
+    try:
+        f = 'partition_index, error_code, timestamp, offset, leader_epoch'
+        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_20.unpack_from(buf, pos)
+        pos += 26
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=v_partition_index, error_code=v_error_code, timestamp=v_timestamp, offset=v_offset, leader_epoch=v_leader_epoch), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
+    out += _S_20.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out.append(0)
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_array_len(buf, pos)
+        v_partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, pos)
+                v_partitions.append(e_partitions)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsTopicResponse(name=v_name, partitions=v_partitions), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_v1(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(e_partitions, out)
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_array_len(buf, pos)
+        v_partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(buf, pos)
+                v_partitions.append(e_partitions)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsTopicResponse(name=v_name, partitions=v_partitions), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_v2(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(e_partitions, out)
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_v3(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_array_len(buf, pos)
+        v_partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(buf, pos)
+                v_partitions.append(e_partitions)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsTopicResponse(name=v_name, partitions=v_partitions), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_v3(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(e_partitions, out)
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_array_len(buf, pos)
+        v_partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, pos)
+                v_partitions.append(e_partitions)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsTopicResponse(name=v_name, partitions=v_partitions), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_v4(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(e_partitions, out)
+
+
+def _r_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsTopicResponse, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_compact_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsTopicResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse.ListOffsetsTopicResponse(name=v_name, partitions=v_partitions), pos
+
+
+def _w_ListOffsetsResponse_ListOffsetsTopicResponse_v6(o: ListOffsetsResponse.ListOffsetsTopicResponse, out: bytearray) -> None:
+    write_compact_string(out, o.name)
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(e_partitions, out)
+    out.append(0)
+
+
+def _r_ListOffsetsResponse_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    f = ""
+    try:
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse(topics=v_topics), pos
+
+
+def _w_ListOffsetsResponse_v1(o: ListOffsetsResponse, out: bytearray) -> None:
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsResponse_ListOffsetsTopicResponse_v1(e_topics, out)
+
+
+def _r_ListOffsetsResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsResponse_ListOffsetsTopicResponse_v2(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse(throttle_time_ms=v_throttle_time_ms, topics=v_topics), pos
+
+
+def _w_ListOffsetsResponse_v2(o: ListOffsetsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsResponse_ListOffsetsTopicResponse_v2(e_topics, out)
+
+
+def _r_ListOffsetsResponse_v3(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsResponse_ListOffsetsTopicResponse_v3(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse(throttle_time_ms=v_throttle_time_ms, topics=v_topics), pos
+
+
+def _w_ListOffsetsResponse_v3(o: ListOffsetsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsResponse_ListOffsetsTopicResponse_v3(e_topics, out)
+
+
+def _r_ListOffsetsResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse(throttle_time_ms=v_throttle_time_ms, topics=v_topics), pos
+
+
+def _w_ListOffsetsResponse_v4(o: ListOffsetsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsResponse_ListOffsetsTopicResponse_v4(e_topics, out)
+
+
+def _r_ListOffsetsResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, pos)
+                v_topics.append(e_topics)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ListOffsetsResponse.{f} at offset {pos}: {exc}") from None
+    return ListOffsetsResponse(throttle_time_ms=v_throttle_time_ms, topics=v_topics), pos
+
+
+def _w_ListOffsetsResponse_v6(o: ListOffsetsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_ListOffsetsResponse_ListOffsetsTopicResponse_v6(e_topics, out)
+    out.append(0)
+
+
+_LIST_OFFSETS_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[ListOffsetsResponse, int]], ...] = (
+    _r_ListOffsetsResponse_v1, _r_ListOffsetsResponse_v2, _r_ListOffsetsResponse_v3, _r_ListOffsetsResponse_v4, _r_ListOffsetsResponse_v4, _r_ListOffsetsResponse_v6, _r_ListOffsetsResponse_v6, _r_ListOffsetsResponse_v6,
+)
+_LIST_OFFSETS_RESPONSE_WRITERS: tuple[Callable[[ListOffsetsResponse, bytearray], None], ...] = (
+    _w_ListOffsetsResponse_v1, _w_ListOffsetsResponse_v2, _w_ListOffsetsResponse_v3, _w_ListOffsetsResponse_v4, _w_ListOffsetsResponse_v4, _w_ListOffsetsResponse_v6, _w_ListOffsetsResponse_v6, _w_ListOffsetsResponse_v6,
+)
+
+
 def _r_MetadataRequest_MetadataRequestTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
     f = ""
     try:
@@ -5888,7 +8036,7 @@ def _r_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v8(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_15.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_21.unpack_from(buf, pos)
         pos += 3
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"MetadataRequest.{f}: {exc}") from None
@@ -5904,7 +8052,7 @@ def _w_MetadataRequest_v8(o: MetadataRequest, out: bytearray) -> None:
         write_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v8(e_topics, out)
-    out += _S_15.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_21.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
 
 def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -5921,7 +8069,7 @@ def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v9(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_15.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_21.unpack_from(buf, pos)
         pos += 3
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -5942,7 +8090,7 @@ def _w_MetadataRequest_v9(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v9(e_topics, out)
-    out += _S_15.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_21.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -5960,7 +8108,7 @@ def _r_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_15.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_21.unpack_from(buf, pos)
         pos += 3
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -5981,7 +8129,7 @@ def _w_MetadataRequest_v10(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_15.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_21.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -5999,7 +8147,7 @@ def _r_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_10.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_12.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -6022,7 +8170,7 @@ def _w_MetadataRequest_v11(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_10.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
+    out += _S_12.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -6040,7 +8188,7 @@ def _r_MetadataRequest_v12(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_10.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_12.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -6063,7 +8211,7 @@ def _w_MetadataRequest_v12(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_10.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
+    out += _S_12.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -6081,7 +8229,7 @@ def _r_MetadataRequest_v13(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_10.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_12.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -6104,7 +8252,7 @@ def _w_MetadataRequest_v13(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_10.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
+    out += _S_12.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -6204,7 +8352,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id'
-        (v_error_code, v_partition_index, v_leader_id,) = _S_16.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id,) = _S_22.unpack_from(buf, pos)
         pos += 10
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -6230,7 +8378,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v0(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_16.pack(o.error_code, o.partition_index, o.leader_id)
+    out += _S_22.pack(o.error_code, o.partition_index, o.leader_id)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -6241,7 +8389,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id'
-        (v_error_code, v_partition_index, v_leader_id,) = _S_16.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id,) = _S_22.unpack_from(buf, pos)
         pos += 10
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -6275,7 +8423,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v5(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_16.pack(o.error_code, o.partition_index, o.leader_id)
+    out += _S_22.pack(o.error_code, o.partition_index, o.leader_id)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -6288,7 +8436,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id, leader_epoch'
-        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_17.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_23.unpack_from(buf, pos)
         pos += 14
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -6322,7 +8470,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v7(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_17.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S_23.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -6335,7 +8483,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id, leader_epoch'
-        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_17.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_23.unpack_from(buf, pos)
         pos += 14
         f = 'replica_nodes'
         n, pos = read_compact_array_len(buf, pos)
@@ -6374,7 +8522,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_17.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S_23.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     write_compact_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_compact_array_len(out, len(o.isr_nodes))
@@ -6809,7 +8957,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_18.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_24.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -6842,7 +8990,7 @@ def _w_MetadataResponse_MetadataResponseTopic_v10(o: MetadataResponse.MetadataRe
     if o.name is None:
         raise ValueError("MetadataResponse: field name cannot be null in version 10")
     write_compact_string(out, o.name)
-    out += _S_18.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_24.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -6859,7 +9007,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v11(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_18.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_24.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -6892,7 +9040,7 @@ def _w_MetadataResponse_MetadataResponseTopic_v11(o: MetadataResponse.MetadataRe
     if o.name is None:
         raise ValueError("MetadataResponse: field name cannot be null in version 11")
     write_compact_string(out, o.name)
-    out += _S_18.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_24.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -6909,7 +9057,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_nullable_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_18.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_24.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -6940,7 +9088,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
 def _w_MetadataResponse_MetadataResponseTopic_v12(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_compact_nullable_string(out, o.name)
-    out += _S_18.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_24.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -7905,7 +10053,7 @@ def _r_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int
     f = ""
     try:
         f = 'first_offset, last_offset'
-        (v_first_offset, v_last_offset,) = _S_19.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset,) = _S_25.unpack_from(buf, pos)
         pos += 16
         f = 'acknowledge_types'
         n, pos = read_compact_array_len(buf, pos)
@@ -7928,7 +10076,7 @@ def _r_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int
 
 
 def _w_ShareAcknowledgeRequest_AcknowledgementBatch_v1(o: ShareAcknowledgeRequest.AcknowledgementBatch, out: bytearray) -> None:
-    out += _S_19.pack(o.first_offset, o.last_offset)
+    out += _S_25.pack(o.first_offset, o.last_offset)
     write_compact_array_len(out, len(o.acknowledge_types))
     out += struct.pack(f">{len(o.acknowledge_types)}b", *o.acknowledge_types)
     out.append(0)
@@ -8057,7 +10205,7 @@ def _r_ShareAcknowledgeRequest_v2(buf: memoryview, pos: int) -> tuple[ShareAckno
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, is_renew_ack'
-        (v_share_session_epoch, v_is_renew_ack,) = _S_20.unpack_from(buf, pos)
+        (v_share_session_epoch, v_is_renew_ack,) = _S_8.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -8084,7 +10232,7 @@ def _r_ShareAcknowledgeRequest_v2(buf: memoryview, pos: int) -> tuple[ShareAckno
 def _w_ShareAcknowledgeRequest_v2(o: ShareAcknowledgeRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_20.pack(o.share_session_epoch, o.is_renew_ack)
+    out += _S_8.pack(o.share_session_epoch, o.is_renew_ack)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareAcknowledgeRequest_AcknowledgeTopic_v1(e_topics, out)
@@ -8103,7 +10251,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_21.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_26.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -8118,7 +10266,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
 
 
 def _w_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o: ShareAcknowledgeResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_21.pack(o.leader_id, o.leader_epoch)
+    out += _S_26.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -8339,7 +10487,7 @@ def _r_ShareFetchRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int) -> t
     f = ""
     try:
         f = 'first_offset, last_offset'
-        (v_first_offset, v_last_offset,) = _S_19.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset,) = _S_25.unpack_from(buf, pos)
         pos += 16
         f = 'acknowledge_types'
         n, pos = read_compact_array_len(buf, pos)
@@ -8362,7 +10510,7 @@ def _r_ShareFetchRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int) -> t
 
 
 def _w_ShareFetchRequest_AcknowledgementBatch_v1(o: ShareFetchRequest.AcknowledgementBatch, out: bytearray) -> None:
-    out += _S_19.pack(o.first_offset, o.last_offset)
+    out += _S_25.pack(o.first_offset, o.last_offset)
     write_compact_array_len(out, len(o.acknowledge_types))
     out += struct.pack(f">{len(o.acknowledge_types)}b", *o.acknowledge_types)
     out.append(0)
@@ -8479,7 +10627,7 @@ def _r_ShareFetchRequest_v1(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_22.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_27.unpack_from(buf, pos)
         pos += 24
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -8518,7 +10666,7 @@ def _w_ShareFetchRequest_v1(o: ShareFetchRequest, out: bytearray) -> None:
         raise UnsupportedVersionError("ShareFetchRequest: field ShareFetchRequest.is_renew_ack is not supported in version 1")
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_22.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    out += _S_27.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -8536,7 +10684,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, share_acquire_mode, is_renew_ack'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_23.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_28.unpack_from(buf, pos)
         pos += 26
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -8573,7 +10721,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
 def _w_ShareFetchRequest_v2(o: ShareFetchRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_23.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
+    out += _S_28.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -8595,7 +10743,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_21.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_26.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -8610,7 +10758,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
 
 
 def _w_ShareFetchResponse_LeaderIdAndEpoch_v1(o: ShareFetchResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_21.pack(o.leader_id, o.leader_epoch)
+    out += _S_26.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -8618,7 +10766,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
     f = ""
     try:
         f = 'first_offset, last_offset, delivery_count'
-        (v_first_offset, v_last_offset, v_delivery_count,) = _S_24.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset, v_delivery_count,) = _S_29.unpack_from(buf, pos)
         pos += 18
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -8633,7 +10781,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
 
 
 def _w_ShareFetchResponse_AcquiredRecords_v1(o: ShareFetchResponse.AcquiredRecords, out: bytearray) -> None:
-    out += _S_24.pack(o.first_offset, o.last_offset, o.delivery_count)
+    out += _S_29.pack(o.first_offset, o.last_offset, o.delivery_count)
     out.append(0)
 
 
@@ -8999,7 +11147,7 @@ def _r_ShareGroupDescribeResponse_DescribedGroup_v1(buf: memoryview, pos: int) -
         f = 'group_state'
         v_group_state, pos = read_compact_string(buf, pos)
         f = 'group_epoch, assignment_epoch'
-        (v_group_epoch, v_assignment_epoch,) = _S_21.unpack_from(buf, pos)
+        (v_group_epoch, v_assignment_epoch,) = _S_26.unpack_from(buf, pos)
         pos += 8
         f = 'assignor_name'
         v_assignor_name, pos = read_compact_string(buf, pos)
@@ -9033,7 +11181,7 @@ def _w_ShareGroupDescribeResponse_DescribedGroup_v1(o: ShareGroupDescribeRespons
     write_compact_nullable_string(out, o.error_message)
     write_compact_string(out, o.group_id)
     write_compact_string(out, o.group_state)
-    out += _S_21.pack(o.group_epoch, o.assignment_epoch)
+    out += _S_26.pack(o.group_epoch, o.assignment_epoch)
     write_compact_string(out, o.assignor_name)
     write_compact_array_len(out, len(o.members))
     for e_members in o.members:
@@ -9217,7 +11365,7 @@ def _r_ShareGroupHeartbeatResponse_v1(buf: memoryview, pos: int) -> tuple[ShareG
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'member_epoch, heartbeat_interval_ms'
-        (v_member_epoch, v_heartbeat_interval_ms,) = _S_21.unpack_from(buf, pos)
+        (v_member_epoch, v_heartbeat_interval_ms,) = _S_26.unpack_from(buf, pos)
         pos += 8
         f = 'assignment'
         v_assignment: ShareGroupHeartbeatResponse.Assignment | None
@@ -9242,7 +11390,7 @@ def _w_ShareGroupHeartbeatResponse_v1(o: ShareGroupHeartbeatResponse, out: bytea
     out += _S_1.pack(o.throttle_time_ms, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_21.pack(o.member_epoch, o.heartbeat_interval_ms)
+    out += _S_26.pack(o.member_epoch, o.heartbeat_interval_ms)
     if o.assignment is None:
         out.append(0xFF)
     else:
@@ -9261,12 +11409,17 @@ _SHARE_GROUP_HEARTBEAT_RESPONSE_WRITERS: tuple[Callable[[ShareGroupHeartbeatResp
 
 AlterShareGroupOffsetsRequest.RESPONSE_TYPE = AlterShareGroupOffsetsResponse
 ApiVersionsRequest.RESPONSE_TYPE = ApiVersionsResponse
+CreateTopicsRequest.RESPONSE_TYPE = CreateTopicsResponse
+DeleteGroupsRequest.RESPONSE_TYPE = DeleteGroupsResponse
 DeleteShareGroupOffsetsRequest.RESPONSE_TYPE = DeleteShareGroupOffsetsResponse
+DeleteTopicsRequest.RESPONSE_TYPE = DeleteTopicsResponse
+DescribeClusterRequest.RESPONSE_TYPE = DescribeClusterResponse
 DescribeConfigsRequest.RESPONSE_TYPE = DescribeConfigsResponse
 DescribeShareGroupOffsetsRequest.RESPONSE_TYPE = DescribeShareGroupOffsetsResponse
 FindCoordinatorRequest.RESPONSE_TYPE = FindCoordinatorResponse
 IncrementalAlterConfigsRequest.RESPONSE_TYPE = IncrementalAlterConfigsResponse
 ListGroupsRequest.RESPONSE_TYPE = ListGroupsResponse
+ListOffsetsRequest.RESPONSE_TYPE = ListOffsetsResponse
 MetadataRequest.RESPONSE_TYPE = MetadataResponse
 SaslAuthenticateRequest.RESPONSE_TYPE = SaslAuthenticateResponse
 SaslHandshakeRequest.RESPONSE_TYPE = SaslHandshakeResponse
@@ -9278,12 +11431,17 @@ ShareGroupHeartbeatRequest.RESPONSE_TYPE = ShareGroupHeartbeatResponse
 REQUEST_TYPES: dict[int, type] = {
     91: AlterShareGroupOffsetsRequest,
     18: ApiVersionsRequest,
+    19: CreateTopicsRequest,
+    42: DeleteGroupsRequest,
     92: DeleteShareGroupOffsetsRequest,
+    20: DeleteTopicsRequest,
+    60: DescribeClusterRequest,
     32: DescribeConfigsRequest,
     90: DescribeShareGroupOffsetsRequest,
     10: FindCoordinatorRequest,
     44: IncrementalAlterConfigsRequest,
     16: ListGroupsRequest,
+    2: ListOffsetsRequest,
     3: MetadataRequest,
     36: SaslAuthenticateRequest,
     17: SaslHandshakeRequest,
@@ -9297,12 +11455,17 @@ REQUEST_TYPES: dict[int, type] = {
 RESPONSE_TYPES: dict[int, type] = {
     91: AlterShareGroupOffsetsResponse,
     18: ApiVersionsResponse,
+    19: CreateTopicsResponse,
+    42: DeleteGroupsResponse,
     92: DeleteShareGroupOffsetsResponse,
+    20: DeleteTopicsResponse,
+    60: DescribeClusterResponse,
     32: DescribeConfigsResponse,
     90: DescribeShareGroupOffsetsResponse,
     10: FindCoordinatorResponse,
     44: IncrementalAlterConfigsResponse,
     16: ListGroupsResponse,
+    2: ListOffsetsResponse,
     3: MetadataResponse,
     36: SaslAuthenticateResponse,
     17: SaslHandshakeResponse,
@@ -9316,12 +11479,17 @@ RESPONSE_TYPES: dict[int, type] = {
 RESPONSE_DECODERS: dict[int, Callable[[bytes | memoryview, int], object]] = {
     91: AlterShareGroupOffsetsResponse.decode,
     18: ApiVersionsResponse.decode,
+    19: CreateTopicsResponse.decode,
+    42: DeleteGroupsResponse.decode,
     92: DeleteShareGroupOffsetsResponse.decode,
+    20: DeleteTopicsResponse.decode,
+    60: DescribeClusterResponse.decode,
     32: DescribeConfigsResponse.decode,
     90: DescribeShareGroupOffsetsResponse.decode,
     10: FindCoordinatorResponse.decode,
     44: IncrementalAlterConfigsResponse.decode,
     16: ListGroupsResponse.decode,
+    2: ListOffsetsResponse.decode,
     3: MetadataResponse.decode,
     36: SaslAuthenticateResponse.decode,
     17: SaslHandshakeResponse.decode,
@@ -9337,8 +11505,16 @@ __all__ = [
     "AlterShareGroupOffsetsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
     "DeleteShareGroupOffsetsRequest",
     "DeleteShareGroupOffsetsResponse",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeShareGroupOffsetsRequest",
@@ -9349,6 +11525,8 @@ __all__ = [
     "IncrementalAlterConfigsResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "SaslAuthenticateRequest",

@@ -1,7 +1,9 @@
-"""Admin and producer helpers for tests, built on confluent-kafka.
+"""Admin and producer helpers for tests.
 
-confluent-kafka (the ``testing`` extra) is imported when a helper is created,
-never when this package is imported.
+Topics and group configs go through :class:`kafka_share.admin.Admin` (pure
+Python); only producing records needs confluent-kafka (the ``testing`` extra),
+imported when the first record is produced, never when this package is
+imported.
 """
 
 # Imports inside functions are deliberate: confluent-kafka, testcontainers and the
@@ -16,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafka_share.admin import Admin, NewTopic
+from kafka_share.errors import KafkaError, UnknownTopicOrPartitionError
 from kafka_share.testing.errors import HarnessError
 
 __all__ = ["KafkaAdmin", "ProduceRecord", "ProducedRecord", "unique_name"]
@@ -59,16 +63,14 @@ class KafkaAdmin:
     """
 
     def __init__(self, bootstrap_servers: str, *, timeout_s: float = 30.0) -> None:
-        from confluent_kafka.admin import AdminClient
-
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_s
-        self._client: Any = AdminClient({"bootstrap.servers": bootstrap_servers})
+        self._client = Admin(bootstrap_servers=bootstrap_servers, client_id="kafka-share-testing")
         self._producers: dict[str | None, Any] = {}
 
     @property
-    def client(self) -> Any:
-        """The underlying ``confluent_kafka.admin.AdminClient``."""
+    def client(self) -> Admin:
+        """The underlying :class:`kafka_share.admin.Admin`."""
         return self._client
 
     # ------------------------------------------------------------------ topics
@@ -86,19 +88,11 @@ class KafkaAdmin:
         Returns only once metadata shows every partition with a leader, so a
         producer or consumer can use it at once.
         """
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
         topic = name or unique_name("test-topic")
-        new = NewTopic(
-            topic,
-            num_partitions=partitions,
-            replication_factor=replication_factor,
-            config=dict(config or {}),
-        )
-        futures = self._client.create_topics([new], request_timeout=self.timeout_s)
+        new = NewTopic(topic, partitions, replication_factor, dict(config or {}))
         try:
-            futures[topic].result()
-        except Exception as exc:
+            self._client.create_topics([new], timeout=self.timeout_s)
+        except KafkaError as exc:
             raise HarnessError(f"creating topic {topic!r} failed: {exc}") from exc
         self._wait_for_topic(topic, partitions)
         return topic
@@ -106,13 +100,14 @@ class KafkaAdmin:
     def _wait_for_topic(self, topic: str, partitions: int) -> None:
         deadline = time.monotonic() + self.timeout_s
         while True:
-            metadata = self._client.list_topics(topic=topic, timeout=5)
-            info = metadata.topics.get(topic)
+            try:
+                info = self._client.describe_topics([topic], timeout=5)[topic]
+            except KafkaError:
+                info = None  # not in metadata yet
             if (
                 info is not None
-                and info.error is None
                 and len(info.partitions) == partitions
-                and all(p.leader >= 0 for p in info.partitions.values())
+                and all(p.leader is not None for p in info.partitions)
             ):
                 return
             if time.monotonic() >= deadline:
@@ -124,17 +119,21 @@ class KafkaAdmin:
 
     def delete_topic(self, name: str, *, missing_ok: bool = True) -> None:
         """Delete a topic; a topic that does not exist is fine unless ``missing_ok=False``."""
-        futures = self._client.delete_topics([name], operation_timeout=self.timeout_s)
         try:
-            futures[name].result()
-        except Exception as exc:
-            if missing_ok and "UNKNOWN_TOPIC" in str(exc):
+            self._client.delete_topics([name], timeout=self.timeout_s)
+        except UnknownTopicOrPartitionError as exc:
+            if missing_ok:
                 return
+            raise HarnessError(f"deleting topic {name!r} failed: {exc}") from exc
+        except KafkaError as exc:
             raise HarnessError(f"deleting topic {name!r} failed: {exc}") from exc
 
     def list_topics(self) -> set[str]:
         """Names of all topics, internal ones included."""
-        return set(self._client.list_topics(timeout=self.timeout_s).topics)
+        try:
+            return set(self._client.list_topics(include_internal=True, timeout=self.timeout_s))
+        except KafkaError as exc:
+            raise HarnessError(f"listing topics failed: {exc}") from exc
 
     # ------------------------------------------------------------------ groups
 
@@ -149,24 +148,9 @@ class KafkaAdmin:
         reads it when a share-partition is initialised. With ``wait`` (the
         default) this returns only once DescribeConfigs reports the new values.
         """
-        # confluent_kafka.admin re-exports these without declaring __all__.
-        from confluent_kafka.admin import (  # type: ignore[attr-defined]
-            AlterConfigOpType,
-            ConfigEntry,
-            ConfigResource,
-            ResourceType,
-        )
-
-        entries = [
-            ConfigEntry(key, str(value), incremental_operation=AlterConfigOpType.SET)
-            for key, value in configs.items()
-        ]
-        resource = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=entries)
-        futures = self._client.incremental_alter_configs([resource], request_timeout=self.timeout_s)
         try:
-            for future in futures.values():
-                future.result()
-        except Exception as exc:
+            self._client.alter_group_configs(group_id, dict(configs), timeout=self.timeout_s)
+        except KafkaError as exc:
             raise HarnessError(
                 f"setting configs {dict(configs)} on group {group_id!r} failed: {exc}"
             ) from exc
@@ -191,18 +175,11 @@ class KafkaAdmin:
 
     def describe_group_config(self, group_id: str) -> dict[str, str]:
         """The group's effective configs (DescribeConfigs on the GROUP resource)."""
-        from confluent_kafka.admin import (  # type: ignore[attr-defined]
-            ConfigResource,
-            ResourceType,
-        )
-
-        resource = ConfigResource(ResourceType.GROUP, group_id)
-        futures = self._client.describe_configs([resource], request_timeout=self.timeout_s)
         try:
-            (entries,) = [future.result() for future in futures.values()]
-        except Exception as exc:
+            entries = self._client.describe_group_configs(group_id, timeout=self.timeout_s)
+        except KafkaError as exc:
             raise HarnessError(f"describing configs of group {group_id!r} failed: {exc}") from exc
-        return {name: entry.value for name, entry in entries.items()}
+        return {name: entry.value for name, entry in entries.items() if entry.value is not None}
 
     # ------------------------------------------------------------------ produce
 
@@ -288,10 +265,11 @@ class KafkaAdmin:
         return self._producers[compression]
 
     def close(self) -> None:
-        """Flush and drop the cached producers."""
+        """Flush and drop the cached producers; close the admin client."""
         for producer in self._producers.values():
             producer.flush(self.timeout_s)
         self._producers.clear()
+        self._client.close()
 
     def __enter__(self) -> KafkaAdmin:
         return self

@@ -1,0 +1,639 @@
+"""The blocking admin client: :class:`Admin`.
+
+Each method builds sans-IO calls (:mod:`kafka_share.admin.calls`), drives them
+over one :class:`~kafka_share._net.client.NetworkClient` on the caller's thread
+until they finish or their deadline passes, and returns plain values
+(:mod:`kafka_share.admin.types`). Requests and responses are the generated
+wire messages; the request/response mapping lives in
+:mod:`kafka_share.admin.requests`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
+from kafka_share._net.security import security_from_config
+from kafka_share.admin import requests as rq
+from kafka_share.admin.calls import AdminRpc, Route, Routing
+from kafka_share.admin.types import (
+    ClusterDescription,
+    ConfigEntry,
+    ListOffsetsResultInfo,
+    NewTopic,
+    OffsetSpec,
+    ShareGroupDescription,
+    ShareGroupListing,
+    SharePartitionOffsetInfo,
+    TopicDescription,
+    TopicListing,
+)
+from kafka_share.cluster import ClusterMetadata
+from kafka_share.config import ShareConsumerConfig, parse_admin_config
+from kafka_share.errors import (
+    GroupIdNotFoundError,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    NonEmptyGroupError,
+)
+from kafka_share.models import TopicPartition
+from kafka_share.share.backoff import ExponentialBackoff
+
+__all__ = ["Admin"]
+
+T = TypeVar("T")
+
+_admin_numbers = itertools.count(1)
+
+
+def _timeout_ms(timeout: float | None, default_ms: int) -> int:
+    if timeout is None:
+        return default_ms
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
+    if timeout < 0:
+        raise ValueError(f"timeout must not be negative, got {timeout!r}")
+    return int(timeout * 1000)
+
+
+def _network_client(
+    config: ShareConsumerConfig, client_id: str, cluster: ClusterMetadata
+) -> NetworkClient:
+    # The same transport as the consumer's, security (TLS, SASL) included.
+    return NetworkClient(
+        client_id=client_id,
+        address_of=cluster.address_of,
+        connect_timeout_ms=config.socket_connection_setup_timeout_ms,
+        connect_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
+        request_timeout_ms=config.request_timeout_ms,
+        reconnect_backoff_ms=config.reconnect_backoff_ms,
+        reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+        receive_buffer_bytes=config.receive_buffer_bytes,
+        send_buffer_bytes=config.send_buffer_bytes,
+        connections_max_idle_ms=config.connections_max_idle_ms,
+        dns_lookup=config.client_dns_lookup,
+        security=security_from_config(config),
+    )
+
+
+class Admin:
+    """A synchronous admin client for share groups, their configs, and topics.
+
+    ``Admin(config)`` takes the same configuration as
+    :class:`~kafka_share.ShareConsumer` (dotted keys and/or keywords; security
+    settings included; ``group.id`` is not needed)::
+
+        from kafka_share.admin import Admin
+
+        with Admin(bootstrap_servers="localhost:9092") as admin:
+            for listing in admin.list_share_groups():
+                print(listing.group_id, listing.state)
+
+    Every method waits for the answer, at most ``timeout`` seconds (default:
+    ``default.api.timeout.ms``), retrying retriable errors (a coordinator
+    moving or loading, a broker restarting) with backoff
+    (``retry.backoff.ms`` up to ``retry.backoff.max.ms``) until then, and
+    raises :class:`~kafka_share.errors.KafkaTimeoutError` naming the last
+    error when time runs out. Other failures raise Kafka's error classes from
+    :mod:`kafka_share.errors` (e.g. :class:`~kafka_share.errors.GroupIdNotFoundError`)
+    with a message naming the group, topic or config concerned.
+
+    Not thread-safe for concurrent calls: calls from several threads are
+    serialised.
+    """
+
+    def __init__(self, config: Mapping[str, object] | None = None, /, **kwargs: object) -> None:
+        cfg = parse_admin_config(config, **kwargs)
+        cfg.validate_supported()
+        self._config = cfg
+        self._client_id = cfg.client_id or f"kafka-share-admin-{next(_admin_numbers)}"
+        self._cluster = ClusterMetadata(
+            cfg.bootstrap_servers, metadata_max_age_ms=cfg.metadata_max_age_ms
+        )
+        self._routing = Routing(self._cluster)
+        self._backoff = ExponentialBackoff(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
+        self._net = _network_client(cfg, self._client_id, self._cluster)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def config(self) -> ShareConsumerConfig:
+        """The parsed configuration."""
+        return self._config
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every connection. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._net.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        servers = ",".join(f"{h}:{p}" for h, p in self._config.bootstrap_servers)
+        return f"Admin(client_id={self._client_id!r}, bootstrap_servers={servers!r})"
+
+    # -- the driver -------------------------------------------------------------------------
+
+    def _deadline(self, timeout: float | None) -> int:
+        return monotonic_ms() + _timeout_ms(timeout, self._config.default_api_timeout_ms)
+
+    def _rpc(
+        self, name: str, route: Route, call: rq.Call[T], deadline_ms: int
+    ) -> AdminRpc[T]:
+        now = monotonic_ms()
+        return AdminRpc(
+            name,
+            route,
+            call.build,
+            call.parse,
+            routing=self._routing,
+            now_ms=now,
+            timeout_ms=max(0, deadline_ms - now),
+            request_timeout_ms=self._config.request_timeout_ms,
+            backoff=self._backoff,
+        )
+
+    def _run(self, rpcs: Sequence[AdminRpc[Any]]) -> None:
+        """Drive ``rpcs`` concurrently until each has a result or an error."""
+        with self._lock:
+            if self._closed:
+                raise IllegalStateError("this admin client is closed")
+            while True:
+                now = monotonic_ms()
+                waits: list[int] = []
+                for rpc in rpcs:
+                    for out in rpc.poll(now):
+                        self._net.send(
+                            out.node_id,
+                            Purpose.CONTROL,
+                            out.request,
+                            _with_time(out.handler),
+                            now,
+                            timeout_ms=out.timeout_ms,
+                        )
+                    wait = rpc.time_until_next_ms(now)
+                    if wait is not None:
+                        waits.append(wait)
+                if not waits:
+                    return
+                # Sends above may have completed synchronously (address unknown).
+                self._net.poll(min(waits))
+
+    def _call(self, name: str, route: Route, call: rq.Call[T], deadline_ms: int) -> T:
+        rpc = self._rpc(name, route, call, deadline_ms)
+        self._run([rpc])
+        return rpc.result()
+
+    def _call_all(
+        self, calls: Sequence[tuple[str, Route, rq.Call[T]]], deadline_ms: int
+    ) -> list[T]:
+        rpcs = [self._rpc(name, route, call, deadline_ms) for name, route, call in calls]
+        self._run(rpcs)
+        return [rpc.result() for rpc in rpcs]
+
+    def _metadata(self, topics: Sequence[str] | None, deadline_ms: int) -> rq.MetadataView:
+        what = "the cluster" if topics is None else ", ".join(repr(t) for t in topics) or "brokers"
+        view = self._call(
+            f"fetch metadata of {what}", Route.any(), rq.metadata(topics), deadline_ms
+        )
+        self._cluster.update(monotonic_ms(), view.brokers, view.topics, view.controller_id)
+        return view
+
+    # -- share groups -----------------------------------------------------------------------
+
+    def list_share_groups(self, *, timeout: float | None = None) -> list[ShareGroupListing]:
+        """Every share group of the cluster, sorted by group id.
+
+        Asks every broker (ListGroups with the ``share`` type filter), as each
+        one lists only the groups it coordinates.
+        """
+        deadline = self._deadline(timeout)
+        view = self._metadata([], deadline)
+        calls = [
+            (f"list share groups on broker {b.node_id}", Route.node(b.node_id), rq.list_groups())
+            for b in view.brokers
+        ]
+        listings = [item for part in self._call_all(calls, deadline) for item in part]
+        return sorted(set(listings), key=lambda listing: listing.group_id)
+
+    def describe_share_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, ShareGroupDescription]:
+        """Describe share groups (ShareGroupDescribe to each group's coordinator).
+
+        Raises:
+            GroupIdNotFoundError: a group does not exist (or is not a share group).
+        """
+        ids = _group_ids(group_ids)
+        deadline = self._deadline(timeout)
+        calls = [
+            (f"describe share group {g!r}", Route.coordinator(g),
+             rq.describe_share_group(g, self._routing))
+            for g in ids
+        ]
+        return dict(zip(ids, self._call_all(calls, deadline), strict=True))
+
+    def list_share_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, SharePartitionOffsetInfo]:
+        """The group's start offset, leader epoch and lag per share-partition.
+
+        ``partitions`` limits the answer (default: every share-partition the
+        group has state for). ``lag`` is ``None`` where the broker cannot
+        compute it, and always on brokers before Kafka 4.2 (which have no
+        DescribeShareGroupOffsets v1, KIP-1226): lag is then unavailable,
+        not guessed.
+
+        Raises:
+            GroupIdNotFoundError: the group does not exist.
+        """
+        (group,) = _group_ids([group_id])
+        wanted = None if partitions is None else sorted(set(partitions))
+        deadline = self._deadline(timeout)
+        found = self._call(
+            f"list offsets of share group {group!r}",
+            Route.coordinator(group),
+            rq.describe_share_group_offsets(group, wanted),
+            deadline,
+        )
+        if not found:
+            # The broker answers an unknown group with no offsets; tell the two apart
+            # (raises GroupIdNotFoundError for a group that does not exist).
+            self.describe_share_groups([group], timeout=_left_s(deadline))
+        return found
+
+    def alter_share_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Set the group's start offset on share-partitions (AlterShareGroupOffsets).
+
+        The group must have no members: the broker refuses to move a group
+        under active consumers. Records before the new start offset count as
+        done; from it on they are delivered again.
+
+        Raises:
+            NonEmptyGroupError: the group has members; the message names them.
+            ValueError: an offset is negative.
+        """
+        (group,) = _group_ids([group_id])
+        if not offsets:
+            raise ValueError("no offsets given: pass {TopicPartition(topic, partition): offset}")
+        for tp, offset in offsets.items():
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"offsets must be keyed by TopicPartition, got {tp!r}")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise ValueError(f"the offset for {tp} must be an int >= 0, got {offset!r}")
+        deadline = self._deadline(timeout)
+        self._require_empty(group, "alter its offsets", deadline)
+        self._call(
+            f"alter offsets of share group {group!r}",
+            Route.coordinator(group),
+            rq.alter_share_group_offsets(group, dict(offsets)),
+            deadline,
+        )
+
+    def delete_share_group_offsets(
+        self, group_id: str, topics: Iterable[str], *, timeout: float | None = None
+    ) -> None:
+        """Forget the group's state for whole topics (DeleteShareGroupOffsets).
+
+        The group must have no members. The next member to fetch a deleted
+        topic starts where ``share.auto.offset.reset`` says.
+
+        Raises:
+            NonEmptyGroupError: the group has members; the message names them.
+        """
+        (group,) = _group_ids([group_id])
+        names = sorted(set(topics))
+        if not names:
+            raise ValueError("no topics given")
+        deadline = self._deadline(timeout)
+        self._require_empty(group, "delete its offsets", deadline)
+        self._call(
+            f"delete offsets of share group {group!r}",
+            Route.coordinator(group),
+            rq.delete_share_group_offsets(group, names),
+            deadline,
+        )
+
+    def delete_share_groups(
+        self, group_ids: Iterable[str], *, timeout: float | None = None
+    ) -> None:
+        """Delete share groups with their state (DeleteGroups).
+
+        Raises:
+            GroupIdNotFoundError: a group does not exist.
+            NonEmptyGroupError: a group has members; the message names them.
+        """
+        ids = _group_ids(group_ids)
+        deadline = self._deadline(timeout)
+        calls = [
+            (f"delete share group {g!r}", Route.coordinator(g), rq.delete_group(g)) for g in ids
+        ]
+        rpcs = [self._rpc(name, route, call, deadline) for name, route, call in calls]
+        self._run(rpcs)
+        for group, rpc in zip(ids, rpcs, strict=True):
+            if isinstance(rpc.error, NonEmptyGroupError):
+                self._raise_non_empty(group, "delete it", deadline, rpc.error)
+            rpc.result()
+
+    def _require_empty(self, group: str, action: str, deadline_ms: int) -> None:
+        try:
+            description = self.describe_share_groups([group], timeout=_left_s(deadline_ms))[group]
+        except GroupIdNotFoundError:
+            return  # nothing to protect; the broker decides what a missing group means
+        if description.members:
+            raise NonEmptyGroupError(_non_empty_message(description, action))
+
+    def _raise_non_empty(
+        self, group: str, action: str, deadline_ms: int, error: NonEmptyGroupError
+    ) -> None:
+        try:
+            description = self.describe_share_groups([group], timeout=_left_s(deadline_ms))[group]
+        except KafkaError:
+            raise error from None
+        raise NonEmptyGroupError(_non_empty_message(description, action)) from None
+
+    # -- group configs ----------------------------------------------------------------------
+
+    def describe_group_configs(
+        self, group_id: str, *, timeout: float | None = None
+    ) -> dict[str, ConfigEntry]:
+        """The group's configs (DescribeConfigs on the GROUP resource), by name.
+
+        Every group config is listed, with its ``source``: ``GROUP_CONFIG``
+        where the group overrides it, else where the default comes from.
+        """
+        (group,) = _group_ids([group_id])
+        return self._call(
+            f"describe configs of group {group!r}",
+            Route.any(),
+            rq.describe_configs(rq.RESOURCE_GROUP, group),
+            self._deadline(timeout),
+        )
+
+    def alter_group_configs(
+        self,
+        group_id: str,
+        changes: Mapping[str, object | None],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Change group configs incrementally (IncrementalAlterConfigs, GROUP resource).
+
+        ``changes`` maps config names to new values; ``None`` resets a key to
+        its default. Keys not named keep their values. E.g.
+        ``alter_group_configs("g", {"share.record.lock.duration.ms": 15000,
+        "share.delivery.count.limit": None})``.
+
+        Brokers apply the change asynchronously: a member may see the old
+        value for a moment after this returns.
+
+        Raises:
+            InvalidConfigError: an unknown key or a value out of range; the
+                message names the key and, for the share-group settings whose
+                bounds are broker configs, the allowed range.
+        """
+        (group,) = _group_ids([group_id])
+        if not changes:
+            raise ValueError("no config changes given")
+        deadline = self._deadline(timeout)
+        try:
+            self._call(
+                f"alter configs of group {group!r}",
+                Route.any(),
+                rq.alter_configs(rq.RESOURCE_GROUP, group, changes),
+                deadline,
+            )
+        except KafkaError as exc:
+            hint = self._config_hint(group, changes, exc, deadline)
+            if hint:
+                raise type(exc)(f"{exc}; {hint}") from None
+            raise
+
+    def _config_hint(
+        self,
+        group_id: str,
+        changes: Mapping[str, object | None],
+        error: KafkaError,
+        deadline_ms: int,
+    ) -> str:
+        """Explain an INVALID_CONFIG answer: which key is unknown, or its allowed range."""
+        if getattr(error, "name", "") != "INVALID_CONFIG" or monotonic_ms() >= deadline_ms:
+            return ""
+        try:
+            known = self.describe_group_configs(group_id, timeout=_left_s(deadline_ms))
+            if not self._cluster.brokers:
+                self._metadata([], deadline_ms)
+            broker_id = self._cluster.any_node()
+            broker = (
+                self._call(
+                    "describe broker configs",
+                    Route.node(broker_id),
+                    rq.describe_configs(rq.RESOURCE_BROKER, str(broker_id)),
+                    deadline_ms,
+                )
+                if broker_id >= 0
+                else {}
+            )
+        except KafkaError:
+            return ""
+        return rq.config_hint(changes, known, broker)
+
+    # -- topics and cluster -------------------------------------------------------------------
+
+    def create_topics(
+        self,
+        topics: Iterable[NewTopic | str],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Create topics (a name alone uses the broker's default partitions and replicas).
+
+        Returns when the controller has created them; leaders may take a moment
+        longer to appear in metadata (see :meth:`describe_topics`).
+
+        Raises:
+            TopicAlreadyExistsError, InvalidPartitionsError, InvalidConfigError, ...:
+                naming the topic.
+        """
+        new = [NewTopic(t) if isinstance(t, str) else t for t in topics]
+        if not new:
+            raise ValueError("no topics given")
+        deadline = self._deadline(timeout)
+        names = ", ".join(repr(t.name) for t in new)
+        self._call(
+            f"create topic(s) {names}",
+            Route.any(),
+            rq.create_topics(new, validate_only, deadline_ms=deadline),
+            deadline,
+        )
+
+    def delete_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> None:
+        """Delete topics by name.
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist.
+        """
+        names = sorted(set(topics))
+        if not names:
+            raise ValueError("no topics given")
+        deadline = self._deadline(timeout)
+        self._call(
+            "delete topic(s) " + ", ".join(repr(t) for t in names),
+            Route.any(),
+            rq.delete_topics(names, deadline_ms=deadline),
+            deadline,
+        )
+
+    def list_topics(
+        self, *, include_internal: bool = False, timeout: float | None = None
+    ) -> dict[str, TopicListing]:
+        """Every topic by name (internal ones such as ``__share_group_state`` on request)."""
+        view = self._metadata(None, self._deadline(timeout))
+        return {
+            t.name: TopicListing(t.name, t.topic_id, t.name in view.internal)
+            for t in view.topics
+            if t.error_code == 0 and (include_internal or t.name not in view.internal)
+        }
+
+    def describe_topics(
+        self, topics: Iterable[str], *, timeout: float | None = None
+    ) -> dict[str, TopicDescription]:
+        """Partitions, leaders and replicas of topics.
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist.
+        """
+        names = sorted(set(topics))
+        if not names:
+            raise ValueError("no topics given")
+        view = self._metadata(names, self._deadline(timeout))
+        return rq.topic_descriptions(view, names)
+
+    def describe_cluster(self, *, timeout: float | None = None) -> ClusterDescription:
+        """The cluster id, the controller and the brokers (DescribeCluster)."""
+        return self._call(
+            "describe the cluster", Route.any(), rq.describe_cluster(), self._deadline(timeout)
+        )
+
+    def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, OffsetSpec],
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, ListOffsetsResultInfo]:
+        """Look offsets up on the partition leaders (ListOffsets).
+
+        E.g. ``list_offsets({TopicPartition("t", 0): OffsetSpec.latest()})``.
+        Partitions whose leader moved are looked up again until the deadline.
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+        """
+        if not specs:
+            return {}
+        deadline = self._deadline(timeout)
+        pending = dict(specs)
+        results: dict[TopicPartition, ListOffsetsResultInfo] = {}
+        attempts = 0
+        last: KafkaError | None = None
+        while pending:
+            view = self._metadata(sorted({tp.topic for tp in pending}), deadline)
+            by_leader = rq.group_by_leader(view, pending)
+            calls = [
+                (f"list offsets on broker {leader}", Route.node(leader),
+                 rq.list_offsets(parts))
+                for leader, parts in sorted(by_leader.items())
+            ]
+            retry: dict[TopicPartition, OffsetSpec] = {}
+            for part in self._call_all(calls, deadline):
+                for tp, outcome in part.items():
+                    if isinstance(outcome, KafkaError):
+                        last = outcome
+                        retry[tp] = pending[tp]
+                    else:
+                        results[tp] = outcome
+            for tp in pending.keys() - results.keys() - retry.keys():
+                retry[tp] = pending[tp]  # no leader known yet
+            pending = retry
+            if pending:
+                wait_ms = self._backoff.backoff_ms(attempts)
+                attempts += 1
+                if monotonic_ms() + wait_ms >= deadline:
+                    listed = ", ".join(str(tp) for tp in sorted(pending))
+                    why = f"; last error: {last}" if last is not None else ": no leader known"
+                    raise KafkaTimeoutError(
+                        f"list offsets of {listed} did not complete in time{why}"
+                    )
+                time.sleep(wait_ms / 1000)
+        return results
+
+
+def _with_time(
+    handler: Callable[[Any, KafkaError | None, int], None],
+) -> Callable[[Any, KafkaError | None], None]:
+    """Adapt a sans-IO handler: pass it the time the answer arrived."""
+
+    def handle(response: Any, error: KafkaError | None) -> None:
+        handler(response, error, monotonic_ms())
+
+    return handle
+
+
+def _left_s(deadline_ms: int) -> float:
+    return max(0, deadline_ms - monotonic_ms()) / 1000
+
+
+def _group_ids(group_ids: Iterable[str]) -> list[str]:
+    if isinstance(group_ids, str):
+        raise TypeError(
+            f"pass a list of group ids, not the string {group_ids!r} (e.g. [{group_ids!r}])"
+        )
+    ids = list(dict.fromkeys(group_ids))
+    if not ids:
+        raise ValueError("no group ids given")
+    for g in ids:
+        if not isinstance(g, str) or not g:
+            raise ValueError(f"a group id must be a non-empty string, got {g!r}")
+    return ids
+
+
+def _non_empty_message(description: ShareGroupDescription, action: str) -> str:
+    members = "; ".join(
+        f"{m.member_id} (client {m.client_id!r} at {m.host})" for m in description.members
+    )
+    return (
+        f"NON_EMPTY_GROUP (error code 68): share group {description.group_id!r} has "
+        f"{len(description.members)} active member(s): {members}. Stop them (or wait for "
+        f"their session to time out) to {action}"
+    )

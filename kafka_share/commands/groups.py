@@ -1,0 +1,337 @@
+"""``kafka-share groups``: list, describe and steer share groups (like kafka-share-groups.sh)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from kafka_share.admin import Admin, OffsetSpec, SharePartitionOffsetInfo
+from kafka_share.commands.common import (
+    connection_options,
+    emit_json,
+    json_option,
+    print_table,
+    settings,
+)
+from kafka_share.models import TopicPartition
+
+__all__ = ["groups"]
+
+LAG_UNAVAILABLE = (
+    "lag unavailable: the broker does not report it (DescribeShareGroupOffsets v1, Kafka 4.2+)"
+)
+
+
+@click.group()
+def groups() -> None:
+    """Share groups: list, describe, offsets, reset-offsets, delete-offsets, delete, config."""
+
+
+def _admin(bootstrap_server: str | None, command_config: Path | None) -> Admin:
+    return settings(bootstrap_server, command_config).admin()
+
+
+@groups.command("list")
+@connection_options
+@json_option
+def list_groups(bootstrap_server: str | None, command_config: Path | None, as_json: bool) -> None:
+    """List every share group with its state."""
+    with _admin(bootstrap_server, command_config) as admin:
+        listings = admin.list_share_groups()
+    if as_json:
+        emit_json([{"group_id": g.group_id, "state": g.state} for g in listings])
+        return
+    print_table(["GROUP", "STATE"], [(g.group_id, g.state) for g in listings])
+
+
+@groups.command()
+@click.argument("group")
+@connection_options
+@json_option
+def describe(
+    group: str, bootstrap_server: str | None, command_config: Path | None, as_json: bool
+) -> None:
+    """Describe GROUP: state, epochs, coordinator, and each member's assignment."""
+    with _admin(bootstrap_server, command_config) as admin:
+        d = admin.describe_share_groups([group])[group]
+    if as_json:
+        emit_json({
+            "group_id": d.group_id,
+            "state": d.state,
+            "group_epoch": d.group_epoch,
+            "assignment_epoch": d.assignment_epoch,
+            "coordinator": {"id": d.coordinator.node_id, "host": d.coordinator.host,
+                            "port": d.coordinator.port},
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "host": m.host,
+                    "rack_id": m.rack_id,
+                    "member_epoch": m.member_epoch,
+                    "assignment": [
+                        {"topic": tp.topic, "partition": tp.partition}
+                        for tp in sorted(m.assignment)
+                    ],
+                }
+                for m in d.members
+            ],
+        })
+        return
+    print_table(
+        ["GROUP", "COORDINATOR (ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"],
+        [(d.group_id, f"{d.coordinator.host}:{d.coordinator.port} ({d.coordinator.node_id})",
+          d.state, d.group_epoch, d.assignment_epoch, len(d.members))],
+    )
+    if d.members:
+        click.echo()
+        print_table(
+            ["MEMBER-ID", "CLIENT-ID", "HOST", "MEMBER-EPOCH", "#PARTITIONS", "ASSIGNMENT"],
+            [
+                (m.member_id, m.client_id, m.host, m.member_epoch, len(m.assignment),
+                 _assignment_text(m.assignment))
+                for m in d.members
+            ],
+        )
+
+
+def _assignment_text(assignment: frozenset[TopicPartition]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(assignment):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return ", ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items()) or "-"
+
+
+def offsets_rows(
+    offsets: dict[TopicPartition, SharePartitionOffsetInfo],
+) -> tuple[list[tuple[object, ...]], int | None]:
+    rows: list[tuple[object, ...]] = [
+        (tp.topic, tp.partition, o.start_offset, o.leader_epoch, o.lag)
+        for tp, o in sorted(offsets.items())
+    ]
+    lags = [o.lag for o in offsets.values()]
+    total = sum(lag for lag in lags if lag is not None) if lags and None not in lags else None
+    return rows, total
+
+
+@groups.command()
+@click.argument("group")
+@connection_options
+@json_option
+def offsets(
+    group: str, bootstrap_server: str | None, command_config: Path | None, as_json: bool
+) -> None:
+    """Start offset and lag of GROUP per share-partition, with the total lag."""
+    with _admin(bootstrap_server, command_config) as admin:
+        found = admin.list_share_group_offsets(group)
+    rows, total = offsets_rows(found)
+    if as_json:
+        emit_json({
+            "group_id": group,
+            "partitions": [
+                {"topic": t, "partition": p, "start_offset": s, "leader_epoch": e, "lag": lag}
+                for t, p, s, e, lag in rows
+            ],
+            "total_lag": total,
+        })
+        return
+    print_table(["TOPIC", "PARTITION", "START-OFFSET", "LEADER-EPOCH", "LAG"],
+                [*rows, ("TOTAL", "", "", "", total)] if rows else [])
+    if not rows:
+        click.echo(f"Share group {group!r} has no offsets yet.")
+    elif total is None:
+        click.echo(LAG_UNAVAILABLE)
+
+
+def _parse_topics(values: Sequence[str]) -> list[tuple[str, list[int] | None]]:
+    """``T`` (every partition) or ``T:0,2`` (those partitions)."""
+    out: list[tuple[str, list[int] | None]] = []
+    for value in values:
+        topic, sep, parts = value.partition(":")
+        if not topic:
+            raise click.BadParameter(f"{value!r} names no topic", param_hint="--topic")
+        if not sep:
+            out.append((topic, None))
+            continue
+        try:
+            out.append((topic, sorted({int(p) for p in parts.split(",")})))
+        except ValueError:
+            raise click.BadParameter(
+                f"{value!r}: partitions must be numbers, e.g. {topic}:0,1", param_hint="--topic"
+            ) from None
+    return out
+
+
+def _parse_datetime(text: str) -> int:
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not an ISO date-time such as 2026-11-23T10:00:00 or "
+            "2026-11-23T10:00:00+01:00", param_hint="--to-datetime",
+        ) from None
+    if when.tzinfo is None:
+        when = when.astimezone()  # local time, as Kafka's tools read it
+    return int(when.timestamp() * 1000)
+
+
+@groups.command("reset-offsets")
+@click.argument("group")
+@click.option("--topic", "topics", multiple=True, required=True, metavar="TOPIC[:P,...]",
+              help="Topic (optionally with partitions) to reset; repeatable.")
+@click.option("--to-earliest", is_flag=True, help="Reset to the log start offset.")
+@click.option("--to-latest", is_flag=True, help="Reset to the end: skip every existing record.")
+@click.option("--to-offset", type=click.IntRange(min=0), default=None, help="Reset to offset N.")
+@click.option("--to-datetime", default=None, metavar="ISO",
+              help="Reset to the first record at or after this time.")
+@click.option("--execute", is_flag=True, help="Apply the change (default: a dry run).")
+@connection_options
+@json_option
+def reset_offsets(
+    group: str,
+    topics: tuple[str, ...],
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime: str | None,
+    execute: bool,
+    bootstrap_server: str | None,
+    command_config: Path | None,
+    as_json: bool,
+) -> None:
+    """Reset GROUP's start offsets (a dry run unless --execute; the group must be empty)."""
+    chosen = [flag for flag, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
+                                    ("--to-offset", to_offset is not None),
+                                    ("--to-datetime", to_datetime is not None)) if on]
+    if len(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO"
+            + (f" (got {', '.join(chosen)})" if chosen else "")
+        )
+    wanted = _parse_topics(topics)
+    with _admin(bootstrap_server, command_config) as admin:
+        described = admin.describe_topics([t for t, _ in wanted])
+        partitions = [
+            TopicPartition(t, p)
+            for t, ps in wanted
+            for p in (ps if ps is not None else [i.partition for i in described[t].partitions])
+        ]
+        earliest = admin.list_offsets({tp: OffsetSpec.earliest() for tp in partitions})
+        latest = admin.list_offsets({tp: OffsetSpec.latest() for tp in partitions})
+        if to_earliest:
+            target = {tp: earliest[tp].offset for tp in partitions}
+        elif to_latest:
+            target = {tp: latest[tp].offset for tp in partitions}
+        elif to_offset is not None:
+            # Like Kafka's tools: an offset outside the log is moved to its nearest end.
+            target = {
+                tp: min(max(to_offset, earliest[tp].offset), latest[tp].offset)
+                for tp in partitions
+            }
+        else:
+            assert to_datetime is not None
+            found = admin.list_offsets(
+                {tp: OffsetSpec.for_timestamp(_parse_datetime(to_datetime)) for tp in partitions}
+            )
+            target = {
+                tp: found[tp].offset if found[tp].offset >= 0 else latest[tp].offset
+                for tp in partitions
+            }
+        current = admin.list_share_group_offsets(group) if not execute else {}
+        if execute:
+            admin.alter_share_group_offsets(group, target)
+    if as_json:
+        emit_json({
+            "group_id": group,
+            "executed": execute,
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "new_start_offset": offset}
+                for tp, offset in sorted(target.items())
+            ],
+        })
+        return
+    print_table(
+        ["GROUP", "TOPIC", "PARTITION", "NEW-START-OFFSET"] + ([] if execute else
+                                                               ["CURRENT-START-OFFSET"]),
+        [
+            (group, tp.topic, tp.partition, offset)
+            + (() if execute else ((current[tp].start_offset if tp in current else None),))
+            for tp, offset in sorted(target.items())
+        ],
+    )
+    if execute:
+        click.echo(f"Reset the start offsets of share group {group!r}.")
+    else:
+        click.echo("Dry run: nothing was changed. Add --execute to apply.")
+
+
+@groups.command("delete-offsets")
+@click.argument("group")
+@click.option("--topic", "topics", multiple=True, required=True, help="Topic; repeatable.")
+@connection_options
+def delete_offsets(
+    group: str, topics: tuple[str, ...], bootstrap_server: str | None,
+    command_config: Path | None,
+) -> None:
+    """Delete GROUP's offsets (its state) for whole topics; the group must be empty."""
+    with _admin(bootstrap_server, command_config) as admin:
+        admin.delete_share_group_offsets(group, topics)
+    click.echo(f"Deleted the offsets of share group {group!r} for {', '.join(topics)}.")
+
+
+@groups.command()
+@click.argument("group_ids", nargs=-1, required=True, metavar="GROUP...")
+@connection_options
+def delete(group_ids: tuple[str, ...], bootstrap_server: str | None,
+           command_config: Path | None) -> None:
+    """Delete share groups and their state; each must be empty."""
+    with _admin(bootstrap_server, command_config) as admin:
+        admin.delete_share_groups(group_ids)
+    for g in group_ids:
+        click.echo(f"Deleted share group {g!r}.")
+
+
+def _parse_set(values: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {value!r}", param_hint="--set")
+        out[key.strip()] = val.strip()
+    return out
+
+
+@groups.command()
+@click.argument("group")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Set a group config; repeatable.")
+@click.option("--delete", "deletes", multiple=True, metavar="KEY",
+              help="Reset a group config to its default; repeatable.")
+@click.option("--all", "show_all", is_flag=True, help="Show every group config, not only share.*.")
+@connection_options
+@json_option
+def config(
+    group: str, sets: tuple[str, ...], deletes: tuple[str, ...], show_all: bool,
+    bootstrap_server: str | None, command_config: Path | None, as_json: bool,
+) -> None:
+    """Show GROUP's configs, or change them with --set / --delete."""
+    changes: dict[str, object | None] = dict(_parse_set(sets))
+    for key in deletes:
+        if key in changes:
+            raise click.UsageError(f"{key} is both set and deleted")
+        changes[key] = None
+    with _admin(bootstrap_server, command_config) as admin:
+        if changes:
+            admin.alter_group_configs(group, changes)
+            click.echo(f"Updated the configs of group {group!r}: " + ", ".join(
+                f"{k}={'(default)' if v is None else v}" for k, v in changes.items()))
+            return
+        entries = admin.describe_group_configs(group)
+    shown = [e for e in entries.values() if show_all or e.name.startswith("share.")]
+    if as_json:
+        emit_json({e.name: {"value": e.value, "source": e.source.name} for e in shown})
+        return
+    print_table(["NAME", "VALUE", "SOURCE"], [(e.name, e.value, e.source.name) for e in shown])

@@ -1,0 +1,122 @@
+"""The kafka-share command without a broker: errors are one line, the extra is optional."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kafka_share.commands import cli
+from kafka_share.commands.common import read_properties
+from kafka_share.config import ADMIN_PLACEHOLDER_GROUP_ID, parse_admin_config
+from kafka_share.errors import ConfigError
+
+
+def test_broker_start_with_an_unsupported_kafka_version_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KAFKA_SHARE_CACHE_DIR", str(tmp_path))
+    result = CliRunner().invoke(cli, ["broker", "start", "--kafka-version", "4.0.0"])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("Error: Kafka 4.0.0 only has the early-access")
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_unreachable_broker_is_one_line(tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text("default.api.timeout.ms=1000\nrequest.timeout.ms=800\n")
+    result = CliRunner().invoke(
+        cli, ["groups", "list", "--bootstrap-server", "127.0.0.1:1",
+              "--command-config", str(props)],
+    )
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: fetch metadata of brokers did not complete within 1 s")
+
+
+def test_bad_config_in_command_config_is_one_line(tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text("# comment\nrequest.timeout.ms=-5\nno.such.setting=1\n")
+    result = CliRunner().invoke(
+        cli, ["groups", "list", "--bootstrap-server", "127.0.0.1:1", "--command-config",
+              str(props)],
+    )
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: ") and "request.timeout.ms" in line
+    assert "no.such.setting" in line
+
+
+def test_missing_bootstrap_server_is_a_usage_error() -> None:
+    result = CliRunner().invoke(cli, ["groups", "list"], env={"KAFKA_SHARE_BOOTSTRAP_SERVER": ""})
+    assert result.exit_code == 2
+    assert "--bootstrap-server" in result.output
+
+
+def test_reset_offsets_needs_exactly_one_target() -> None:
+    result = CliRunner().invoke(
+        cli, ["groups", "reset-offsets", "g", "--topic", "t", "--bootstrap-server", "x:1",
+              "--to-earliest", "--to-latest"],
+    )
+    assert result.exit_code == 2
+    assert "exactly one of" in result.output and "--to-earliest, --to-latest" in result.output
+
+
+def test_read_properties(tmp_path: Path) -> None:
+    props = tmp_path / "p.properties"
+    props.write_text("! bang comment\nsecurity.protocol = SASL_SSL\nsasl.mechanism: PLAIN\n\n")
+    assert read_properties(props) == {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}
+    props.write_text("novalue\n")
+    with pytest.raises(Exception, match=r"p.properties:1: expected KEY=VALUE"):
+        read_properties(props)
+
+
+def test_admin_config_needs_no_group_id_and_keeps_the_consumer_rules() -> None:
+    cfg = parse_admin_config({"bootstrap.servers": "h:1"}, security_protocol="SASL_SSL",
+                             sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p")
+    assert cfg.group_id == ADMIN_PLACEHOLDER_GROUP_ID
+    assert cfg.sasl_username == "u"  # security settings flow through
+    assert parse_admin_config(bootstrap_servers="h:1", group_id="mine").group_id == "mine"
+    with pytest.raises(ConfigError, match=r"bootstrap\.servers"):
+        parse_admin_config({})
+    with pytest.raises(ConfigError, match=r"request\.timeout\.ms"):
+        parse_admin_config(bootstrap_servers="h:1", request_timeout_ms=-1)
+
+
+def test_the_entry_point_explains_a_missing_cli_extra(tmp_path: Path) -> None:
+    # Hide click and rich from a child interpreter to stand in for an install
+    # without the extra.
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text(
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('click', 'rich'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "from kafka_share.cli import main; main(['groups', 'list'])"],
+        capture_output=True, text=True, env={"PYTHONPATH": f"{tmp_path}:{Path.cwd()}"},
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "kafka-share: the command line needs click and rich, which are not installed; "
+        "install the command line with: pip install 'kafka-share[cli]'"
+    )
+
+
+def test_the_library_imports_without_click_or_rich() -> None:
+    code = (
+        "import sys, kafka_share, kafka_share.admin, kafka_share.cli\n"
+        "print([m for m in ('click', 'rich') if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
