@@ -385,6 +385,7 @@ class ShareConsumer(Generic[K, V]):
         thread) ends it with ``WakeupError``."""
         pipe = self._fetch_buffer.wake_pipe
         while True:
+            pipe.drain()  # before the checks: a byte written after them ends the wait
             self._maybe_raise_wakeup()
             remaining_ms = deadline_ms - _now_ms()
             if remaining_ms <= 0:
@@ -759,6 +760,7 @@ class ShareConsumer(Generic[K, V]):
         # future by then at the latest; this only guards against a dead thread.
         give_up_ms = event.deadline_ms + 500
         while True:
+            pipe.drain()  # before the checks: a byte written after them ends the wait
             if event.future.done():
                 return event.future.result()
             if wakeable:

@@ -137,12 +137,13 @@ class FetchBuffer(Generic[T]):
                 return bool(self._items)
         if self._woken:
             self._woken = False
-            self._wake.drain()  # its byte: the caller re-checks everything next
             return self.has_data()
         if timeout_s <= 0:
             return False
         self._waiting = True
         try:
+            # Stale bytes go before the check: one written after it ends the wait.
+            self._wake.drain()
             with self._lock:
                 ready = bool(self._items or self._background)
             if not ready and not self._woken:

@@ -16,7 +16,11 @@ wakeup, so ``EAGAIN`` is ignored.
 
 A pipe is level-triggered: a byte written before the wait begins ends it at
 once, so a wakeup cannot be lost between "check the condition" and "wait".
-Waiters therefore check their condition, wait, drain, and check again.
+Waiters therefore *drain, check their condition, wait* in a loop: draining
+before the check (never after the wait) means a byte written after the check is
+still there for ``select``, and waking costs no ``read`` on the way out (each
+system call hands the GIL over, which can cost milliseconds while the network
+thread runs).
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ class WakePipe:
             pass
 
     def wait(self, timeout_s: float) -> bool:
-        """Wait until woken or ``timeout_s`` passes; drain the pipe.
+        """Wait until woken or ``timeout_s`` passes. Does not drain: call
+        :meth:`drain` before checking the condition waited for.
 
         Returns True if woken. A signal interrupting the ``select`` runs its
         handler and the wait resumes with the remaining time (PEP 475); a
@@ -66,10 +71,7 @@ class WakePipe:
             readable, _, _ = select.select([self._read_fd], [], [], max(0.0, timeout_s))
         except (OSError, ValueError):
             return True  # closed under us: let the caller re-check its state
-        if readable:
-            self.drain()
-            return True
-        return False
+        return bool(readable)
 
     def drain(self) -> None:
         """Discard pending wake bytes (the waiter re-checks its condition after)."""
