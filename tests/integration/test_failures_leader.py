@@ -53,9 +53,9 @@ def admin(cluster: LocalKafkaCluster) -> Iterator[KafkaAdmin]:
 
 def _partition_state(admin: KafkaAdmin, topic: str) -> tuple[int, list[int]]:
     """(leader, in-sync replicas) of partition 0 as the cluster reports them now."""
-    md = admin.client.list_topics(topic=topic, timeout=5)
-    p = md.topics[topic].partitions[0]
-    return int(p.leader), sorted(int(r) for r in p.isrs)
+    described = admin.client.describe_topics([topic], timeout=5)[topic]
+    [p] = [p for p in described.partitions if p.partition == 0]
+    return (p.leader if p.leader is not None else -1), sorted(p.isr)
 
 
 def _wait_for(check: Any, timeout_s: float, what: str) -> Any:

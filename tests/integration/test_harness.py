@@ -24,8 +24,8 @@ def test_session_cluster_answers_metadata(
 ) -> None:
     assert kafka_cluster.nodes
     assert set(kafka_cluster.bootstrap_servers.split(",")) == set(kafka_cluster.nodes.values())
-    metadata = kafka_admin.client.list_topics(timeout=10)
-    assert {b.id for b in metadata.brokers.values()} == set(kafka_cluster.nodes)
+    cluster = kafka_admin.client.describe_cluster(timeout=10)
+    assert {n.node_id for n in cluster.nodes} == set(kafka_cluster.nodes)
 
 
 def test_share_version_is_enabled(kafka_cluster: KafkaCluster) -> None:
@@ -41,8 +41,8 @@ def test_topic_factory_creates_partitions_and_produce_reports_offsets(
     topic_factory: Callable[..., str], kafka_admin: KafkaAdmin
 ) -> None:
     topic = topic_factory(partitions=4)
-    metadata = kafka_admin.client.list_topics(topic=topic, timeout=10)
-    assert len(metadata.topics[topic].partitions) == 4
+    described = kafka_admin.client.describe_topics([topic], timeout=10)
+    assert len(described[topic].partitions) == 4
     landed = kafka_admin.produce(topic, [b"a", b"b", b"c"], partition=2, key=b"k")
     assert [(r.partition, r.offset) for r in landed] == [(2, 0), (2, 1), (2, 2)]
     again = kafka_admin.produce(topic, [b"d"], partition=2, compression="zstd")
