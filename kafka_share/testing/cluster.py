@@ -79,10 +79,20 @@ class KafkaCluster(abc.ABC):
         return f"({type(self).__name__} has no broker log to show)"
 
     def admin(self) -> KafkaAdmin:
-        """A :class:`~kafka_share.testing.KafkaAdmin` for this cluster (needs confluent-kafka)."""
+        """A :class:`~kafka_share.testing.KafkaAdmin` for this cluster, closed when the
+        cluster stops (closing it earlier is fine too)."""
         from kafka_share.testing.admin import KafkaAdmin
 
-        return KafkaAdmin(self.bootstrap_servers)
+        admin = KafkaAdmin(self.bootstrap_servers)
+        # Held until stop(): its admin client has sockets, which must be closed,
+        # not left to the garbage collector.
+        self.__dict__.setdefault("_handed_out_admins", []).append(admin)
+        return admin
+
+    def _close_admins(self) -> None:
+        """Close the admins :meth:`admin` handed out (every ``stop`` calls this)."""
+        for admin in self.__dict__.pop("_handed_out_admins", []):
+            admin.close()
 
     def __enter__(self) -> KafkaCluster:
         self.start()

@@ -168,6 +168,7 @@ class ContainerKafkaCluster(KafkaCluster):
             raise
 
     def stop(self) -> None:
+        self._close_admins()
         if self._container is not None:
             self._container.stop()
             self._container = None

@@ -53,7 +53,9 @@ class ExternalKafkaCluster(KafkaCluster):
         }
 
     def stop(self) -> None:
-        """Nothing to stop: the cluster belongs to someone else."""
+        """Nothing to stop: the cluster belongs to someone else (the admins
+        :meth:`admin` handed out are closed)."""
+        self._close_admins()
 
     def _refuse(self, what: str) -> UnsupportedOperationError:
         return UnsupportedOperationError(

@@ -252,6 +252,7 @@ class LocalKafkaCluster(KafkaCluster):
 
     def stop(self) -> None:
         """Stop every node (SIGTERM, SIGKILL after ``stop_timeout_s``) and remove temp data."""
+        self._close_admins()
         with self._lock:
             _live.discard(self)
             if not self._nodes:

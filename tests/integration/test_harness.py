@@ -197,7 +197,8 @@ def test_cli_start_status_stop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
         status = runner.invoke(broker, ["status"])
         assert status.exit_code == 0
         assert bootstrap in status.output
-        assert KafkaAdmin(bootstrap).create_topic(partitions=2)
+        with KafkaAdmin(bootstrap) as admin:
+            assert admin.create_topic(partitions=2)
     finally:
         stopped = runner.invoke(broker, ["stop"])
     assert stopped.exit_code == 0
