@@ -29,17 +29,13 @@ from kafka_share.errors import (
     NotCoordinatorError,
     error_for_code,
 )
-from kafka_share.protocol.api_keys import ApiKey
-from kafka_share.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka_share.protocol.messages import FindCoordinatorResponse
 from kafka_share.share.backoff import ExponentialBackoff
-from kafka_share.share.unsent import VersionedRequest
+from kafka_share.share.coordinator import coordinator_answer, find_coordinator_request
 
 __all__ = ["AdminRpc", "DoNotRetry", "Outgoing", "Route", "RouteKind", "Routing"]
 
 T = TypeVar("T")
-
-#: FindCoordinator key type of a (consumer or share) group.
-_GROUP_KEY_TYPE = 0
 
 
 class DoNotRetry(Exception):  # noqa: N818 (a signal, not an error of its own)
@@ -278,13 +274,6 @@ class AdminRpc(Generic[T]):
         assert group_id is not None
         node = self._routing.cluster.any_node()
 
-        def build(version: int) -> FindCoordinatorRequest:
-            if version >= 4:
-                return FindCoordinatorRequest(
-                    key_type=_GROUP_KEY_TYPE, coordinator_keys=[group_id]
-                )
-            return FindCoordinatorRequest(key=group_id, key_type=_GROUP_KEY_TYPE)
-
         def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
             self._in_flight = False
             if self.done:
@@ -294,15 +283,9 @@ class AdminRpc(Generic[T]):
                 self._on_failure(error, now_ms, transport=True)
                 return
             assert isinstance(response, FindCoordinatorResponse)
-            if response.coordinators:
-                c = response.coordinators[0]
-                code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
-                message = c.error_message
-            else:
-                code, node_id, host, port = (
-                    response.error_code, response.node_id, response.host, response.port
-                )
-                message = response.error_message
+            answer = coordinator_answer(response)
+            code, node_id, host, port = answer.error_code, answer.node_id, answer.host, answer.port
+            message = answer.message
             if code != 0:
                 self._on_failure(error_for_code(code, message), now_ms)
                 return
@@ -311,5 +294,4 @@ class AdminRpc(Generic[T]):
                 brokers[node_id] = BrokerInfo(node_id, host, port)
             self._routing.coordinators[group_id] = node_id
 
-        request = VersionedRequest(ApiKey.FIND_COORDINATOR, build)
-        return Outgoing(node, request, handle, timeout_ms)
+        return Outgoing(node, find_coordinator_request(group_id), handle, timeout_ms)

@@ -18,10 +18,20 @@ from typing import Final
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share.protocol.api_keys import ApiKey
+from kafka_share.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka_share.share import _codes
 from kafka_share.share.backoff import ExponentialBackoff, RequestState
+from kafka_share.share.unsent import VersionedRequest
 
-__all__ = ["COORDINATOR_KEY_TYPE_GROUP", "CoordinatorManager", "CoordinatorNode"]
+__all__ = [
+    "COORDINATOR_KEY_TYPE_GROUP",
+    "CoordinatorAnswer",
+    "CoordinatorManager",
+    "CoordinatorNode",
+    "coordinator_answer",
+    "find_coordinator_request",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +52,42 @@ class CoordinatorNode:
     node_id: int
     host: str
     port: int
+
+
+@attrs.frozen(slots=True)
+class CoordinatorAnswer:
+    """A FindCoordinator answer for one group key, whatever the response version."""
+
+    error_code: int
+    node_id: int
+    host: str
+    port: int
+    message: str | None
+
+
+def find_coordinator_request(group_id: str) -> VersionedRequest:
+    """FindCoordinator for ``group_id`` (key type GROUP); the fields depend on the
+    version: ``coordinator_keys`` from v4, ``key`` before."""
+
+    def build(version: int) -> FindCoordinatorRequest:
+        if version >= 4:
+            return FindCoordinatorRequest(
+                key_type=COORDINATOR_KEY_TYPE_GROUP, coordinator_keys=[group_id]
+            )
+        return FindCoordinatorRequest(key=group_id, key_type=COORDINATOR_KEY_TYPE_GROUP)
+
+    return VersionedRequest(ApiKey.FIND_COORDINATOR, build)
+
+
+def coordinator_answer(response: FindCoordinatorResponse) -> CoordinatorAnswer:
+    """The answer for the one key asked (v4+ lists it in ``coordinators``)."""
+    if response.coordinators:
+        c = response.coordinators[0]
+        return CoordinatorAnswer(c.error_code, c.node_id, c.host, c.port, c.error_message)
+    return CoordinatorAnswer(
+        response.error_code, response.node_id, response.host, response.port,
+        response.error_message,
+    )
 
 
 class CoordinatorManager:

@@ -42,9 +42,7 @@ from kafka_share.errors import (
     error_for_code,
 )
 from kafka_share.models import TopicIdPartition
-from kafka_share.protocol.api_keys import ApiKey
 from kafka_share.protocol.messages import (
-    FindCoordinatorRequest,
     FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
@@ -55,7 +53,11 @@ from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareCapabilities, ShareFeature
 from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
-from kafka_share.share.coordinator import CoordinatorManager
+from kafka_share.share.coordinator import (
+    CoordinatorManager,
+    coordinator_answer,
+    find_coordinator_request,
+)
 from kafka_share.share.membership import (
     HeartbeatPlan,
     MembershipError,
@@ -64,7 +66,7 @@ from kafka_share.share.membership import (
     resolve_assignment,
 )
 from kafka_share.share.metadata_refresh import MetadataRefresh
-from kafka_share.share.unsent import Channel, Sink, UnsentRequest, VersionedRequest
+from kafka_share.share.unsent import Channel, Sink, UnsentRequest
 
 if TYPE_CHECKING:
     from kafka_share.metrics import ShareConsumerMetrics
@@ -375,17 +377,8 @@ class ConsumerEngine:
 
     def _find_coordinator_request(self) -> UnsentRequest:
         node = self.cluster.any_node()
-        group_id = self._config.group_id
-
-        def build(version: int) -> FindCoordinatorRequest:
-            # Key type 0 is GROUP: share groups heartbeat to the group coordinator.
-            if version >= 4:
-                return FindCoordinatorRequest(
-                    key_type=self.coordinator.key_type, coordinator_keys=[group_id]
-                )
-            return FindCoordinatorRequest(key=group_id, key_type=self.coordinator.key_type)
-
-        request = VersionedRequest(ApiKey.FIND_COORDINATOR, build)
+        # Key type GROUP: share groups heartbeat to the group coordinator.
+        request = find_coordinator_request(self._config.group_id)
 
         def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
             if error is not None:
@@ -394,15 +387,9 @@ class ConsumerEngine:
                 self._check_unsupported(error)
                 return
             assert isinstance(response, FindCoordinatorResponse)
-            if response.coordinators:
-                c = response.coordinators[0]
-                code, node_id, host, port = c.error_code, c.node_id, c.host, c.port
-                message = c.error_message
-            else:
-                code, node_id, host, port = (
-                    response.error_code, response.node_id, response.host, response.port
-                )
-                message = response.error_message
+            answer = coordinator_answer(response)
+            code, node_id, host, port = answer.error_code, answer.node_id, answer.host, answer.port
+            message = answer.message
             fatal_code = self.coordinator.on_response(now_ms, code, node_id, host, port)
             if fatal_code is not None:
                 named = self._name_resource(fatal_code, message)
