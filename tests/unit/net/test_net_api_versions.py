@@ -7,18 +7,16 @@ tests/unit/protocol/test_protocol_librdkafka_mock.py).
 
 from __future__ import annotations
 
-import selectors
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kafka_share._net.client import monotonic_ms
 from kafka_share._net.connection import BrokerConnection, ConnectionState
-from kafka_share.errors import KafkaError, UnsupportedVersionError
+from kafka_share.errors import UnsupportedVersionError
 from kafka_share.protocol.api_keys import API_VERSIONS_FIRST_VERSION, ApiKey
 from kafka_share.protocol.messages import ApiVersionsResponse, MetadataRequest, MetadataResponse
 from tests.fakes.broker import FakeBroker, RawReply, ReceivedRequest, default_api_versions
+from tests.fakes.pump import Outcome, pump, state_of
 
 #: What librdkafka 2.16's mock broker answers to ApiVersionsRequest v4 (body only).
 MOCK_V4_UNSUPPORTED_BODY = bytes.fromhex(
@@ -28,41 +26,6 @@ MOCK_V4_UNSUPPORTED_BODY = bytes.fromhex(
     ).read_text().strip()
 )
 _MOCK_API_VERSIONS_MAX = 2
-
-
-class Outcome:
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, KafkaError | None]] = []
-
-    def __call__(self, response: Any, error: KafkaError | None) -> None:
-        self.calls.append((response, error))
-
-
-def _state(conn: BrokerConnection) -> ConnectionState:
-    return conn.state
-
-
-def _pump(conn: BrokerConnection, done: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    sel = selectors.DefaultSelector()
-    try:
-        sel.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
-        deadline = time.monotonic() + timeout_s
-        while not done() and _state(conn) is not ConnectionState.CLOSED:
-            assert time.monotonic() < deadline, "condition not reached in time"
-            events = selectors.EVENT_READ
-            if conn.wants_write():
-                events |= selectors.EVENT_WRITE
-            sel.modify(conn.sock, events)
-            for _key, mask in sel.select(0.05):
-                now = monotonic_ms()
-                if mask & selectors.EVENT_WRITE:
-                    conn.on_writable(now)
-                if mask & selectors.EVENT_READ and _state(conn) is not ConnectionState.CLOSED:
-                    conn.on_readable(now)
-            if _state(conn) is not ConnectionState.CLOSED:
-                conn.check_timeouts(monotonic_ms())
-    finally:
-        sel.close()
 
 
 def _connect(address: tuple[str, int]) -> BrokerConnection:
@@ -94,7 +57,7 @@ def test_unparsable_unsupported_version_answer_falls_back_to_v0_on_the_same_conn
         try:
             out = Outcome()
             conn.send(MetadataRequest(topics=[]), out, now_ms=monotonic_ms())
-            _pump(conn, lambda: bool(out.calls))
+            pump(conn, lambda: bool(out.calls))
             assert out.calls and out.calls[0][1] is None, out.calls or conn.close_reason
             assert isinstance(out.calls[0][0], MetadataResponse)
             assert conn.is_ready
@@ -121,8 +84,8 @@ def test_broker_without_a_common_api_versions_version_closes_with_a_clear_error(
         try:
             out = Outcome()
             conn.send(MetadataRequest(topics=[]), out, now_ms=monotonic_ms())
-            _pump(conn, lambda: bool(out.calls))
-            assert _state(conn) is ConnectionState.CLOSED
+            pump(conn, lambda: bool(out.calls))
+            assert state_of(conn) is ConnectionState.CLOSED
             assert len(out.calls) == 1
             error = out.calls[0][1]
             assert isinstance(error, UnsupportedVersionError), error

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import selectors
 import socket
 import threading
 import time
@@ -34,35 +33,9 @@ from tests.fakes.broker import (
     default_api_versions,
     free_port,
 )
+from tests.fakes.pump import Outcome, pump, state_of
 
 NODE = 1
-
-
-class Outcome:
-    """Records every call of a response handler."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, KafkaError | None]] = []
-
-    def __call__(self, response: Any, error: KafkaError | None) -> None:
-        self.calls.append((response, error))
-
-    @property
-    def done(self) -> bool:
-        return bool(self.calls)
-
-    @property
-    def response(self) -> Any:
-        assert len(self.calls) == 1, self.calls
-        assert self.calls[0][1] is None, self.calls[0][1]
-        return self.calls[0][0]
-
-    @property
-    def error(self) -> KafkaError:
-        assert len(self.calls) == 1, self.calls
-        err = self.calls[0][1]
-        assert err is not None
-        return err
 
 
 def metadata_handler(received: ReceivedRequest) -> Any:
@@ -391,36 +364,6 @@ def test_wakeup_before_poll_is_not_lost(clients: list[NetworkClient]) -> None:
 
 
 # -- BrokerConnection directly -----------------------------------------------------------
-
-
-def state_of(conn: BrokerConnection) -> ConnectionState:
-    # A function call, so type checkers do not narrow the state across calls.
-    return conn.state
-
-
-def pump(conn: BrokerConnection, done: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    sel = selectors.DefaultSelector()
-    try:
-        sel.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            assert time.monotonic() < deadline, "condition not reached in time"
-            if state_of(conn) is ConnectionState.CLOSED:
-                break
-            events = selectors.EVENT_READ
-            if conn.wants_write():
-                events |= selectors.EVENT_WRITE
-            sel.modify(conn.sock, events)
-            for _key, mask in sel.select(0.05):
-                now = monotonic_ms()
-                if mask & selectors.EVENT_WRITE:
-                    conn.on_writable(now)
-                if mask & selectors.EVENT_READ and state_of(conn) is not ConnectionState.CLOSED:
-                    conn.on_readable(now)
-            if state_of(conn) is not ConnectionState.CLOSED:
-                conn.check_timeouts(monotonic_ms())
-    finally:
-        sel.close()
 
 
 def new_connection(address: tuple[str, int], **kw: int) -> BrokerConnection:
