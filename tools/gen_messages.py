@@ -615,8 +615,11 @@ class Gen:
         return "\n\n".join(chunks), root_r, root_w
 
     def gen_class(self, st: Struct, indent: str, nested: list[Struct]) -> list[str]:
-        lines = [f"{indent}@attrs.define(slots=True, kw_only=True)", f"{indent}class {st.name}:"]
+        # A plain class with __slots__ and its methods written out: nothing is
+        # generated when the module is imported (no exec, no decorator).
+        lines = [f"{indent}class {st.name}:"]
         i2 = indent + "    "
+        i3 = i2 + "    "
         if st is self.msg.root:
             lines.append(f'{i2}"""Kafka {st.name} (versions {self.vlo}-{self.vhi})."""')
         else:
@@ -636,19 +639,60 @@ class Gen:
             for ns in nested:
                 lines += self.gen_class(ns, i2, [])
                 lines.append("")
-        for f in st.fields:
-            if not f.versions.intersects(self.vlo, self.vhi):
-                continue
+        fields = [f for f in st.fields if f.versions.intersects(self.vlo, self.vhi)]
+        names = [f.py_name for f in fields]
+        slots = ", ".join(repr(n) for n in names) + ("," if len(names) == 1 else "")
+        lines.append(f"{i2}__slots__ = ({slots})")
+        # Compared by value and mutable, so unhashable (as attrs made them).
+        lines.append(f"{i2}__hash__ = None  # type: ignore[assignment]")
+        lines.append("")
+        for f in fields:
+            lines.append(f"{i2}{f.py_name}: {self.py_type(f)}")
+        lines.append("")
+        params: list[str] = []
+        body: list[str] = []
+        for f in fields:
             d, factory = self.default_expr(f)
-            if f.sensitive:
-                kind = "factory" if factory else "default"
-                lines.append(
-                    f"{i2}{f.py_name}: {self.py_type(f)} = attrs.field({kind}={d}, repr=False)"
+            if factory:
+                # A fresh list (or struct) per instance, as attrs' factory= did.
+                # A sentinel, not None: None is a value of a nullable field.
+                params.append(f"{f.py_name}: {self.py_type(f)} = _FRESH")
+                make = "[]" if d == "list" else d.removeprefix("lambda: ")
+                body.append(
+                    f"{i3}self.{f.py_name} = {make} if {f.py_name} is _FRESH else {f.py_name}"
                 )
-            elif factory:
-                lines.append(f"{i2}{f.py_name}: {self.py_type(f)} = attrs.field(factory={d})")
             else:
-                lines.append(f"{i2}{f.py_name}: {self.py_type(f)} = {d}")
+                params.append(f"{f.py_name}: {self.py_type(f)} = {d}")
+                body.append(f"{i3}self.{f.py_name} = {f.py_name}")
+        if params:
+            lines.append(f"{i2}def __init__(")
+            lines.append(f"{i3}self,")
+            lines.append(f"{i3}*,")
+            lines += [f"{i3}{p}," for p in params]
+            lines.append(f"{i2}) -> None:")
+            lines += body
+        else:
+            lines.append(f"{i2}def __init__(self) -> None:")
+            lines.append(f"{i3}pass")
+        lines.append("")
+        lines.append(f"{i2}def __eq__(self, other: object) -> bool:")
+        lines.append(f"{i3}if not isinstance(other, {st.path}):")
+        lines.append(f"{i3}    return NotImplemented")
+        if names:
+            mine = ", ".join(f"self.{n}" for n in names) + ("," if len(names) == 1 else "")
+            theirs = ", ".join(f"other.{n}" for n in names) + ("," if len(names) == 1 else "")
+            lines.append(f"{i3}return ({mine}) == ({theirs})")
+        else:
+            lines.append(f"{i3}return True")
+        lines.append("")
+        shown = [f for f in fields if not f.sensitive]
+        qual = st.path
+        lines.append(f"{i2}def __repr__(self) -> str:")
+        if shown:
+            inner = ", ".join(f"{f.py_name}={{self.{f.py_name}!r}}" for f in shown)
+            lines.append(f'{i3}return f"{qual}({inner})"')
+        else:
+            lines.append(f'{i3}return "{qual}()"')
         if st is self.msg.root:
             rname = st.name
             table = f"_{const_name(rname)}"
@@ -717,8 +761,9 @@ HEADER = '''\
 # Regenerate with: python tools/gen_messages.py
 """Kafka message classes (bodies only; headers live in ``headers.py``).
 
-Every message is an ``attrs`` class with snake_case fields and Kafka's
-defaults, nested struct classes under Kafka's struct names, and:
+Every message is a plain class (``__slots__``, keyword-only ``__init__``, ``__eq__``
+and ``__repr__`` written out here, sensitive fields left out of the repr) with
+snake_case fields and Kafka's defaults, nested struct classes under Kafka's struct names, and:
 
 * ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``: what this module can encode/decode;
 * ``FLEXIBLE_MIN_VERSION``: first flexible (compact + tagged fields) version, or None;
@@ -736,9 +781,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import ClassVar, TypeVar
-
-import attrs
+from typing import Any, ClassVar, TypeVar
 
 from kafka_share.errors import CorruptMessageError, UnsupportedVersionError
 from kafka_share.protocol.primitives import (
@@ -773,6 +816,9 @@ from kafka_share.protocol.primitives import (
 )
 
 _T = TypeVar("_T")
+
+#: Default of list and struct fields: each instance gets a fresh one.
+_FRESH: Any = object()
 
 
 def _decode_body(

@@ -2,8 +2,9 @@
 # Regenerate with: python tools/gen_messages.py
 """Kafka message classes (bodies only; headers live in ``headers.py``).
 
-Every message is an ``attrs`` class with snake_case fields and Kafka's
-defaults, nested struct classes under Kafka's struct names, and:
+Every message is a plain class (``__slots__``, keyword-only ``__init__``, ``__eq__``
+and ``__repr__`` written out here, sensitive fields left out of the repr) with
+snake_case fields and Kafka's defaults, nested struct classes under Kafka's struct names, and:
 
 * ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``: what this module can encode/decode;
 * ``FLEXIBLE_MIN_VERSION``: first flexible (compact + tagged fields) version, or None;
@@ -21,9 +22,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import ClassVar, TypeVar
-
-import attrs
+from typing import Any, ClassVar, TypeVar
 
 from kafka_share.errors import CorruptMessageError, UnsupportedVersionError
 from kafka_share.protocol.primitives import (
@@ -53,6 +52,9 @@ from kafka_share.protocol.primitives import (
 )
 
 _T = TypeVar("_T")
+
+#: Default of list and struct fields: each instance gets a fresh one.
+_FRESH: Any = object()
 
 
 def _decode_body(
@@ -108,7 +110,6 @@ _S_27 = struct.Struct(">iiiiii")
 _S_28 = struct.Struct(">iiiiiib?")
 _S_29 = struct.Struct(">qqh")
 
-@attrs.define(slots=True, kw_only=True)
 class AlterShareGroupOffsetsRequest:
     """Kafka AlterShareGroupOffsetsRequest (versions 0-0)."""
 
@@ -118,22 +119,80 @@ class AlterShareGroupOffsetsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
     RESPONSE_TYPE: ClassVar[type[AlterShareGroupOffsetsResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class AlterShareGroupOffsetsRequestPartition:
         """The ``AlterShareGroupOffsetsRequestPartition`` struct of :class:`AlterShareGroupOffsetsRequest`."""
 
-        partition_index: int = 0
-        start_offset: int = 0
+        __slots__ = ('partition_index', 'start_offset')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        start_offset: int
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            start_offset: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.start_offset = start_offset
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition):
+                return NotImplemented
+            return (self.partition_index, self.start_offset) == (other.partition_index, other.start_offset)
+
+        def __repr__(self) -> str:
+            return f"AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition(partition_index={self.partition_index!r}, start_offset={self.start_offset!r})"
+
     class AlterShareGroupOffsetsRequestTopic:
         """The ``AlterShareGroupOffsetsRequestTopic`` struct of :class:`AlterShareGroupOffsetsRequest`."""
 
-        topic_name: str = ''
-        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = attrs.field(factory=list)
+        __slots__ = ('topic_name', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    group_id: str = ''
-    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = attrs.field(factory=list)
+        topic_name: str
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = _FRESH,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic):
+                return NotImplemented
+            return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('group_id', 'topics')
+    __hash__ = None  # type: ignore[assignment]
+
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AlterShareGroupOffsetsRequest):
+            return NotImplemented
+        return (self.group_id, self.topics) == (other.group_id, other.topics)
+
+    def __repr__(self) -> str:
+        return f"AlterShareGroupOffsetsRequest(group_id={self.group_id!r}, topics={self.topics!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -174,7 +233,6 @@ class AlterShareGroupOffsetsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class AlterShareGroupOffsetsResponse:
     """Kafka AlterShareGroupOffsetsResponse (versions 0-0)."""
 
@@ -183,26 +241,92 @@ class AlterShareGroupOffsetsResponse:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
 
-    @attrs.define(slots=True, kw_only=True)
     class AlterShareGroupOffsetsResponsePartition:
         """The ``AlterShareGroupOffsetsResponsePartition`` struct of :class:`AlterShareGroupOffsetsResponse`."""
 
-        partition_index: int = 0
-        error_code: int = 0
-        error_message: str | None = None
+        __slots__ = ('partition_index', 'error_code', 'error_message')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        error_code: int
+        error_message: str | None
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition):
+                return NotImplemented
+            return (self.partition_index, self.error_code, self.error_message) == (other.partition_index, other.error_code, other.error_message)
+
+        def __repr__(self) -> str:
+            return f"AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
     class AlterShareGroupOffsetsResponseTopic:
         """The ``AlterShareGroupOffsetsResponseTopic`` struct of :class:`AlterShareGroupOffsetsResponse`."""
 
-        topic_name: str = ''
-        topic_id: uuid.UUID = ZERO_UUID
-        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = attrs.field(factory=list)
+        __slots__ = ('topic_name', 'topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = attrs.field(factory=list)
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = _FRESH,
+        ) -> None:
+            self.topic_name = topic_name
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic):
+                return NotImplemented
+            return (self.topic_name, self.topic_id, self.partitions) == (other.topic_name, other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = [] if responses is _FRESH else responses
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AlterShareGroupOffsetsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.responses) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses)
+
+    def __repr__(self) -> str:
+        return f"AlterShareGroupOffsetsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -243,7 +367,6 @@ class AlterShareGroupOffsetsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ApiVersionsRequest:
     """Kafka ApiVersionsRequest (versions 0-5)."""
 
@@ -253,10 +376,34 @@ class ApiVersionsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 3
     RESPONSE_TYPE: ClassVar[type[ApiVersionsResponse]]
 
-    client_software_name: str = ''
-    client_software_version: str = ''
-    cluster_id: str | None = None
-    node_id: int = -1
+    __slots__ = ('client_software_name', 'client_software_version', 'cluster_id', 'node_id')
+    __hash__ = None  # type: ignore[assignment]
+
+    client_software_name: str
+    client_software_version: str
+    cluster_id: str | None
+    node_id: int
+
+    def __init__(
+        self,
+        *,
+        client_software_name: str = '',
+        client_software_version: str = '',
+        cluster_id: str | None = None,
+        node_id: int = -1,
+    ) -> None:
+        self.client_software_name = client_software_name
+        self.client_software_version = client_software_version
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ApiVersionsRequest):
+            return NotImplemented
+        return (self.client_software_name, self.client_software_version, self.cluster_id, self.node_id) == (other.client_software_name, other.client_software_version, other.cluster_id, other.node_id)
+
+    def __repr__(self) -> str:
+        return f"ApiVersionsRequest(client_software_name={self.client_software_name!r}, client_software_version={self.client_software_version!r}, cluster_id={self.cluster_id!r}, node_id={self.node_id!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -297,7 +444,6 @@ class ApiVersionsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ApiVersionsResponse:
     """Kafka ApiVersionsResponse (versions 0-5)."""
 
@@ -306,37 +452,130 @@ class ApiVersionsResponse:
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 3
 
-    @attrs.define(slots=True, kw_only=True)
     class ApiVersion:
         """The ``ApiVersion`` struct of :class:`ApiVersionsResponse`."""
 
-        api_key: int = 0
-        min_version: int = 0
-        max_version: int = 0
+        __slots__ = ('api_key', 'min_version', 'max_version')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        api_key: int
+        min_version: int
+        max_version: int
+
+        def __init__(
+            self,
+            *,
+            api_key: int = 0,
+            min_version: int = 0,
+            max_version: int = 0,
+        ) -> None:
+            self.api_key = api_key
+            self.min_version = min_version
+            self.max_version = max_version
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ApiVersionsResponse.ApiVersion):
+                return NotImplemented
+            return (self.api_key, self.min_version, self.max_version) == (other.api_key, other.min_version, other.max_version)
+
+        def __repr__(self) -> str:
+            return f"ApiVersionsResponse.ApiVersion(api_key={self.api_key!r}, min_version={self.min_version!r}, max_version={self.max_version!r})"
+
     class SupportedFeatureKey:
         """The ``SupportedFeatureKey`` struct of :class:`ApiVersionsResponse`."""
 
-        name: str = ''
-        min_version: int = 0
-        max_version: int = 0
+        __slots__ = ('name', 'min_version', 'max_version')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        name: str
+        min_version: int
+        max_version: int
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            min_version: int = 0,
+            max_version: int = 0,
+        ) -> None:
+            self.name = name
+            self.min_version = min_version
+            self.max_version = max_version
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ApiVersionsResponse.SupportedFeatureKey):
+                return NotImplemented
+            return (self.name, self.min_version, self.max_version) == (other.name, other.min_version, other.max_version)
+
+        def __repr__(self) -> str:
+            return f"ApiVersionsResponse.SupportedFeatureKey(name={self.name!r}, min_version={self.min_version!r}, max_version={self.max_version!r})"
+
     class FinalizedFeatureKey:
         """The ``FinalizedFeatureKey`` struct of :class:`ApiVersionsResponse`."""
 
-        name: str = ''
-        max_version_level: int = 0
-        min_version_level: int = 0
+        __slots__ = ('name', 'max_version_level', 'min_version_level')
+        __hash__ = None  # type: ignore[assignment]
 
-    error_code: int = 0
-    api_keys: list[ApiVersionsResponse.ApiVersion] = attrs.field(factory=list)
-    throttle_time_ms: int = 0
-    supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = attrs.field(factory=list)
-    finalized_features_epoch: int = -1
-    finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = attrs.field(factory=list)
-    zk_migration_ready: bool = False
+        name: str
+        max_version_level: int
+        min_version_level: int
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            max_version_level: int = 0,
+            min_version_level: int = 0,
+        ) -> None:
+            self.name = name
+            self.max_version_level = max_version_level
+            self.min_version_level = min_version_level
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ApiVersionsResponse.FinalizedFeatureKey):
+                return NotImplemented
+            return (self.name, self.max_version_level, self.min_version_level) == (other.name, other.max_version_level, other.min_version_level)
+
+        def __repr__(self) -> str:
+            return f"ApiVersionsResponse.FinalizedFeatureKey(name={self.name!r}, max_version_level={self.max_version_level!r}, min_version_level={self.min_version_level!r})"
+
+    __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready')
+    __hash__ = None  # type: ignore[assignment]
+
+    error_code: int
+    api_keys: list[ApiVersionsResponse.ApiVersion]
+    throttle_time_ms: int
+    supported_features: list[ApiVersionsResponse.SupportedFeatureKey]
+    finalized_features_epoch: int
+    finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey]
+    zk_migration_ready: bool
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        api_keys: list[ApiVersionsResponse.ApiVersion] = _FRESH,
+        throttle_time_ms: int = 0,
+        supported_features: list[ApiVersionsResponse.SupportedFeatureKey] = _FRESH,
+        finalized_features_epoch: int = -1,
+        finalized_features: list[ApiVersionsResponse.FinalizedFeatureKey] = _FRESH,
+        zk_migration_ready: bool = False,
+    ) -> None:
+        self.error_code = error_code
+        self.api_keys = [] if api_keys is _FRESH else api_keys
+        self.throttle_time_ms = throttle_time_ms
+        self.supported_features = [] if supported_features is _FRESH else supported_features
+        self.finalized_features_epoch = finalized_features_epoch
+        self.finalized_features = [] if finalized_features is _FRESH else finalized_features
+        self.zk_migration_ready = zk_migration_ready
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ApiVersionsResponse):
+            return NotImplemented
+        return (self.error_code, self.api_keys, self.throttle_time_ms, self.supported_features, self.finalized_features_epoch, self.finalized_features, self.zk_migration_ready) == (other.error_code, other.api_keys, other.throttle_time_ms, other.supported_features, other.finalized_features_epoch, other.finalized_features, other.zk_migration_ready)
+
+    def __repr__(self) -> str:
+        return f"ApiVersionsResponse(error_code={self.error_code!r}, api_keys={self.api_keys!r}, throttle_time_ms={self.throttle_time_ms!r}, supported_features={self.supported_features!r}, finalized_features_epoch={self.finalized_features_epoch!r}, finalized_features={self.finalized_features!r}, zk_migration_ready={self.zk_migration_ready!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -377,7 +616,6 @@ class ApiVersionsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class CreateTopicsRequest:
     """Kafka CreateTopicsRequest (versions 2-4)."""
 
@@ -387,33 +625,118 @@ class CreateTopicsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 5
     RESPONSE_TYPE: ClassVar[type[CreateTopicsResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class CreatableReplicaAssignment:
         """The ``CreatableReplicaAssignment`` struct of :class:`CreateTopicsRequest`."""
 
-        partition_index: int = 0
-        broker_ids: list[int] = attrs.field(factory=list)
+        __slots__ = ('partition_index', 'broker_ids')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        broker_ids: list[int]
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            broker_ids: list[int] = _FRESH,
+        ) -> None:
+            self.partition_index = partition_index
+            self.broker_ids = [] if broker_ids is _FRESH else broker_ids
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, CreateTopicsRequest.CreatableReplicaAssignment):
+                return NotImplemented
+            return (self.partition_index, self.broker_ids) == (other.partition_index, other.broker_ids)
+
+        def __repr__(self) -> str:
+            return f"CreateTopicsRequest.CreatableReplicaAssignment(partition_index={self.partition_index!r}, broker_ids={self.broker_ids!r})"
+
     class CreatableTopicConfig:
         """The ``CreatableTopicConfig`` struct of :class:`CreateTopicsRequest`."""
 
-        name: str = ''
-        value: str | None = ''
+        __slots__ = ('name', 'value')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        name: str
+        value: str | None
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            value: str | None = '',
+        ) -> None:
+            self.name = name
+            self.value = value
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, CreateTopicsRequest.CreatableTopicConfig):
+                return NotImplemented
+            return (self.name, self.value) == (other.name, other.value)
+
+        def __repr__(self) -> str:
+            return f"CreateTopicsRequest.CreatableTopicConfig(name={self.name!r}, value={self.value!r})"
+
     class CreatableTopic:
         """The ``CreatableTopic`` struct of :class:`CreateTopicsRequest`."""
 
-        name: str = ''
-        num_partitions: int = 0
-        replication_factor: int = 0
-        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = attrs.field(factory=list)
-        configs: list[CreateTopicsRequest.CreatableTopicConfig] = attrs.field(factory=list)
+        __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs')
+        __hash__ = None  # type: ignore[assignment]
 
-    topics: list[CreateTopicsRequest.CreatableTopic] = attrs.field(factory=list)
-    timeout_ms: int = 60000
-    validate_only: bool = False
+        name: str
+        num_partitions: int
+        replication_factor: int
+        assignments: list[CreateTopicsRequest.CreatableReplicaAssignment]
+        configs: list[CreateTopicsRequest.CreatableTopicConfig]
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            num_partitions: int = 0,
+            replication_factor: int = 0,
+            assignments: list[CreateTopicsRequest.CreatableReplicaAssignment] = _FRESH,
+            configs: list[CreateTopicsRequest.CreatableTopicConfig] = _FRESH,
+        ) -> None:
+            self.name = name
+            self.num_partitions = num_partitions
+            self.replication_factor = replication_factor
+            self.assignments = [] if assignments is _FRESH else assignments
+            self.configs = [] if configs is _FRESH else configs
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, CreateTopicsRequest.CreatableTopic):
+                return NotImplemented
+            return (self.name, self.num_partitions, self.replication_factor, self.assignments, self.configs) == (other.name, other.num_partitions, other.replication_factor, other.assignments, other.configs)
+
+        def __repr__(self) -> str:
+            return f"CreateTopicsRequest.CreatableTopic(name={self.name!r}, num_partitions={self.num_partitions!r}, replication_factor={self.replication_factor!r}, assignments={self.assignments!r}, configs={self.configs!r})"
+
+    __slots__ = ('topics', 'timeout_ms', 'validate_only')
+    __hash__ = None  # type: ignore[assignment]
+
+    topics: list[CreateTopicsRequest.CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
+
+    def __init__(
+        self,
+        *,
+        topics: list[CreateTopicsRequest.CreatableTopic] = _FRESH,
+        timeout_ms: int = 60000,
+        validate_only: bool = False,
+    ) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CreateTopicsRequest):
+            return NotImplemented
+        return (self.topics, self.timeout_ms, self.validate_only) == (other.topics, other.timeout_ms, other.validate_only)
+
+    def __repr__(self) -> str:
+        return f"CreateTopicsRequest(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -454,7 +777,6 @@ class CreateTopicsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class CreateTopicsResponse:
     """Kafka CreateTopicsResponse (versions 2-4)."""
 
@@ -463,16 +785,57 @@ class CreateTopicsResponse:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 5
 
-    @attrs.define(slots=True, kw_only=True)
     class CreatableTopicResult:
         """The ``CreatableTopicResult`` struct of :class:`CreateTopicsResponse`."""
 
-        name: str = ''
-        error_code: int = 0
-        error_message: str | None = ''
+        __slots__ = ('name', 'error_code', 'error_message')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    topics: list[CreateTopicsResponse.CreatableTopicResult] = attrs.field(factory=list)
+        name: str
+        error_code: int
+        error_message: str | None
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            error_code: int = 0,
+            error_message: str | None = '',
+        ) -> None:
+            self.name = name
+            self.error_code = error_code
+            self.error_message = error_message
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, CreateTopicsResponse.CreatableTopicResult):
+                return NotImplemented
+            return (self.name, self.error_code, self.error_message) == (other.name, other.error_code, other.error_message)
+
+        def __repr__(self) -> str:
+            return f"CreateTopicsResponse.CreatableTopicResult(name={self.name!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+    __slots__ = ('throttle_time_ms', 'topics')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    topics: list[CreateTopicsResponse.CreatableTopicResult]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[CreateTopicsResponse.CreatableTopicResult] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CreateTopicsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
+
+    def __repr__(self) -> str:
+        return f"CreateTopicsResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -513,7 +876,6 @@ class CreateTopicsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DeleteGroupsRequest:
     """Kafka DeleteGroupsRequest (versions 0-2)."""
 
@@ -523,7 +885,25 @@ class DeleteGroupsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
     RESPONSE_TYPE: ClassVar[type[DeleteGroupsResponse]]
 
-    groups_names: list[str] = attrs.field(factory=list)
+    __slots__ = ('groups_names',)
+    __hash__ = None  # type: ignore[assignment]
+
+    groups_names: list[str]
+
+    def __init__(
+        self,
+        *,
+        groups_names: list[str] = _FRESH,
+    ) -> None:
+        self.groups_names = [] if groups_names is _FRESH else groups_names
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeleteGroupsRequest):
+            return NotImplemented
+        return (self.groups_names,) == (other.groups_names,)
+
+    def __repr__(self) -> str:
+        return f"DeleteGroupsRequest(groups_names={self.groups_names!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -564,7 +944,6 @@ class DeleteGroupsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DeleteGroupsResponse:
     """Kafka DeleteGroupsResponse (versions 0-2)."""
 
@@ -573,15 +952,54 @@ class DeleteGroupsResponse:
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
-    @attrs.define(slots=True, kw_only=True)
     class DeletableGroupResult:
         """The ``DeletableGroupResult`` struct of :class:`DeleteGroupsResponse`."""
 
-        group_id: str = ''
-        error_code: int = 0
+        __slots__ = ('group_id', 'error_code')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    results: list[DeleteGroupsResponse.DeletableGroupResult] = attrs.field(factory=list)
+        group_id: str
+        error_code: int
+
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            error_code: int = 0,
+        ) -> None:
+            self.group_id = group_id
+            self.error_code = error_code
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DeleteGroupsResponse.DeletableGroupResult):
+                return NotImplemented
+            return (self.group_id, self.error_code) == (other.group_id, other.error_code)
+
+        def __repr__(self) -> str:
+            return f"DeleteGroupsResponse.DeletableGroupResult(group_id={self.group_id!r}, error_code={self.error_code!r})"
+
+    __slots__ = ('throttle_time_ms', 'results')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    results: list[DeleteGroupsResponse.DeletableGroupResult]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        results: list[DeleteGroupsResponse.DeletableGroupResult] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _FRESH else results
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeleteGroupsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.results) == (other.throttle_time_ms, other.results)
+
+    def __repr__(self) -> str:
+        return f"DeleteGroupsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -622,7 +1040,6 @@ class DeleteGroupsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DeleteShareGroupOffsetsRequest:
     """Kafka DeleteShareGroupOffsetsRequest (versions 0-0)."""
 
@@ -632,14 +1049,51 @@ class DeleteShareGroupOffsetsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
     RESPONSE_TYPE: ClassVar[type[DeleteShareGroupOffsetsResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class DeleteShareGroupOffsetsRequestTopic:
         """The ``DeleteShareGroupOffsetsRequestTopic`` struct of :class:`DeleteShareGroupOffsetsRequest`."""
 
-        topic_name: str = ''
+        __slots__ = ('topic_name',)
+        __hash__ = None  # type: ignore[assignment]
 
-    group_id: str = ''
-    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = attrs.field(factory=list)
+        topic_name: str
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+        ) -> None:
+            self.topic_name = topic_name
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic):
+                return NotImplemented
+            return (self.topic_name,) == (other.topic_name,)
+
+        def __repr__(self) -> str:
+            return f"DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name={self.topic_name!r})"
+
+    __slots__ = ('group_id', 'topics')
+    __hash__ = None  # type: ignore[assignment]
+
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FRESH else topics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeleteShareGroupOffsetsRequest):
+            return NotImplemented
+        return (self.group_id, self.topics) == (other.group_id, other.topics)
+
+    def __repr__(self) -> str:
+        return f"DeleteShareGroupOffsetsRequest(group_id={self.group_id!r}, topics={self.topics!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -680,7 +1134,6 @@ class DeleteShareGroupOffsetsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DeleteShareGroupOffsetsResponse:
     """Kafka DeleteShareGroupOffsetsResponse (versions 0-0)."""
 
@@ -689,19 +1142,66 @@ class DeleteShareGroupOffsetsResponse:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
 
-    @attrs.define(slots=True, kw_only=True)
     class DeleteShareGroupOffsetsResponseTopic:
         """The ``DeleteShareGroupOffsetsResponseTopic`` struct of :class:`DeleteShareGroupOffsetsResponse`."""
 
-        topic_name: str = ''
-        topic_id: uuid.UUID = ZERO_UUID
-        error_code: int = 0
-        error_message: str | None = None
+        __slots__ = ('topic_name', 'topic_id', 'error_code', 'error_message')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = attrs.field(factory=list)
+        topic_name: str
+        topic_id: uuid.UUID
+        error_code: int
+        error_message: str | None
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            error_code: int = 0,
+            error_message: str | None = None,
+        ) -> None:
+            self.topic_name = topic_name
+            self.topic_id = topic_id
+            self.error_code = error_code
+            self.error_message = error_message
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic):
+                return NotImplemented
+            return (self.topic_name, self.topic_id, self.error_code, self.error_message) == (other.topic_name, other.topic_id, other.error_code, other.error_message)
+
+        def __repr__(self) -> str:
+            return f"DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = [] if responses is _FRESH else responses
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeleteShareGroupOffsetsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.responses) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses)
+
+    def __repr__(self) -> str:
+        return f"DeleteShareGroupOffsetsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -742,7 +1242,6 @@ class DeleteShareGroupOffsetsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DeleteTopicsRequest:
     """Kafka DeleteTopicsRequest (versions 1-5)."""
 
@@ -752,8 +1251,28 @@ class DeleteTopicsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
     RESPONSE_TYPE: ClassVar[type[DeleteTopicsResponse]]
 
-    topic_names: list[str] = attrs.field(factory=list)
-    timeout_ms: int = 0
+    __slots__ = ('topic_names', 'timeout_ms')
+    __hash__ = None  # type: ignore[assignment]
+
+    topic_names: list[str]
+    timeout_ms: int
+
+    def __init__(
+        self,
+        *,
+        topic_names: list[str] = _FRESH,
+        timeout_ms: int = 0,
+    ) -> None:
+        self.topic_names = [] if topic_names is _FRESH else topic_names
+        self.timeout_ms = timeout_ms
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeleteTopicsRequest):
+            return NotImplemented
+        return (self.topic_names, self.timeout_ms) == (other.topic_names, other.timeout_ms)
+
+    def __repr__(self) -> str:
+        return f"DeleteTopicsRequest(topic_names={self.topic_names!r}, timeout_ms={self.timeout_ms!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -794,7 +1313,6 @@ class DeleteTopicsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DeleteTopicsResponse:
     """Kafka DeleteTopicsResponse (versions 1-5)."""
 
@@ -803,16 +1321,57 @@ class DeleteTopicsResponse:
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
 
-    @attrs.define(slots=True, kw_only=True)
     class DeletableTopicResult:
         """The ``DeletableTopicResult`` struct of :class:`DeleteTopicsResponse`."""
 
-        name: str = ''
-        error_code: int = 0
-        error_message: str | None = None
+        __slots__ = ('name', 'error_code', 'error_message')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    responses: list[DeleteTopicsResponse.DeletableTopicResult] = attrs.field(factory=list)
+        name: str
+        error_code: int
+        error_message: str | None
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            error_code: int = 0,
+            error_message: str | None = None,
+        ) -> None:
+            self.name = name
+            self.error_code = error_code
+            self.error_message = error_message
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DeleteTopicsResponse.DeletableTopicResult):
+                return NotImplemented
+            return (self.name, self.error_code, self.error_message) == (other.name, other.error_code, other.error_message)
+
+        def __repr__(self) -> str:
+            return f"DeleteTopicsResponse.DeletableTopicResult(name={self.name!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+    __slots__ = ('throttle_time_ms', 'responses')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    responses: list[DeleteTopicsResponse.DeletableTopicResult]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        responses: list[DeleteTopicsResponse.DeletableTopicResult] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _FRESH else responses
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeleteTopicsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.responses) == (other.throttle_time_ms, other.responses)
+
+    def __repr__(self) -> str:
+        return f"DeleteTopicsResponse(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -853,7 +1412,6 @@ class DeleteTopicsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DescribeClusterRequest:
     """Kafka DescribeClusterRequest (versions 0-1)."""
 
@@ -863,8 +1421,28 @@ class DescribeClusterRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
     RESPONSE_TYPE: ClassVar[type[DescribeClusterResponse]]
 
-    include_cluster_authorized_operations: bool = False
-    endpoint_type: int = 1
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type')
+    __hash__ = None  # type: ignore[assignment]
+
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+
+    def __init__(
+        self,
+        *,
+        include_cluster_authorized_operations: bool = False,
+        endpoint_type: int = 1,
+    ) -> None:
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.endpoint_type = endpoint_type
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DescribeClusterRequest):
+            return NotImplemented
+        return (self.include_cluster_authorized_operations, self.endpoint_type) == (other.include_cluster_authorized_operations, other.endpoint_type)
+
+    def __repr__(self) -> str:
+        return f"DescribeClusterRequest(include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, endpoint_type={self.endpoint_type!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -905,7 +1483,6 @@ class DescribeClusterRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DescribeClusterResponse:
     """Kafka DescribeClusterResponse (versions 0-1)."""
 
@@ -914,23 +1491,78 @@ class DescribeClusterResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
 
-    @attrs.define(slots=True, kw_only=True)
     class DescribeClusterBroker:
         """The ``DescribeClusterBroker`` struct of :class:`DescribeClusterResponse`."""
 
-        broker_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
+        __slots__ = ('broker_id', 'host', 'port', 'rack')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    endpoint_type: int = 1
-    cluster_id: str = ''
-    controller_id: int = -1
-    brokers: list[DescribeClusterResponse.DescribeClusterBroker] = attrs.field(factory=list)
-    cluster_authorized_operations: int = -2147483648
+        broker_id: int
+        host: str
+        port: int
+        rack: str | None
+
+        def __init__(
+            self,
+            *,
+            broker_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+        ) -> None:
+            self.broker_id = broker_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeClusterResponse.DescribeClusterBroker):
+                return NotImplemented
+            return (self.broker_id, self.host, self.port, self.rack) == (other.broker_id, other.host, other.port, other.rack)
+
+        def __repr__(self) -> str:
+            return f"DescribeClusterResponse.DescribeClusterBroker(broker_id={self.broker_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'endpoint_type', 'cluster_id', 'controller_id', 'brokers', 'cluster_authorized_operations')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    endpoint_type: int
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterResponse.DescribeClusterBroker]
+    cluster_authorized_operations: int
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        endpoint_type: int = 1,
+        cluster_id: str = '',
+        controller_id: int = -1,
+        brokers: list[DescribeClusterResponse.DescribeClusterBroker] = _FRESH,
+        cluster_authorized_operations: int = -2147483648,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.endpoint_type = endpoint_type
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers = [] if brokers is _FRESH else brokers
+        self.cluster_authorized_operations = cluster_authorized_operations
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DescribeClusterResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.endpoint_type, self.cluster_id, self.controller_id, self.brokers, self.cluster_authorized_operations) == (other.throttle_time_ms, other.error_code, other.error_message, other.endpoint_type, other.cluster_id, other.controller_id, other.brokers, other.cluster_authorized_operations)
+
+    def __repr__(self) -> str:
+        return f"DescribeClusterResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, endpoint_type={self.endpoint_type!r}, cluster_id={self.cluster_id!r}, controller_id={self.controller_id!r}, brokers={self.brokers!r}, cluster_authorized_operations={self.cluster_authorized_operations!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -971,7 +1603,6 @@ class DescribeClusterResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DescribeConfigsRequest:
     """Kafka DescribeConfigsRequest (versions 1-4)."""
 
@@ -981,17 +1612,60 @@ class DescribeConfigsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
     RESPONSE_TYPE: ClassVar[type[DescribeConfigsResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class DescribeConfigsResource:
         """The ``DescribeConfigsResource`` struct of :class:`DescribeConfigsRequest`."""
 
-        resource_type: int = 0
-        resource_name: str = ''
-        configuration_keys: list[str] | None = attrs.field(factory=list)
+        __slots__ = ('resource_type', 'resource_name', 'configuration_keys')
+        __hash__ = None  # type: ignore[assignment]
 
-    resources: list[DescribeConfigsRequest.DescribeConfigsResource] = attrs.field(factory=list)
-    include_synonyms: bool = False
-    include_documentation: bool = False
+        resource_type: int
+        resource_name: str
+        configuration_keys: list[str] | None
+
+        def __init__(
+            self,
+            *,
+            resource_type: int = 0,
+            resource_name: str = '',
+            configuration_keys: list[str] | None = _FRESH,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configuration_keys = [] if configuration_keys is _FRESH else configuration_keys
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeConfigsRequest.DescribeConfigsResource):
+                return NotImplemented
+            return (self.resource_type, self.resource_name, self.configuration_keys) == (other.resource_type, other.resource_name, other.configuration_keys)
+
+        def __repr__(self) -> str:
+            return f"DescribeConfigsRequest.DescribeConfigsResource(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configuration_keys={self.configuration_keys!r})"
+
+    __slots__ = ('resources', 'include_synonyms', 'include_documentation')
+    __hash__ = None  # type: ignore[assignment]
+
+    resources: list[DescribeConfigsRequest.DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+
+    def __init__(
+        self,
+        *,
+        resources: list[DescribeConfigsRequest.DescribeConfigsResource] = _FRESH,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+    ) -> None:
+        self.resources = [] if resources is _FRESH else resources
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DescribeConfigsRequest):
+            return NotImplemented
+        return (self.resources, self.include_synonyms, self.include_documentation) == (other.resources, other.include_synonyms, other.include_documentation)
+
+    def __repr__(self) -> str:
+        return f"DescribeConfigsRequest(resources={self.resources!r}, include_synonyms={self.include_synonyms!r}, include_documentation={self.include_documentation!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1032,7 +1706,6 @@ class DescribeConfigsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DescribeConfigsResponse:
     """Kafka DescribeConfigsResponse (versions 1-4)."""
 
@@ -1041,39 +1714,136 @@ class DescribeConfigsResponse:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 4
 
-    @attrs.define(slots=True, kw_only=True)
     class DescribeConfigsSynonym:
         """The ``DescribeConfigsSynonym`` struct of :class:`DescribeConfigsResponse`."""
 
-        name: str = ''
-        value: str | None = ''
-        source: int = 0
+        __slots__ = ('name', 'value', 'source')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        name: str
+        value: str | None
+        source: int
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            value: str | None = '',
+            source: int = 0,
+        ) -> None:
+            self.name = name
+            self.value = value
+            self.source = source
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeConfigsResponse.DescribeConfigsSynonym):
+                return NotImplemented
+            return (self.name, self.value, self.source) == (other.name, other.value, other.source)
+
+        def __repr__(self) -> str:
+            return f"DescribeConfigsResponse.DescribeConfigsSynonym(name={self.name!r}, value={self.value!r}, source={self.source!r})"
+
     class DescribeConfigsResourceResult:
         """The ``DescribeConfigsResourceResult`` struct of :class:`DescribeConfigsResponse`."""
 
-        name: str = ''
-        value: str | None = ''
-        read_only: bool = False
-        config_source: int = -1
-        is_sensitive: bool = False
-        synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = attrs.field(factory=list)
-        config_type: int = 0
-        documentation: str | None = ''
+        __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        name: str
+        value: str | None
+        read_only: bool
+        config_source: int
+        is_sensitive: bool
+        synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym]
+        config_type: int
+        documentation: str | None
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            value: str | None = '',
+            read_only: bool = False,
+            config_source: int = -1,
+            is_sensitive: bool = False,
+            synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = _FRESH,
+            config_type: int = 0,
+            documentation: str | None = '',
+        ) -> None:
+            self.name = name
+            self.value = value
+            self.read_only = read_only
+            self.config_source = config_source
+            self.is_sensitive = is_sensitive
+            self.synonyms = [] if synonyms is _FRESH else synonyms
+            self.config_type = config_type
+            self.documentation = documentation
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeConfigsResponse.DescribeConfigsResourceResult):
+                return NotImplemented
+            return (self.name, self.value, self.read_only, self.config_source, self.is_sensitive, self.synonyms, self.config_type, self.documentation) == (other.name, other.value, other.read_only, other.config_source, other.is_sensitive, other.synonyms, other.config_type, other.documentation)
+
+        def __repr__(self) -> str:
+            return f"DescribeConfigsResponse.DescribeConfigsResourceResult(name={self.name!r}, value={self.value!r}, read_only={self.read_only!r}, config_source={self.config_source!r}, is_sensitive={self.is_sensitive!r}, synonyms={self.synonyms!r}, config_type={self.config_type!r}, documentation={self.documentation!r})"
+
     class DescribeConfigsResult:
         """The ``DescribeConfigsResult`` struct of :class:`DescribeConfigsResponse`."""
 
-        error_code: int = 0
-        error_message: str | None = ''
-        resource_type: int = 0
-        resource_name: str = ''
-        configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = attrs.field(factory=list)
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'configs')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    results: list[DescribeConfigsResponse.DescribeConfigsResult] = attrs.field(factory=list)
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+        configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult]
+
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+            configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult] = _FRESH,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configs = [] if configs is _FRESH else configs
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeConfigsResponse.DescribeConfigsResult):
+                return NotImplemented
+            return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.configs) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.configs)
+
+        def __repr__(self) -> str:
+            return f"DescribeConfigsResponse.DescribeConfigsResult(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r})"
+
+    __slots__ = ('throttle_time_ms', 'results')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    results: list[DescribeConfigsResponse.DescribeConfigsResult]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        results: list[DescribeConfigsResponse.DescribeConfigsResult] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is _FRESH else results
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DescribeConfigsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.results) == (other.throttle_time_ms, other.results)
+
+    def __repr__(self) -> str:
+        return f"DescribeConfigsResponse(throttle_time_ms={self.throttle_time_ms!r}, results={self.results!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1114,7 +1884,6 @@ class DescribeConfigsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DescribeShareGroupOffsetsRequest:
     """Kafka DescribeShareGroupOffsetsRequest (versions 0-1)."""
 
@@ -1124,21 +1893,77 @@ class DescribeShareGroupOffsetsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
     RESPONSE_TYPE: ClassVar[type[DescribeShareGroupOffsetsResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class DescribeShareGroupOffsetsRequestTopic:
         """The ``DescribeShareGroupOffsetsRequestTopic`` struct of :class:`DescribeShareGroupOffsetsRequest`."""
 
-        topic_name: str = ''
-        partitions: list[int] = attrs.field(factory=list)
+        __slots__ = ('topic_name', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        topic_name: str
+        partitions: list[int]
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            partitions: list[int] = _FRESH,
+        ) -> None:
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic):
+                return NotImplemented
+            return (self.topic_name, self.partitions) == (other.topic_name, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic(topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
     class DescribeShareGroupOffsetsRequestGroup:
         """The ``DescribeShareGroupOffsetsRequestGroup`` struct of :class:`DescribeShareGroupOffsetsRequest`."""
 
-        group_id: str = ''
-        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = attrs.field(factory=list)
+        __slots__ = ('group_id', 'topics')
+        __hash__ = None  # type: ignore[assignment]
 
-    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = attrs.field(factory=list)
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None
+
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = _FRESH,
+        ) -> None:
+            self.group_id = group_id
+            self.topics = [] if topics is _FRESH else topics
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup):
+                return NotImplemented
+            return (self.group_id, self.topics) == (other.group_id, other.topics)
+
+        def __repr__(self) -> str:
+            return f"DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(group_id={self.group_id!r}, topics={self.topics!r})"
+
+    __slots__ = ('groups',)
+    __hash__ = None  # type: ignore[assignment]
+
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
+
+    def __init__(
+        self,
+        *,
+        groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = _FRESH,
+    ) -> None:
+        self.groups = [] if groups is _FRESH else groups
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DescribeShareGroupOffsetsRequest):
+            return NotImplemented
+        return (self.groups,) == (other.groups,)
+
+    def __repr__(self) -> str:
+        return f"DescribeShareGroupOffsetsRequest(groups={self.groups!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1179,7 +2004,6 @@ class DescribeShareGroupOffsetsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class DescribeShareGroupOffsetsResponse:
     """Kafka DescribeShareGroupOffsetsResponse (versions 0-1)."""
 
@@ -1188,36 +2012,127 @@ class DescribeShareGroupOffsetsResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
 
-    @attrs.define(slots=True, kw_only=True)
     class DescribeShareGroupOffsetsResponsePartition:
         """The ``DescribeShareGroupOffsetsResponsePartition`` struct of :class:`DescribeShareGroupOffsetsResponse`."""
 
-        partition_index: int = 0
-        start_offset: int = 0
-        leader_epoch: int = 0
-        lag: int = -1
-        error_code: int = 0
-        error_message: str | None = None
+        __slots__ = ('partition_index', 'start_offset', 'leader_epoch', 'lag', 'error_code', 'error_message')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        start_offset: int
+        leader_epoch: int
+        lag: int
+        error_code: int
+        error_message: str | None
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            start_offset: int = 0,
+            leader_epoch: int = 0,
+            lag: int = -1,
+            error_code: int = 0,
+            error_message: str | None = None,
+        ) -> None:
+            self.partition_index = partition_index
+            self.start_offset = start_offset
+            self.leader_epoch = leader_epoch
+            self.lag = lag
+            self.error_code = error_code
+            self.error_message = error_message
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition):
+                return NotImplemented
+            return (self.partition_index, self.start_offset, self.leader_epoch, self.lag, self.error_code, self.error_message) == (other.partition_index, other.start_offset, other.leader_epoch, other.lag, other.error_code, other.error_message)
+
+        def __repr__(self) -> str:
+            return f"DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition(partition_index={self.partition_index!r}, start_offset={self.start_offset!r}, leader_epoch={self.leader_epoch!r}, lag={self.lag!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
     class DescribeShareGroupOffsetsResponseTopic:
         """The ``DescribeShareGroupOffsetsResponseTopic`` struct of :class:`DescribeShareGroupOffsetsResponse`."""
 
-        topic_name: str = ''
-        topic_id: uuid.UUID = ZERO_UUID
-        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = attrs.field(factory=list)
+        __slots__ = ('topic_name', 'topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]
+
+        def __init__(
+            self,
+            *,
+            topic_name: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = _FRESH,
+        ) -> None:
+            self.topic_name = topic_name
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic):
+                return NotImplemented
+            return (self.topic_name, self.topic_id, self.partitions) == (other.topic_name, other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
     class DescribeShareGroupOffsetsResponseGroup:
         """The ``DescribeShareGroupOffsetsResponseGroup`` struct of :class:`DescribeShareGroupOffsetsResponse`."""
 
-        group_id: str = ''
-        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = attrs.field(factory=list)
-        error_code: int = 0
-        error_message: str | None = None
+        __slots__ = ('group_id', 'topics', 'error_code', 'error_message')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = attrs.field(factory=list)
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]
+        error_code: int
+        error_message: str | None
+
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = _FRESH,
+            error_code: int = 0,
+            error_message: str | None = None,
+        ) -> None:
+            self.group_id = group_id
+            self.topics = [] if topics is _FRESH else topics
+            self.error_code = error_code
+            self.error_message = error_message
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup):
+                return NotImplemented
+            return (self.group_id, self.topics, self.error_code, self.error_message) == (other.group_id, other.topics, other.error_code, other.error_message)
+
+        def __repr__(self) -> str:
+            return f"DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup(group_id={self.group_id!r}, topics={self.topics!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+    __slots__ = ('throttle_time_ms', 'groups')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FRESH else groups
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DescribeShareGroupOffsetsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.groups) == (other.throttle_time_ms, other.groups)
+
+    def __repr__(self) -> str:
+        return f"DescribeShareGroupOffsetsResponse(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1258,7 +2173,6 @@ class DescribeShareGroupOffsetsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class FindCoordinatorRequest:
     """Kafka FindCoordinatorRequest (versions 0-6)."""
 
@@ -1268,9 +2182,31 @@ class FindCoordinatorRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 3
     RESPONSE_TYPE: ClassVar[type[FindCoordinatorResponse]]
 
-    key: str = ''
-    key_type: int = 0
-    coordinator_keys: list[str] = attrs.field(factory=list)
+    __slots__ = ('key', 'key_type', 'coordinator_keys')
+    __hash__ = None  # type: ignore[assignment]
+
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
+
+    def __init__(
+        self,
+        *,
+        key: str = '',
+        key_type: int = 0,
+        coordinator_keys: list[str] = _FRESH,
+    ) -> None:
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = [] if coordinator_keys is _FRESH else coordinator_keys
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FindCoordinatorRequest):
+            return NotImplemented
+        return (self.key, self.key_type, self.coordinator_keys) == (other.key, other.key_type, other.coordinator_keys)
+
+    def __repr__(self) -> str:
+        return f"FindCoordinatorRequest(key={self.key!r}, key_type={self.key_type!r}, coordinator_keys={self.coordinator_keys!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1311,7 +2247,6 @@ class FindCoordinatorRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class FindCoordinatorResponse:
     """Kafka FindCoordinatorResponse (versions 0-6)."""
 
@@ -1320,24 +2255,81 @@ class FindCoordinatorResponse:
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 3
 
-    @attrs.define(slots=True, kw_only=True)
     class Coordinator:
         """The ``Coordinator`` struct of :class:`FindCoordinatorResponse`."""
 
-        key: str = ''
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        error_code: int = 0
-        error_message: str | None = ''
+        __slots__ = ('key', 'node_id', 'host', 'port', 'error_code', 'error_message')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    node_id: int = 0
-    host: str = ''
-    port: int = 0
-    coordinators: list[FindCoordinatorResponse.Coordinator] = attrs.field(factory=list)
+        key: str
+        node_id: int
+        host: str
+        port: int
+        error_code: int
+        error_message: str | None
+
+        def __init__(
+            self,
+            *,
+            key: str = '',
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            error_code: int = 0,
+            error_message: str | None = '',
+        ) -> None:
+            self.key = key
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.error_code = error_code
+            self.error_message = error_message
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, FindCoordinatorResponse.Coordinator):
+                return NotImplemented
+            return (self.key, self.node_id, self.host, self.port, self.error_code, self.error_message) == (other.key, other.node_id, other.host, other.port, other.error_code, other.error_message)
+
+        def __repr__(self) -> str:
+            return f"FindCoordinatorResponse.Coordinator(key={self.key!r}, node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, error_code={self.error_code!r}, error_message={self.error_message!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'node_id', 'host', 'port', 'coordinators')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    node_id: int
+    host: str
+    port: int
+    coordinators: list[FindCoordinatorResponse.Coordinator]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = '',
+        node_id: int = 0,
+        host: str = '',
+        port: int = 0,
+        coordinators: list[FindCoordinatorResponse.Coordinator] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.coordinators = [] if coordinators is _FRESH else coordinators
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FindCoordinatorResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.node_id, self.host, self.port, self.coordinators) == (other.throttle_time_ms, other.error_code, other.error_message, other.node_id, other.host, other.port, other.coordinators)
+
+    def __repr__(self) -> str:
+        return f"FindCoordinatorResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, coordinators={self.coordinators!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1378,7 +2370,6 @@ class FindCoordinatorResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class IncrementalAlterConfigsRequest:
     """Kafka IncrementalAlterConfigsRequest (versions 0-1)."""
 
@@ -1388,24 +2379,86 @@ class IncrementalAlterConfigsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 1
     RESPONSE_TYPE: ClassVar[type[IncrementalAlterConfigsResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class AlterableConfig:
         """The ``AlterableConfig`` struct of :class:`IncrementalAlterConfigsRequest`."""
 
-        name: str = ''
-        config_operation: int = 0
-        value: str | None = ''
+        __slots__ = ('name', 'config_operation', 'value')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        name: str
+        config_operation: int
+        value: str | None
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            config_operation: int = 0,
+            value: str | None = '',
+        ) -> None:
+            self.name = name
+            self.config_operation = config_operation
+            self.value = value
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, IncrementalAlterConfigsRequest.AlterableConfig):
+                return NotImplemented
+            return (self.name, self.config_operation, self.value) == (other.name, other.config_operation, other.value)
+
+        def __repr__(self) -> str:
+            return f"IncrementalAlterConfigsRequest.AlterableConfig(name={self.name!r}, config_operation={self.config_operation!r}, value={self.value!r})"
+
     class AlterConfigsResource:
         """The ``AlterConfigsResource`` struct of :class:`IncrementalAlterConfigsRequest`."""
 
-        resource_type: int = 0
-        resource_name: str = ''
-        configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = attrs.field(factory=list)
+        __slots__ = ('resource_type', 'resource_name', 'configs')
+        __hash__ = None  # type: ignore[assignment]
 
-    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = attrs.field(factory=list)
-    validate_only: bool = False
+        resource_type: int
+        resource_name: str
+        configs: list[IncrementalAlterConfigsRequest.AlterableConfig]
+
+        def __init__(
+            self,
+            *,
+            resource_type: int = 0,
+            resource_name: str = '',
+            configs: list[IncrementalAlterConfigsRequest.AlterableConfig] = _FRESH,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.configs = [] if configs is _FRESH else configs
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, IncrementalAlterConfigsRequest.AlterConfigsResource):
+                return NotImplemented
+            return (self.resource_type, self.resource_name, self.configs) == (other.resource_type, other.resource_name, other.configs)
+
+        def __repr__(self) -> str:
+            return f"IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r})"
+
+    __slots__ = ('resources', 'validate_only')
+    __hash__ = None  # type: ignore[assignment]
+
+    resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource]
+    validate_only: bool
+
+    def __init__(
+        self,
+        *,
+        resources: list[IncrementalAlterConfigsRequest.AlterConfigsResource] = _FRESH,
+        validate_only: bool = False,
+    ) -> None:
+        self.resources = [] if resources is _FRESH else resources
+        self.validate_only = validate_only
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IncrementalAlterConfigsRequest):
+            return NotImplemented
+        return (self.resources, self.validate_only) == (other.resources, other.validate_only)
+
+    def __repr__(self) -> str:
+        return f"IncrementalAlterConfigsRequest(resources={self.resources!r}, validate_only={self.validate_only!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1446,7 +2499,6 @@ class IncrementalAlterConfigsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class IncrementalAlterConfigsResponse:
     """Kafka IncrementalAlterConfigsResponse (versions 0-1)."""
 
@@ -1455,17 +2507,60 @@ class IncrementalAlterConfigsResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 1
 
-    @attrs.define(slots=True, kw_only=True)
     class AlterConfigsResourceResponse:
         """The ``AlterConfigsResourceResponse`` struct of :class:`IncrementalAlterConfigsResponse`."""
 
-        error_code: int = 0
-        error_message: str | None = ''
-        resource_type: int = 0
-        resource_name: str = ''
+        __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = attrs.field(factory=list)
+        error_code: int
+        error_message: str | None
+        resource_type: int
+        resource_name: str
+
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = '',
+            resource_type: int = 0,
+            resource_name: str = '',
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, IncrementalAlterConfigsResponse.AlterConfigsResourceResponse):
+                return NotImplemented
+            return (self.error_code, self.error_message, self.resource_type, self.resource_name) == (other.error_code, other.error_message, other.resource_type, other.resource_name)
+
+        def __repr__(self) -> str:
+            return f"IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r})"
+
+    __slots__ = ('throttle_time_ms', 'responses')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        responses: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _FRESH else responses
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IncrementalAlterConfigsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.responses) == (other.throttle_time_ms, other.responses)
+
+    def __repr__(self) -> str:
+        return f"IncrementalAlterConfigsResponse(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1506,7 +2601,6 @@ class IncrementalAlterConfigsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ListGroupsRequest:
     """Kafka ListGroupsRequest (versions 0-5)."""
 
@@ -1516,8 +2610,28 @@ class ListGroupsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 3
     RESPONSE_TYPE: ClassVar[type[ListGroupsResponse]]
 
-    states_filter: list[str] = attrs.field(factory=list)
-    types_filter: list[str] = attrs.field(factory=list)
+    __slots__ = ('states_filter', 'types_filter')
+    __hash__ = None  # type: ignore[assignment]
+
+    states_filter: list[str]
+    types_filter: list[str]
+
+    def __init__(
+        self,
+        *,
+        states_filter: list[str] = _FRESH,
+        types_filter: list[str] = _FRESH,
+    ) -> None:
+        self.states_filter = [] if states_filter is _FRESH else states_filter
+        self.types_filter = [] if types_filter is _FRESH else types_filter
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ListGroupsRequest):
+            return NotImplemented
+        return (self.states_filter, self.types_filter) == (other.states_filter, other.types_filter)
+
+    def __repr__(self) -> str:
+        return f"ListGroupsRequest(states_filter={self.states_filter!r}, types_filter={self.types_filter!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1558,7 +2672,6 @@ class ListGroupsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ListGroupsResponse:
     """Kafka ListGroupsResponse (versions 0-5)."""
 
@@ -1567,18 +2680,63 @@ class ListGroupsResponse:
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 3
 
-    @attrs.define(slots=True, kw_only=True)
     class ListedGroup:
         """The ``ListedGroup`` struct of :class:`ListGroupsResponse`."""
 
-        group_id: str = ''
-        protocol_type: str = ''
-        group_state: str = ''
-        group_type: str = ''
+        __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    groups: list[ListGroupsResponse.ListedGroup] = attrs.field(factory=list)
+        group_id: str
+        protocol_type: str
+        group_state: str
+        group_type: str
+
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            protocol_type: str = '',
+            group_state: str = '',
+            group_type: str = '',
+        ) -> None:
+            self.group_id = group_id
+            self.protocol_type = protocol_type
+            self.group_state = group_state
+            self.group_type = group_type
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ListGroupsResponse.ListedGroup):
+                return NotImplemented
+            return (self.group_id, self.protocol_type, self.group_state, self.group_type) == (other.group_id, other.protocol_type, other.group_state, other.group_type)
+
+        def __repr__(self) -> str:
+            return f"ListGroupsResponse.ListedGroup(group_id={self.group_id!r}, protocol_type={self.protocol_type!r}, group_state={self.group_state!r}, group_type={self.group_type!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'groups')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    groups: list[ListGroupsResponse.ListedGroup]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        groups: list[ListGroupsResponse.ListedGroup] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.groups = [] if groups is _FRESH else groups
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ListGroupsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.groups) == (other.throttle_time_ms, other.error_code, other.groups)
+
+    def __repr__(self) -> str:
+        return f"ListGroupsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, groups={self.groups!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1619,7 +2777,6 @@ class ListGroupsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ListOffsetsRequest:
     """Kafka ListOffsetsRequest (versions 1-8)."""
 
@@ -1629,24 +2786,86 @@ class ListOffsetsRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
     RESPONSE_TYPE: ClassVar[type[ListOffsetsResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class ListOffsetsPartition:
         """The ``ListOffsetsPartition`` struct of :class:`ListOffsetsRequest`."""
 
-        partition_index: int = 0
-        current_leader_epoch: int = -1
-        timestamp: int = 0
+        __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        current_leader_epoch: int
+        timestamp: int
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            current_leader_epoch: int = -1,
+            timestamp: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.current_leader_epoch = current_leader_epoch
+            self.timestamp = timestamp
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ListOffsetsRequest.ListOffsetsPartition):
+                return NotImplemented
+            return (self.partition_index, self.current_leader_epoch, self.timestamp) == (other.partition_index, other.current_leader_epoch, other.timestamp)
+
+        def __repr__(self) -> str:
+            return f"ListOffsetsRequest.ListOffsetsPartition(partition_index={self.partition_index!r}, current_leader_epoch={self.current_leader_epoch!r}, timestamp={self.timestamp!r})"
+
     class ListOffsetsTopic:
         """The ``ListOffsetsTopic`` struct of :class:`ListOffsetsRequest`."""
 
-        name: str = ''
-        partitions: list[ListOffsetsRequest.ListOffsetsPartition] = attrs.field(factory=list)
+        __slots__ = ('name', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    replica_id: int = 0
-    isolation_level: int = 0
-    topics: list[ListOffsetsRequest.ListOffsetsTopic] = attrs.field(factory=list)
+        name: str
+        partitions: list[ListOffsetsRequest.ListOffsetsPartition]
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[ListOffsetsRequest.ListOffsetsPartition] = _FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ListOffsetsRequest.ListOffsetsTopic):
+                return NotImplemented
+            return (self.name, self.partitions) == (other.name, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ListOffsetsRequest.ListOffsetsTopic(name={self.name!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('replica_id', 'isolation_level', 'topics')
+    __hash__ = None  # type: ignore[assignment]
+
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsRequest.ListOffsetsTopic]
+
+    def __init__(
+        self,
+        *,
+        replica_id: int = 0,
+        isolation_level: int = 0,
+        topics: list[ListOffsetsRequest.ListOffsetsTopic] = _FRESH,
+    ) -> None:
+        self.replica_id = replica_id
+        self.isolation_level = isolation_level
+        self.topics = [] if topics is _FRESH else topics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ListOffsetsRequest):
+            return NotImplemented
+        return (self.replica_id, self.isolation_level, self.topics) == (other.replica_id, other.isolation_level, other.topics)
+
+    def __repr__(self) -> str:
+        return f"ListOffsetsRequest(replica_id={self.replica_id!r}, isolation_level={self.isolation_level!r}, topics={self.topics!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1687,7 +2906,6 @@ class ListOffsetsRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ListOffsetsResponse:
     """Kafka ListOffsetsResponse (versions 1-8)."""
 
@@ -1696,25 +2914,89 @@ class ListOffsetsResponse:
     MAX_VERSION: ClassVar[int] = 8
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
 
-    @attrs.define(slots=True, kw_only=True)
     class ListOffsetsPartitionResponse:
         """The ``ListOffsetsPartitionResponse`` struct of :class:`ListOffsetsResponse`."""
 
-        partition_index: int = 0
-        error_code: int = 0
-        timestamp: int = -1
-        offset: int = -1
-        leader_epoch: int = -1
+        __slots__ = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        error_code: int
+        timestamp: int
+        offset: int
+        leader_epoch: int
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            timestamp: int = -1,
+            offset: int = -1,
+            leader_epoch: int = -1,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.timestamp = timestamp
+            self.offset = offset
+            self.leader_epoch = leader_epoch
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ListOffsetsResponse.ListOffsetsPartitionResponse):
+                return NotImplemented
+            return (self.partition_index, self.error_code, self.timestamp, self.offset, self.leader_epoch) == (other.partition_index, other.error_code, other.timestamp, other.offset, other.leader_epoch)
+
+        def __repr__(self) -> str:
+            return f"ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index={self.partition_index!r}, error_code={self.error_code!r}, timestamp={self.timestamp!r}, offset={self.offset!r}, leader_epoch={self.leader_epoch!r})"
+
     class ListOffsetsTopicResponse:
         """The ``ListOffsetsTopicResponse`` struct of :class:`ListOffsetsResponse`."""
 
-        name: str = ''
-        partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = attrs.field(factory=list)
+        __slots__ = ('name', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = attrs.field(factory=list)
+        name: str
+        partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse]
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[ListOffsetsResponse.ListOffsetsPartitionResponse] = _FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ListOffsetsResponse.ListOffsetsTopicResponse):
+                return NotImplemented
+            return (self.name, self.partitions) == (other.name, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ListOffsetsResponse.ListOffsetsTopicResponse(name={self.name!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('throttle_time_ms', 'topics')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    topics: list[ListOffsetsResponse.ListOffsetsTopicResponse]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[ListOffsetsResponse.ListOffsetsTopicResponse] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ListOffsetsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
+
+    def __repr__(self) -> str:
+        return f"ListOffsetsResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1755,7 +3037,6 @@ class ListOffsetsResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class MetadataRequest:
     """Kafka MetadataRequest (versions 0-13)."""
 
@@ -1765,17 +3046,60 @@ class MetadataRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 9
     RESPONSE_TYPE: ClassVar[type[MetadataResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class MetadataRequestTopic:
         """The ``MetadataRequestTopic`` struct of :class:`MetadataRequest`."""
 
-        topic_id: uuid.UUID = ZERO_UUID
-        name: str | None = ''
+        __slots__ = ('topic_id', 'name')
+        __hash__ = None  # type: ignore[assignment]
 
-    topics: list[MetadataRequest.MetadataRequestTopic] | None = attrs.field(factory=list)
-    allow_auto_topic_creation: bool = True
-    include_cluster_authorized_operations: bool = False
-    include_topic_authorized_operations: bool = False
+        topic_id: uuid.UUID
+        name: str | None
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            name: str | None = '',
+        ) -> None:
+            self.topic_id = topic_id
+            self.name = name
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, MetadataRequest.MetadataRequestTopic):
+                return NotImplemented
+            return (self.topic_id, self.name) == (other.topic_id, other.name)
+
+        def __repr__(self) -> str:
+            return f"MetadataRequest.MetadataRequestTopic(topic_id={self.topic_id!r}, name={self.name!r})"
+
+    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations')
+    __hash__ = None  # type: ignore[assignment]
+
+    topics: list[MetadataRequest.MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+
+    def __init__(
+        self,
+        *,
+        topics: list[MetadataRequest.MetadataRequestTopic] | None = _FRESH,
+        allow_auto_topic_creation: bool = True,
+        include_cluster_authorized_operations: bool = False,
+        include_topic_authorized_operations: bool = False,
+    ) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MetadataRequest):
+            return NotImplemented
+        return (self.topics, self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations) == (other.topics, other.allow_auto_topic_creation, other.include_cluster_authorized_operations, other.include_topic_authorized_operations)
+
+    def __repr__(self) -> str:
+        return f"MetadataRequest(topics={self.topics!r}, allow_auto_topic_creation={self.allow_auto_topic_creation!r}, include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, include_topic_authorized_operations={self.include_topic_authorized_operations!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1816,7 +3140,6 @@ class MetadataRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class MetadataResponse:
     """Kafka MetadataResponse (versions 0-13)."""
 
@@ -1825,45 +3148,154 @@ class MetadataResponse:
     MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 9
 
-    @attrs.define(slots=True, kw_only=True)
     class MetadataResponseBroker:
         """The ``MetadataResponseBroker`` struct of :class:`MetadataResponse`."""
 
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
+        __slots__ = ('node_id', 'host', 'port', 'rack')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+        ) -> None:
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, MetadataResponse.MetadataResponseBroker):
+                return NotImplemented
+            return (self.node_id, self.host, self.port, self.rack) == (other.node_id, other.host, other.port, other.rack)
+
+        def __repr__(self) -> str:
+            return f"MetadataResponse.MetadataResponseBroker(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
     class MetadataResponsePartition:
         """The ``MetadataResponsePartition`` struct of :class:`MetadataResponse`."""
 
-        error_code: int = 0
-        partition_index: int = 0
-        leader_id: int = 0
-        leader_epoch: int = -1
-        replica_nodes: list[int] = attrs.field(factory=list)
-        isr_nodes: list[int] = attrs.field(factory=list)
-        offline_replicas: list[int] = attrs.field(factory=list)
+        __slots__ = ('error_code', 'partition_index', 'leader_id', 'leader_epoch', 'replica_nodes', 'isr_nodes', 'offline_replicas')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        error_code: int
+        partition_index: int
+        leader_id: int
+        leader_epoch: int
+        replica_nodes: list[int]
+        isr_nodes: list[int]
+        offline_replicas: list[int]
+
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            partition_index: int = 0,
+            leader_id: int = 0,
+            leader_epoch: int = -1,
+            replica_nodes: list[int] = _FRESH,
+            isr_nodes: list[int] = _FRESH,
+            offline_replicas: list[int] = _FRESH,
+        ) -> None:
+            self.error_code = error_code
+            self.partition_index = partition_index
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+            self.replica_nodes = [] if replica_nodes is _FRESH else replica_nodes
+            self.isr_nodes = [] if isr_nodes is _FRESH else isr_nodes
+            self.offline_replicas = [] if offline_replicas is _FRESH else offline_replicas
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, MetadataResponse.MetadataResponsePartition):
+                return NotImplemented
+            return (self.error_code, self.partition_index, self.leader_id, self.leader_epoch, self.replica_nodes, self.isr_nodes, self.offline_replicas) == (other.error_code, other.partition_index, other.leader_id, other.leader_epoch, other.replica_nodes, other.isr_nodes, other.offline_replicas)
+
+        def __repr__(self) -> str:
+            return f"MetadataResponse.MetadataResponsePartition(error_code={self.error_code!r}, partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, replica_nodes={self.replica_nodes!r}, isr_nodes={self.isr_nodes!r}, offline_replicas={self.offline_replicas!r})"
+
     class MetadataResponseTopic:
         """The ``MetadataResponseTopic`` struct of :class:`MetadataResponse`."""
 
-        error_code: int = 0
-        name: str | None = ''
-        topic_id: uuid.UUID = ZERO_UUID
-        is_internal: bool = False
-        partitions: list[MetadataResponse.MetadataResponsePartition] = attrs.field(factory=list)
-        topic_authorized_operations: int = -2147483648
+        __slots__ = ('error_code', 'name', 'topic_id', 'is_internal', 'partitions', 'topic_authorized_operations')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    brokers: list[MetadataResponse.MetadataResponseBroker] = attrs.field(factory=list)
-    cluster_id: str | None = None
-    controller_id: int = -1
-    topics: list[MetadataResponse.MetadataResponseTopic] = attrs.field(factory=list)
-    cluster_authorized_operations: int = -2147483648
-    error_code: int = 0
+        error_code: int
+        name: str | None
+        topic_id: uuid.UUID
+        is_internal: bool
+        partitions: list[MetadataResponse.MetadataResponsePartition]
+        topic_authorized_operations: int
+
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            name: str | None = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            is_internal: bool = False,
+            partitions: list[MetadataResponse.MetadataResponsePartition] = _FRESH,
+            topic_authorized_operations: int = -2147483648,
+        ) -> None:
+            self.error_code = error_code
+            self.name = name
+            self.topic_id = topic_id
+            self.is_internal = is_internal
+            self.partitions = [] if partitions is _FRESH else partitions
+            self.topic_authorized_operations = topic_authorized_operations
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, MetadataResponse.MetadataResponseTopic):
+                return NotImplemented
+            return (self.error_code, self.name, self.topic_id, self.is_internal, self.partitions, self.topic_authorized_operations) == (other.error_code, other.name, other.topic_id, other.is_internal, other.partitions, other.topic_authorized_operations)
+
+        def __repr__(self) -> str:
+            return f"MetadataResponse.MetadataResponseTopic(error_code={self.error_code!r}, name={self.name!r}, topic_id={self.topic_id!r}, is_internal={self.is_internal!r}, partitions={self.partitions!r}, topic_authorized_operations={self.topic_authorized_operations!r})"
+
+    __slots__ = ('throttle_time_ms', 'brokers', 'cluster_id', 'controller_id', 'topics', 'cluster_authorized_operations', 'error_code')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    brokers: list[MetadataResponse.MetadataResponseBroker]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[MetadataResponse.MetadataResponseTopic]
+    cluster_authorized_operations: int
+    error_code: int
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        brokers: list[MetadataResponse.MetadataResponseBroker] = _FRESH,
+        cluster_id: str | None = None,
+        controller_id: int = -1,
+        topics: list[MetadataResponse.MetadataResponseTopic] = _FRESH,
+        cluster_authorized_operations: int = -2147483648,
+        error_code: int = 0,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.brokers = [] if brokers is _FRESH else brokers
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.topics = [] if topics is _FRESH else topics
+        self.cluster_authorized_operations = cluster_authorized_operations
+        self.error_code = error_code
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MetadataResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.brokers, self.cluster_id, self.controller_id, self.topics, self.cluster_authorized_operations, self.error_code) == (other.throttle_time_ms, other.brokers, other.cluster_id, other.controller_id, other.topics, other.cluster_authorized_operations, other.error_code)
+
+    def __repr__(self) -> str:
+        return f"MetadataResponse(throttle_time_ms={self.throttle_time_ms!r}, brokers={self.brokers!r}, cluster_id={self.cluster_id!r}, controller_id={self.controller_id!r}, topics={self.topics!r}, cluster_authorized_operations={self.cluster_authorized_operations!r}, error_code={self.error_code!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1904,7 +3336,6 @@ class MetadataResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class SaslAuthenticateRequest:
     """Kafka SaslAuthenticateRequest (versions 0-2)."""
 
@@ -1914,7 +3345,25 @@ class SaslAuthenticateRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
     RESPONSE_TYPE: ClassVar[type[SaslAuthenticateResponse]]
 
-    auth_bytes: bytes = attrs.field(default=b"", repr=False)
+    __slots__ = ('auth_bytes',)
+    __hash__ = None  # type: ignore[assignment]
+
+    auth_bytes: bytes
+
+    def __init__(
+        self,
+        *,
+        auth_bytes: bytes = b"",
+    ) -> None:
+        self.auth_bytes = auth_bytes
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SaslAuthenticateRequest):
+            return NotImplemented
+        return (self.auth_bytes,) == (other.auth_bytes,)
+
+    def __repr__(self) -> str:
+        return "SaslAuthenticateRequest()"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -1955,7 +3404,6 @@ class SaslAuthenticateRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class SaslAuthenticateResponse:
     """Kafka SaslAuthenticateResponse (versions 0-2)."""
 
@@ -1964,10 +3412,34 @@ class SaslAuthenticateResponse:
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
 
-    error_code: int = 0
-    error_message: str | None = ''
-    auth_bytes: bytes = attrs.field(default=b"", repr=False)
-    session_lifetime_ms: int = 0
+    __slots__ = ('error_code', 'error_message', 'auth_bytes', 'session_lifetime_ms')
+    __hash__ = None  # type: ignore[assignment]
+
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        error_message: str | None = '',
+        auth_bytes: bytes = b"",
+        session_lifetime_ms: int = 0,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.auth_bytes = auth_bytes
+        self.session_lifetime_ms = session_lifetime_ms
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SaslAuthenticateResponse):
+            return NotImplemented
+        return (self.error_code, self.error_message, self.auth_bytes, self.session_lifetime_ms) == (other.error_code, other.error_message, other.auth_bytes, other.session_lifetime_ms)
+
+    def __repr__(self) -> str:
+        return f"SaslAuthenticateResponse(error_code={self.error_code!r}, error_message={self.error_message!r}, session_lifetime_ms={self.session_lifetime_ms!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2008,7 +3480,6 @@ class SaslAuthenticateResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class SaslHandshakeRequest:
     """Kafka SaslHandshakeRequest (versions 0-1)."""
 
@@ -2018,7 +3489,25 @@ class SaslHandshakeRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = None
     RESPONSE_TYPE: ClassVar[type[SaslHandshakeResponse]]
 
-    mechanism: str = ''
+    __slots__ = ('mechanism',)
+    __hash__ = None  # type: ignore[assignment]
+
+    mechanism: str
+
+    def __init__(
+        self,
+        *,
+        mechanism: str = '',
+    ) -> None:
+        self.mechanism = mechanism
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SaslHandshakeRequest):
+            return NotImplemented
+        return (self.mechanism,) == (other.mechanism,)
+
+    def __repr__(self) -> str:
+        return f"SaslHandshakeRequest(mechanism={self.mechanism!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2059,7 +3548,6 @@ class SaslHandshakeRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class SaslHandshakeResponse:
     """Kafka SaslHandshakeResponse (versions 0-1)."""
 
@@ -2068,8 +3556,28 @@ class SaslHandshakeResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = None
 
-    error_code: int = 0
-    mechanisms: list[str] = attrs.field(factory=list)
+    __slots__ = ('error_code', 'mechanisms')
+    __hash__ = None  # type: ignore[assignment]
+
+    error_code: int
+    mechanisms: list[str]
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        mechanisms: list[str] = _FRESH,
+    ) -> None:
+        self.error_code = error_code
+        self.mechanisms = [] if mechanisms is _FRESH else mechanisms
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SaslHandshakeResponse):
+            return NotImplemented
+        return (self.error_code, self.mechanisms) == (other.error_code, other.mechanisms)
+
+    def __repr__(self) -> str:
+        return f"SaslHandshakeResponse(error_code={self.error_code!r}, mechanisms={self.mechanisms!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2110,7 +3618,6 @@ class SaslHandshakeResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ShareAcknowledgeRequest:
     """Kafka ShareAcknowledgeRequest (versions 1-2)."""
 
@@ -2120,33 +3627,118 @@ class ShareAcknowledgeRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
     RESPONSE_TYPE: ClassVar[type[ShareAcknowledgeResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class AcknowledgementBatch:
         """The ``AcknowledgementBatch`` struct of :class:`ShareAcknowledgeRequest`."""
 
-        first_offset: int = 0
-        last_offset: int = 0
-        acknowledge_types: list[int] = attrs.field(factory=list)
+        __slots__ = ('first_offset', 'last_offset', 'acknowledge_types')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+
+        def __init__(
+            self,
+            *,
+            first_offset: int = 0,
+            last_offset: int = 0,
+            acknowledge_types: list[int] = _FRESH,
+        ) -> None:
+            self.first_offset = first_offset
+            self.last_offset = last_offset
+            self.acknowledge_types = [] if acknowledge_types is _FRESH else acknowledge_types
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareAcknowledgeRequest.AcknowledgementBatch):
+                return NotImplemented
+            return (self.first_offset, self.last_offset, self.acknowledge_types) == (other.first_offset, other.last_offset, other.acknowledge_types)
+
+        def __repr__(self) -> str:
+            return f"ShareAcknowledgeRequest.AcknowledgementBatch(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, acknowledge_types={self.acknowledge_types!r})"
+
     class AcknowledgePartition:
         """The ``AcknowledgePartition`` struct of :class:`ShareAcknowledgeRequest`."""
 
-        partition_index: int = 0
-        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = attrs.field(factory=list)
+        __slots__ = ('partition_index', 'acknowledgement_batches')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch]
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = _FRESH,
+        ) -> None:
+            self.partition_index = partition_index
+            self.acknowledgement_batches = [] if acknowledgement_batches is _FRESH else acknowledgement_batches
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareAcknowledgeRequest.AcknowledgePartition):
+                return NotImplemented
+            return (self.partition_index, self.acknowledgement_batches) == (other.partition_index, other.acknowledgement_batches)
+
+        def __repr__(self) -> str:
+            return f"ShareAcknowledgeRequest.AcknowledgePartition(partition_index={self.partition_index!r}, acknowledgement_batches={self.acknowledgement_batches!r})"
+
     class AcknowledgeTopic:
         """The ``AcknowledgeTopic`` struct of :class:`ShareAcknowledgeRequest`."""
 
-        topic_id: uuid.UUID = ZERO_UUID
-        partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = attrs.field(factory=list)
+        __slots__ = ('topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    group_id: str | None = None
-    member_id: str | None = ''
-    share_session_epoch: int = 0
-    is_renew_ack: bool = False
-    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = attrs.field(factory=list)
+        topic_id: uuid.UUID
+        partitions: list[ShareAcknowledgeRequest.AcknowledgePartition]
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = _FRESH,
+        ) -> None:
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareAcknowledgeRequest.AcknowledgeTopic):
+                return NotImplemented
+            return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ShareAcknowledgeRequest.AcknowledgeTopic(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics')
+    __hash__ = None  # type: ignore[assignment]
+
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    is_renew_ack: bool
+    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
+
+    def __init__(
+        self,
+        *,
+        group_id: str | None = None,
+        member_id: str | None = '',
+        share_session_epoch: int = 0,
+        is_renew_ack: bool = False,
+        topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
+        self.topics = [] if topics is _FRESH else topics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareAcknowledgeRequest):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.share_session_epoch, self.is_renew_ack, self.topics) == (other.group_id, other.member_id, other.share_session_epoch, other.is_renew_ack, other.topics)
+
+    def __repr__(self) -> str:
+        return f"ShareAcknowledgeRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, is_renew_ack={self.is_renew_ack!r}, topics={self.topics!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2187,7 +3779,6 @@ class ShareAcknowledgeRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ShareAcknowledgeResponse:
     """Kafka ShareAcknowledgeResponse (versions 1-2)."""
 
@@ -2196,44 +3787,156 @@ class ShareAcknowledgeResponse:
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
 
-    @attrs.define(slots=True, kw_only=True)
     class LeaderIdAndEpoch:
         """The ``LeaderIdAndEpoch`` struct of :class:`ShareAcknowledgeResponse`."""
 
-        leader_id: int = 0
-        leader_epoch: int = 0
+        __slots__ = ('leader_id', 'leader_epoch')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        leader_id: int
+        leader_epoch: int
+
+        def __init__(
+            self,
+            *,
+            leader_id: int = 0,
+            leader_epoch: int = 0,
+        ) -> None:
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareAcknowledgeResponse.LeaderIdAndEpoch):
+                return NotImplemented
+            return (self.leader_id, self.leader_epoch) == (other.leader_id, other.leader_epoch)
+
+        def __repr__(self) -> str:
+            return f"ShareAcknowledgeResponse.LeaderIdAndEpoch(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
     class PartitionData:
         """The ``PartitionData`` struct of :class:`ShareAcknowledgeResponse`."""
 
-        partition_index: int = 0
-        error_code: int = 0
-        error_message: str | None = None
-        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = attrs.field(factory=lambda: ShareAcknowledgeResponse.LeaderIdAndEpoch())
+        __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = _FRESH,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+            self.current_leader = ShareAcknowledgeResponse.LeaderIdAndEpoch() if current_leader is _FRESH else current_leader
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareAcknowledgeResponse.PartitionData):
+                return NotImplemented
+            return (self.partition_index, self.error_code, self.error_message, self.current_leader) == (other.partition_index, other.error_code, other.error_message, other.current_leader)
+
+        def __repr__(self) -> str:
+            return f"ShareAcknowledgeResponse.PartitionData(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, current_leader={self.current_leader!r})"
+
     class ShareAcknowledgeTopicResponse:
         """The ``ShareAcknowledgeTopicResponse`` struct of :class:`ShareAcknowledgeResponse`."""
 
-        topic_id: uuid.UUID = ZERO_UUID
-        partitions: list[ShareAcknowledgeResponse.PartitionData] = attrs.field(factory=list)
+        __slots__ = ('topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        topic_id: uuid.UUID
+        partitions: list[ShareAcknowledgeResponse.PartitionData]
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[ShareAcknowledgeResponse.PartitionData] = _FRESH,
+        ) -> None:
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse):
+                return NotImplemented
+            return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
     class NodeEndpoint:
         """The ``NodeEndpoint`` struct of :class:`ShareAcknowledgeResponse`."""
 
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
+        __slots__ = ('node_id', 'host', 'port', 'rack')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    acquisition_lock_timeout_ms: int = 0
-    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = attrs.field(factory=list)
-    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = attrs.field(factory=list)
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+        ) -> None:
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareAcknowledgeResponse.NodeEndpoint):
+                return NotImplemented
+            return (self.node_id, self.host, self.port, self.rack) == (other.node_id, other.host, other.port, other.rack)
+
+        def __repr__(self) -> str:
+            return f"ShareAcknowledgeResponse.NodeEndpoint(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
+    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
+        responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = _FRESH,
+        node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
+        self.responses = [] if responses is _FRESH else responses
+        self.node_endpoints = [] if node_endpoints is _FRESH else node_endpoints
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareAcknowledgeResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.acquisition_lock_timeout_ms, self.responses, self.node_endpoints) == (other.throttle_time_ms, other.error_code, other.error_message, other.acquisition_lock_timeout_ms, other.responses, other.node_endpoints)
+
+    def __repr__(self) -> str:
+        return f"ShareAcknowledgeResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, acquisition_lock_timeout_ms={self.acquisition_lock_timeout_ms!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2274,7 +3977,6 @@ class ShareAcknowledgeResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ShareFetchRequest:
     """Kafka ShareFetchRequest (versions 1-2)."""
 
@@ -2284,47 +3986,165 @@ class ShareFetchRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
     RESPONSE_TYPE: ClassVar[type[ShareFetchResponse]]
 
-    @attrs.define(slots=True, kw_only=True)
     class AcknowledgementBatch:
         """The ``AcknowledgementBatch`` struct of :class:`ShareFetchRequest`."""
 
-        first_offset: int = 0
-        last_offset: int = 0
-        acknowledge_types: list[int] = attrs.field(factory=list)
+        __slots__ = ('first_offset', 'last_offset', 'acknowledge_types')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+
+        def __init__(
+            self,
+            *,
+            first_offset: int = 0,
+            last_offset: int = 0,
+            acknowledge_types: list[int] = _FRESH,
+        ) -> None:
+            self.first_offset = first_offset
+            self.last_offset = last_offset
+            self.acknowledge_types = [] if acknowledge_types is _FRESH else acknowledge_types
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchRequest.AcknowledgementBatch):
+                return NotImplemented
+            return (self.first_offset, self.last_offset, self.acknowledge_types) == (other.first_offset, other.last_offset, other.acknowledge_types)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchRequest.AcknowledgementBatch(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, acknowledge_types={self.acknowledge_types!r})"
+
     class FetchPartition:
         """The ``FetchPartition`` struct of :class:`ShareFetchRequest`."""
 
-        partition_index: int = 0
-        acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = attrs.field(factory=list)
+        __slots__ = ('partition_index', 'acknowledgement_batches')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = _FRESH,
+        ) -> None:
+            self.partition_index = partition_index
+            self.acknowledgement_batches = [] if acknowledgement_batches is _FRESH else acknowledgement_batches
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchRequest.FetchPartition):
+                return NotImplemented
+            return (self.partition_index, self.acknowledgement_batches) == (other.partition_index, other.acknowledgement_batches)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchRequest.FetchPartition(partition_index={self.partition_index!r}, acknowledgement_batches={self.acknowledgement_batches!r})"
+
     class FetchTopic:
         """The ``FetchTopic`` struct of :class:`ShareFetchRequest`."""
 
-        topic_id: uuid.UUID = ZERO_UUID
-        partitions: list[ShareFetchRequest.FetchPartition] = attrs.field(factory=list)
+        __slots__ = ('topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        topic_id: uuid.UUID
+        partitions: list[ShareFetchRequest.FetchPartition]
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[ShareFetchRequest.FetchPartition] = _FRESH,
+        ) -> None:
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchRequest.FetchTopic):
+                return NotImplemented
+            return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchRequest.FetchTopic(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
     class ForgottenTopic:
         """The ``ForgottenTopic`` struct of :class:`ShareFetchRequest`."""
 
-        topic_id: uuid.UUID = ZERO_UUID
-        partitions: list[int] = attrs.field(factory=list)
+        __slots__ = ('topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    group_id: str | None = None
-    member_id: str | None = ''
-    share_session_epoch: int = 0
-    max_wait_ms: int = 0
-    min_bytes: int = 0
-    max_bytes: int = 2147483647
-    max_records: int = 0
-    batch_size: int = 0
-    share_acquire_mode: int = 0
-    is_renew_ack: bool = False
-    topics: list[ShareFetchRequest.FetchTopic] = attrs.field(factory=list)
-    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = attrs.field(factory=list)
+        topic_id: uuid.UUID
+        partitions: list[int]
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[int] = _FRESH,
+        ) -> None:
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchRequest.ForgottenTopic):
+                return NotImplemented
+            return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchRequest.ForgottenTopic(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data')
+    __hash__ = None  # type: ignore[assignment]
+
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    batch_size: int
+    share_acquire_mode: int
+    is_renew_ack: bool
+    topics: list[ShareFetchRequest.FetchTopic]
+    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
+
+    def __init__(
+        self,
+        *,
+        group_id: str | None = None,
+        member_id: str | None = '',
+        share_session_epoch: int = 0,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        max_records: int = 0,
+        batch_size: int = 0,
+        share_acquire_mode: int = 0,
+        is_renew_ack: bool = False,
+        topics: list[ShareFetchRequest.FetchTopic] = _FRESH,
+        forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = _FRESH,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
+        self.topics = [] if topics is _FRESH else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is _FRESH else forgotten_topics_data
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareFetchRequest):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.share_session_epoch, self.max_wait_ms, self.min_bytes, self.max_bytes, self.max_records, self.batch_size, self.share_acquire_mode, self.is_renew_ack, self.topics, self.forgotten_topics_data) == (other.group_id, other.member_id, other.share_session_epoch, other.max_wait_ms, other.min_bytes, other.max_bytes, other.max_records, other.batch_size, other.share_acquire_mode, other.is_renew_ack, other.topics, other.forgotten_topics_data)
+
+    def __repr__(self) -> str:
+        return f"ShareFetchRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, max_records={self.max_records!r}, batch_size={self.batch_size!r}, share_acquire_mode={self.share_acquire_mode!r}, is_renew_ack={self.is_renew_ack!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2365,7 +4185,6 @@ class ShareFetchRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ShareFetchResponse:
     """Kafka ShareFetchResponse (versions 1-2)."""
 
@@ -2374,56 +4193,197 @@ class ShareFetchResponse:
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
 
-    @attrs.define(slots=True, kw_only=True)
     class LeaderIdAndEpoch:
         """The ``LeaderIdAndEpoch`` struct of :class:`ShareFetchResponse`."""
 
-        leader_id: int = 0
-        leader_epoch: int = 0
+        __slots__ = ('leader_id', 'leader_epoch')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        leader_id: int
+        leader_epoch: int
+
+        def __init__(
+            self,
+            *,
+            leader_id: int = 0,
+            leader_epoch: int = 0,
+        ) -> None:
+            self.leader_id = leader_id
+            self.leader_epoch = leader_epoch
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchResponse.LeaderIdAndEpoch):
+                return NotImplemented
+            return (self.leader_id, self.leader_epoch) == (other.leader_id, other.leader_epoch)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchResponse.LeaderIdAndEpoch(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r})"
+
     class AcquiredRecords:
         """The ``AcquiredRecords`` struct of :class:`ShareFetchResponse`."""
 
-        first_offset: int = 0
-        last_offset: int = 0
-        delivery_count: int = 0
+        __slots__ = ('first_offset', 'last_offset', 'delivery_count')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        first_offset: int
+        last_offset: int
+        delivery_count: int
+
+        def __init__(
+            self,
+            *,
+            first_offset: int = 0,
+            last_offset: int = 0,
+            delivery_count: int = 0,
+        ) -> None:
+            self.first_offset = first_offset
+            self.last_offset = last_offset
+            self.delivery_count = delivery_count
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchResponse.AcquiredRecords):
+                return NotImplemented
+            return (self.first_offset, self.last_offset, self.delivery_count) == (other.first_offset, other.last_offset, other.delivery_count)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchResponse.AcquiredRecords(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, delivery_count={self.delivery_count!r})"
+
     class PartitionData:
         """The ``PartitionData`` struct of :class:`ShareFetchResponse`."""
 
-        partition_index: int = 0
-        error_code: int = 0
-        error_message: str | None = None
-        acknowledge_error_code: int = 0
-        acknowledge_error_message: str | None = None
-        current_leader: ShareFetchResponse.LeaderIdAndEpoch = attrs.field(factory=lambda: ShareFetchResponse.LeaderIdAndEpoch())
-        records: bytes | memoryview = b""
-        acquired_records: list[ShareFetchResponse.AcquiredRecords] = attrs.field(factory=list)
+        __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        acknowledge_error_code: int
+        acknowledge_error_message: str | None
+        current_leader: ShareFetchResponse.LeaderIdAndEpoch
+        records: bytes | memoryview
+        acquired_records: list[ShareFetchResponse.AcquiredRecords]
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            error_message: str | None = None,
+            acknowledge_error_code: int = 0,
+            acknowledge_error_message: str | None = None,
+            current_leader: ShareFetchResponse.LeaderIdAndEpoch = _FRESH,
+            records: bytes | memoryview = b"",
+            acquired_records: list[ShareFetchResponse.AcquiredRecords] = _FRESH,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.error_message = error_message
+            self.acknowledge_error_code = acknowledge_error_code
+            self.acknowledge_error_message = acknowledge_error_message
+            self.current_leader = ShareFetchResponse.LeaderIdAndEpoch() if current_leader is _FRESH else current_leader
+            self.records = records
+            self.acquired_records = [] if acquired_records is _FRESH else acquired_records
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchResponse.PartitionData):
+                return NotImplemented
+            return (self.partition_index, self.error_code, self.error_message, self.acknowledge_error_code, self.acknowledge_error_message, self.current_leader, self.records, self.acquired_records) == (other.partition_index, other.error_code, other.error_message, other.acknowledge_error_code, other.acknowledge_error_message, other.current_leader, other.records, other.acquired_records)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchResponse.PartitionData(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, acknowledge_error_code={self.acknowledge_error_code!r}, acknowledge_error_message={self.acknowledge_error_message!r}, current_leader={self.current_leader!r}, records={self.records!r}, acquired_records={self.acquired_records!r})"
+
     class ShareFetchableTopicResponse:
         """The ``ShareFetchableTopicResponse`` struct of :class:`ShareFetchResponse`."""
 
-        topic_id: uuid.UUID = ZERO_UUID
-        partitions: list[ShareFetchResponse.PartitionData] = attrs.field(factory=list)
+        __slots__ = ('topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        topic_id: uuid.UUID
+        partitions: list[ShareFetchResponse.PartitionData]
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[ShareFetchResponse.PartitionData] = _FRESH,
+        ) -> None:
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchResponse.ShareFetchableTopicResponse):
+                return NotImplemented
+            return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchResponse.ShareFetchableTopicResponse(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
     class NodeEndpoint:
         """The ``NodeEndpoint`` struct of :class:`ShareFetchResponse`."""
 
-        node_id: int = 0
-        host: str = ''
-        port: int = 0
-        rack: str | None = None
+        __slots__ = ('node_id', 'host', 'port', 'rack')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    acquisition_lock_timeout_ms: int = 0
-    responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = attrs.field(factory=list)
-    node_endpoints: list[ShareFetchResponse.NodeEndpoint] = attrs.field(factory=list)
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+
+        def __init__(
+            self,
+            *,
+            node_id: int = 0,
+            host: str = '',
+            port: int = 0,
+            rack: str | None = None,
+        ) -> None:
+            self.node_id = node_id
+            self.host = host
+            self.port = port
+            self.rack = rack
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareFetchResponse.NodeEndpoint):
+                return NotImplemented
+            return (self.node_id, self.host, self.port, self.rack) == (other.node_id, other.host, other.port, other.rack)
+
+        def __repr__(self) -> str:
+            return f"ShareFetchResponse.NodeEndpoint(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
+    node_endpoints: list[ShareFetchResponse.NodeEndpoint]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        acquisition_lock_timeout_ms: int = 0,
+        responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = _FRESH,
+        node_endpoints: list[ShareFetchResponse.NodeEndpoint] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
+        self.responses = [] if responses is _FRESH else responses
+        self.node_endpoints = [] if node_endpoints is _FRESH else node_endpoints
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareFetchResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.acquisition_lock_timeout_ms, self.responses, self.node_endpoints) == (other.throttle_time_ms, other.error_code, other.error_message, other.acquisition_lock_timeout_ms, other.responses, other.node_endpoints)
+
+    def __repr__(self) -> str:
+        return f"ShareFetchResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, acquisition_lock_timeout_ms={self.acquisition_lock_timeout_ms!r}, responses={self.responses!r}, node_endpoints={self.node_endpoints!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2464,7 +4424,6 @@ class ShareFetchResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ShareGroupDescribeRequest:
     """Kafka ShareGroupDescribeRequest (versions 1-1)."""
 
@@ -2474,8 +4433,28 @@ class ShareGroupDescribeRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
     RESPONSE_TYPE: ClassVar[type[ShareGroupDescribeResponse]]
 
-    group_ids: list[str] = attrs.field(factory=list)
-    include_authorized_operations: bool = False
+    __slots__ = ('group_ids', 'include_authorized_operations')
+    __hash__ = None  # type: ignore[assignment]
+
+    group_ids: list[str]
+    include_authorized_operations: bool
+
+    def __init__(
+        self,
+        *,
+        group_ids: list[str] = _FRESH,
+        include_authorized_operations: bool = False,
+    ) -> None:
+        self.group_ids = [] if group_ids is _FRESH else group_ids
+        self.include_authorized_operations = include_authorized_operations
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareGroupDescribeRequest):
+            return NotImplemented
+        return (self.group_ids, self.include_authorized_operations) == (other.group_ids, other.include_authorized_operations)
+
+    def __repr__(self) -> str:
+        return f"ShareGroupDescribeRequest(group_ids={self.group_ids!r}, include_authorized_operations={self.include_authorized_operations!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2516,7 +4495,6 @@ class ShareGroupDescribeRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ShareGroupDescribeResponse:
     """Kafka ShareGroupDescribeResponse (versions 1-1)."""
 
@@ -2525,48 +4503,168 @@ class ShareGroupDescribeResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
 
-    @attrs.define(slots=True, kw_only=True)
     class TopicPartitions:
         """The ``TopicPartitions`` struct of :class:`ShareGroupDescribeResponse`."""
 
-        topic_id: uuid.UUID = ZERO_UUID
-        topic_name: str = ''
-        partitions: list[int] = attrs.field(factory=list)
+        __slots__ = ('topic_id', 'topic_name', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        topic_id: uuid.UUID
+        topic_name: str
+        partitions: list[int]
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            topic_name: str = '',
+            partitions: list[int] = _FRESH,
+        ) -> None:
+            self.topic_id = topic_id
+            self.topic_name = topic_name
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareGroupDescribeResponse.TopicPartitions):
+                return NotImplemented
+            return (self.topic_id, self.topic_name, self.partitions) == (other.topic_id, other.topic_name, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ShareGroupDescribeResponse.TopicPartitions(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r})"
+
     class Assignment:
         """The ``Assignment`` struct of :class:`ShareGroupDescribeResponse`."""
 
-        topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = attrs.field(factory=list)
+        __slots__ = ('topic_partitions',)
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions]
+
+        def __init__(
+            self,
+            *,
+            topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = _FRESH,
+        ) -> None:
+            self.topic_partitions = [] if topic_partitions is _FRESH else topic_partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareGroupDescribeResponse.Assignment):
+                return NotImplemented
+            return (self.topic_partitions,) == (other.topic_partitions,)
+
+        def __repr__(self) -> str:
+            return f"ShareGroupDescribeResponse.Assignment(topic_partitions={self.topic_partitions!r})"
+
     class Member:
         """The ``Member`` struct of :class:`ShareGroupDescribeResponse`."""
 
-        member_id: str = ''
-        rack_id: str | None = None
-        member_epoch: int = 0
-        client_id: str = ''
-        client_host: str = ''
-        subscribed_topic_names: list[str] = attrs.field(factory=list)
-        assignment: ShareGroupDescribeResponse.Assignment = attrs.field(factory=lambda: ShareGroupDescribeResponse.Assignment())
+        __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        member_id: str
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: list[str]
+        assignment: ShareGroupDescribeResponse.Assignment
+
+        def __init__(
+            self,
+            *,
+            member_id: str = '',
+            rack_id: str | None = None,
+            member_epoch: int = 0,
+            client_id: str = '',
+            client_host: str = '',
+            subscribed_topic_names: list[str] = _FRESH,
+            assignment: ShareGroupDescribeResponse.Assignment = _FRESH,
+        ) -> None:
+            self.member_id = member_id
+            self.rack_id = rack_id
+            self.member_epoch = member_epoch
+            self.client_id = client_id
+            self.client_host = client_host
+            self.subscribed_topic_names = [] if subscribed_topic_names is _FRESH else subscribed_topic_names
+            self.assignment = ShareGroupDescribeResponse.Assignment() if assignment is _FRESH else assignment
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareGroupDescribeResponse.Member):
+                return NotImplemented
+            return (self.member_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.assignment) == (other.member_id, other.rack_id, other.member_epoch, other.client_id, other.client_host, other.subscribed_topic_names, other.assignment)
+
+        def __repr__(self) -> str:
+            return f"ShareGroupDescribeResponse.Member(member_id={self.member_id!r}, rack_id={self.rack_id!r}, member_epoch={self.member_epoch!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, subscribed_topic_names={self.subscribed_topic_names!r}, assignment={self.assignment!r})"
+
     class DescribedGroup:
         """The ``DescribedGroup`` struct of :class:`ShareGroupDescribeResponse`."""
 
-        error_code: int = 0
-        error_message: str | None = None
-        group_id: str = ''
-        group_state: str = ''
-        group_epoch: int = 0
-        assignment_epoch: int = 0
-        assignor_name: str = ''
-        members: list[ShareGroupDescribeResponse.Member] = attrs.field(factory=list)
-        authorized_operations: int = -2147483648
+        __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    groups: list[ShareGroupDescribeResponse.DescribedGroup] = attrs.field(factory=list)
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ShareGroupDescribeResponse.Member]
+        authorized_operations: int
+
+        def __init__(
+            self,
+            *,
+            error_code: int = 0,
+            error_message: str | None = None,
+            group_id: str = '',
+            group_state: str = '',
+            group_epoch: int = 0,
+            assignment_epoch: int = 0,
+            assignor_name: str = '',
+            members: list[ShareGroupDescribeResponse.Member] = _FRESH,
+            authorized_operations: int = -2147483648,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.group_id = group_id
+            self.group_state = group_state
+            self.group_epoch = group_epoch
+            self.assignment_epoch = assignment_epoch
+            self.assignor_name = assignor_name
+            self.members = [] if members is _FRESH else members
+            self.authorized_operations = authorized_operations
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareGroupDescribeResponse.DescribedGroup):
+                return NotImplemented
+            return (self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations) == (other.error_code, other.error_message, other.group_id, other.group_state, other.group_epoch, other.assignment_epoch, other.assignor_name, other.members, other.authorized_operations)
+
+        def __repr__(self) -> str:
+            return f"ShareGroupDescribeResponse.DescribedGroup(error_code={self.error_code!r}, error_message={self.error_message!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, group_epoch={self.group_epoch!r}, assignment_epoch={self.assignment_epoch!r}, assignor_name={self.assignor_name!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r})"
+
+    __slots__ = ('throttle_time_ms', 'groups')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponse.DescribedGroup]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        groups: list[ShareGroupDescribeResponse.DescribedGroup] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FRESH else groups
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareGroupDescribeResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.groups) == (other.throttle_time_ms, other.groups)
+
+    def __repr__(self) -> str:
+        return f"ShareGroupDescribeResponse(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2607,7 +4705,6 @@ class ShareGroupDescribeResponse:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ShareGroupHeartbeatRequest:
     """Kafka ShareGroupHeartbeatRequest (versions 1-1)."""
 
@@ -2617,11 +4714,37 @@ class ShareGroupHeartbeatRequest:
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
     RESPONSE_TYPE: ClassVar[type[ShareGroupHeartbeatResponse]]
 
-    group_id: str = ''
-    member_id: str = ''
-    member_epoch: int = 0
-    rack_id: str | None = None
-    subscribed_topic_names: list[str] | None = None
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names')
+    __hash__ = None  # type: ignore[assignment]
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        member_id: str = '',
+        member_epoch: int = 0,
+        rack_id: str | None = None,
+        subscribed_topic_names: list[str] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.rack_id = rack_id
+        self.subscribed_topic_names = subscribed_topic_names
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareGroupHeartbeatRequest):
+            return NotImplemented
+        return (self.group_id, self.member_id, self.member_epoch, self.rack_id, self.subscribed_topic_names) == (other.group_id, other.member_id, other.member_epoch, other.rack_id, other.subscribed_topic_names)
+
+    def __repr__(self) -> str:
+        return f"ShareGroupHeartbeatRequest(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, rack_id={self.rack_id!r}, subscribed_topic_names={self.subscribed_topic_names!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
@@ -2662,7 +4785,6 @@ class ShareGroupHeartbeatRequest:
         )
 
 
-@attrs.define(slots=True, kw_only=True)
 class ShareGroupHeartbeatResponse:
     """Kafka ShareGroupHeartbeatResponse (versions 1-1)."""
 
@@ -2671,26 +4793,92 @@ class ShareGroupHeartbeatResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
 
-    @attrs.define(slots=True, kw_only=True)
     class TopicPartitions:
         """The ``TopicPartitions`` struct of :class:`ShareGroupHeartbeatResponse`."""
 
-        topic_id: uuid.UUID = ZERO_UUID
-        partitions: list[int] = attrs.field(factory=list)
+        __slots__ = ('topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
 
-    @attrs.define(slots=True, kw_only=True)
+        topic_id: uuid.UUID
+        partitions: list[int]
+
+        def __init__(
+            self,
+            *,
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[int] = _FRESH,
+        ) -> None:
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareGroupHeartbeatResponse.TopicPartitions):
+                return NotImplemented
+            return (self.topic_id, self.partitions) == (other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"ShareGroupHeartbeatResponse.TopicPartitions(topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
     class Assignment:
         """The ``Assignment`` struct of :class:`ShareGroupHeartbeatResponse`."""
 
-        topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = attrs.field(factory=list)
+        __slots__ = ('topic_partitions',)
+        __hash__ = None  # type: ignore[assignment]
 
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: ShareGroupHeartbeatResponse.Assignment | None = None
+        topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions]
+
+        def __init__(
+            self,
+            *,
+            topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = _FRESH,
+        ) -> None:
+            self.topic_partitions = [] if topic_partitions is _FRESH else topic_partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, ShareGroupHeartbeatResponse.Assignment):
+                return NotImplemented
+            return (self.topic_partitions,) == (other.topic_partitions,)
+
+        def __repr__(self) -> str:
+            return f"ShareGroupHeartbeatResponse.Assignment(topic_partitions={self.topic_partitions!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponse.Assignment | None
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        error_message: str | None = None,
+        member_id: str | None = None,
+        member_epoch: int = 0,
+        heartbeat_interval_ms: int = 0,
+        assignment: ShareGroupHeartbeatResponse.Assignment | None = None,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.assignment = assignment
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShareGroupHeartbeatResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.assignment) == (other.throttle_time_ms, other.error_code, other.error_message, other.member_id, other.member_epoch, other.heartbeat_interval_ms, other.assignment)
+
+    def __repr__(self) -> str:
+        return f"ShareGroupHeartbeatResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, heartbeat_interval_ms={self.heartbeat_interval_ms!r}, assignment={self.assignment!r})"
 
     def encode(self, version: int) -> bytes:
         """Encode the body (no header) at ``version``.
