@@ -76,6 +76,32 @@ def test_read_properties(tmp_path: Path) -> None:
         read_properties(props)
 
 
+def test_read_properties_java_continuations_and_escapes(tmp_path: Path) -> None:
+    # As Kafka's documentation writes client.properties for its own tools.
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+        '    username="alice" \\\n'
+        '    password="a=b:c";\n'
+        "bootstrap.servers=broker1\\:9093\n"
+        "ssl.truststore.location C\\:\\\\certs\\\\ca.pem\n"
+        "tab=a\\tb\n"
+        "unicode=\\u00e9t\\u00e9\n"
+        "empty=\n"
+    )
+    assert read_properties(props) == {
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                            'username="alice" password="a=b:c";',
+        "bootstrap.servers": "broker1:9093",
+        "ssl.truststore.location": "C:\\certs\\ca.pem",
+        "tab": "a\tb",
+        "unicode": "\u00e9t\u00e9",
+        "empty": "",
+    }
+    props.write_text("trailing=continued \\\n")
+    assert read_properties(props) == {"trailing": "continued"}  # trailing blanks dropped
+
+
 def test_admin_config_needs_no_group_id_and_keeps_the_consumer_rules() -> None:
     cfg = parse_admin_config({"bootstrap.servers": "h:1"}, security_protocol="SASL_SSL",
                              sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p")
