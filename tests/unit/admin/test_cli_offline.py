@@ -146,3 +146,43 @@ def test_the_library_imports_without_click_or_rich() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_library_warnings_do_not_add_lines_to_the_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Warn about an unreachable broker at once (the real threshold is 10 s).
+    from kafka_share._net import client as net_client
+
+    monkeypatch.setattr(net_client, "UNREACHABLE_WARN_MS", 0)
+    props = tmp_path / "client.properties"
+    props.write_text("default.api.timeout.ms=1000\nrequest.timeout.ms=800\n")
+    args = ["groups", "list", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(props)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: fetch metadata of brokers did not complete")
+    verbose = CliRunner().invoke(cli, ["-v", *args])
+    assert "kafka-share: WARNING cannot reach bootstrap server at 127.0.0.1:1" in verbose.output
+    assert verbose.output.strip().splitlines()[-1].startswith("Error: ")
+
+
+def test_a_missing_optional_module_names_the_extra() -> None:
+    from kafka_share.commands import _missing_module
+
+    error = ModuleNotFoundError("No module named 'confluent_kafka'", name="confluent_kafka")
+    assert _missing_module(error) == (
+        "this command needs confluent_kafka, which is not installed; install it with: "
+        "pip install 'kafka-share[cli,testing]'"
+    )
+
+
+def test_broker_readiness_needs_no_confluent_kafka(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `kafka-share broker start` with only the cli extra: readiness uses kafka_share.admin.
+    from kafka_share.testing.errors import BrokerStartError
+    from kafka_share.testing.readiness import wait_until_ready
+
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)
+    monkeypatch.setitem(sys.modules, "confluent_kafka.admin", None)
+    with pytest.raises(BrokerStartError, match=r"127\.0\.0\.1:1 did not become ready within 1 s"):
+        wait_until_ready("127.0.0.1:1", expected_brokers=1, timeout_s=1.0)
