@@ -12,6 +12,7 @@ from rich.text import Text
 
 from kafka_share.admin import Admin, OffsetSpec
 from kafka_share.commands.common import connection_options, console, settings, table
+from kafka_share.commands.groups import lag_summary
 from kafka_share.errors import GroupIdNotFoundError, KafkaError
 from kafka_share.models import TopicPartition
 
@@ -20,8 +21,8 @@ __all__ = ["IN_FLIGHT_NOTE", "TopView", "snapshot", "top"]
 
 #: Why there is no in-flight column (shown under every frame).
 IN_FLIGHT_NOTE = (
-    "in-flight (acquired) records per share-partition: no Kafka RPC reports them; see the "
-    "broker metric kafka.server:type=SharePartitionMetrics,name=InFlightMessageCount"
+    "in-flight records: not reported by any Kafka RPC; broker metric "
+    "SharePartitionMetrics InFlightMessageCount"
 )
 
 
@@ -79,15 +80,10 @@ class TopView:
             title="members",
         )
         rows = []
-        total_lag: int | None = 0
         for tp, o in sorted(offsets.items()):
             end = ends[tp].offset if tp in ends else None
             start = o.start_offset
             behind = end - start if end is not None and start is not None else None
-            if o.lag is None or total_lag is None:
-                total_lag = None
-            else:
-                total_lag += o.lag
             rows.append((tp.topic, tp.partition, start, end, behind, o.lag,
                          self._rate(tp, start, now), ", ".join(sorted(owners.get(tp, [])))))
         parts = table(
@@ -95,8 +91,11 @@ class TopView:
              "START/S", "MEMBERS"],
             rows, title="share-partitions",
         )
-        lag_text = "unavailable (Kafka 4.2+)" if total_lag is None else str(total_lag)
-        footer = Text(f"total lag: {lag_text}\n{IN_FLIGHT_NOTE}")
+        total_lag, note = lag_summary(offsets)
+        lines = [f"total lag: {'-' if total_lag is None else total_lag}"]
+        if note:
+            lines.append(note)
+        footer = Text("\n".join([*lines, IN_FLIGHT_NOTE]))
         return Group(head, members, parts, footer)
 
 

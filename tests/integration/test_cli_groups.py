@@ -131,6 +131,17 @@ def test_errors_for_missing_things(target: TargetTest) -> None:
                  "--to-earliest")
     assert result.exit_code == 1
     assert "topic 'no-such-topic-xyz' does not exist" in result.output
+    # A console consumer of a missing topic says so instead of waiting for records.
+    result = run(target, "consume", "--topic", "no-such-topic-xyz", "--group", "g",
+                 "--timeout", "30")
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: UNKNOWN_TOPIC_OR_PARTITION (error code 3): topic 'no-such-topic-xyz' does "
+        "not exist"]
+    # A bad group config value: one line naming the key and the allowed range.
+    result = run(target, "groups", "config", "g", "--set", "share.delivery.count.limit=0")
+    (line,) = result.output.strip().splitlines()
+    assert result.exit_code == 1 and "share.delivery.count.limit must be between" in line
 
 
 def test_consume_from_beginning_and_top(target: TargetTest) -> None:

@@ -186,3 +186,31 @@ def test_broker_readiness_needs_no_confluent_kafka(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "confluent_kafka.admin", None)
     with pytest.raises(BrokerStartError, match=r"127\.0\.0\.1:1 did not become ready within 1 s"):
         wait_until_ready("127.0.0.1:1", expected_brokers=1, timeout_s=1.0)
+
+
+def test_lag_summary_tells_an_old_broker_from_a_share_partition_without_state() -> None:
+    from kafka_share import TopicPartition
+    from kafka_share.admin import SharePartitionOffsetInfo as Info
+    from kafka_share.commands.groups import LAG_UNAVAILABLE, lag_summary
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    assert lag_summary({a: Info(5, 0, 3), b: Info(7, 0, 4)}) == (7, None)
+    # Kafka 4.1: a start offset but no lag (DescribeShareGroupOffsets v0).
+    assert lag_summary({a: Info(5, 0, None), b: Info(None, 0, None)}) == (None, LAG_UNAVAILABLE)
+    # Kafka 4.2+: a share-partition nobody fetched yet has neither.
+    total, note = lag_summary({a: Info(5, 0, 3), b: Info(None, 0, None)})
+    assert total == 3 and note is not None and note.endswith("no member has fetched it): t-1")
+
+
+def test_top_shows_the_start_offset_progress_per_second() -> None:
+    from typing import Any, cast
+
+    from kafka_share import TopicPartition
+    from kafka_share.commands.top import TopView
+
+    view = TopView(cast(Any, None), "g")
+    tp = TopicPartition("t", 0)
+    assert view._rate(tp, 100, 10.0) is None  # first frame: nothing to compare with
+    assert view._rate(tp, 150, 12.0) == "25.0"
+    assert view._rate(tp, None, 13.0) is None  # state gone (offsets deleted)
+    assert view._rate(tp, 150, 14.0) == "0.0"
