@@ -189,7 +189,9 @@ class AdminRpc(Generic[T]):
         self.done = True
         if self.needs and getattr(error, "name", "").endswith("_AUTHORIZATION_FAILED"):
             # The broker says only that a right is missing; say which one to grant.
-            error = type(error)(f"{error}; {self.name} needs {self.needs}")
+            text = str(error)
+            bare = text == f"{getattr(error, 'name', '')} (error code {getattr(error, 'code', '')})"
+            error = type(error)(f"{text}{':' if bare else ';'} {self.name} needs {self.needs}")
         self.error = error
 
     # -- driving ---------------------------------------------------------------------------
