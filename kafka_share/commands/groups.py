@@ -113,8 +113,9 @@ def lag_summary(
 
     A share-partition with a start offset but no lag means the broker does not
     report lag (Kafka 4.1): the total is then None, not guessed. One without a
-    start offset has no share state yet (no member has fetched it): it is left
-    out of the total, and the note names it.
+    start offset has no share-partition state yet (the broker initialises it
+    once the partition is assigned or fetched): it is left out of the total,
+    and the note names it.
     """
     if any(o.lag is None and o.start_offset is not None for o in offsets.values()):
         return None, LAG_UNAVAILABLE
@@ -123,7 +124,7 @@ def lag_summary(
     if not unknown:
         return total, None
     names = ", ".join(str(tp) for tp in unknown)
-    return total, f"not in the total (no share state yet: no member has fetched it): {names}"
+    return total, f"not in the total (the broker has no share-partition state yet): {names}"
 
 
 def offsets_rows(

@@ -199,7 +199,7 @@ def test_lag_summary_tells_an_old_broker_from_a_share_partition_without_state() 
     assert lag_summary({a: Info(5, 0, None), b: Info(None, 0, None)}) == (None, LAG_UNAVAILABLE)
     # Kafka 4.2+: a share-partition nobody fetched yet has neither.
     total, note = lag_summary({a: Info(5, 0, 3), b: Info(None, 0, None)})
-    assert total == 3 and note is not None and note.endswith("no member has fetched it): t-1")
+    assert total == 3 and note is not None and note.endswith("no share-partition state yet): t-1")
 
 
 def test_top_shows_the_start_offset_progress_per_second() -> None:
