@@ -125,6 +125,9 @@ class AdminRpc(Generic[T]):
         timeout_ms: the call's whole budget, retries included.
         request_timeout_ms: the longest any single attempt may take.
         backoff: the wait between attempts.
+        needs: the ACLs the call needs (e.g. ``"DESCRIBE on GROUP 'g'"``),
+            added to the message of an ``*_AUTHORIZATION_FAILED`` error so
+            that it names the operation and resource to grant.
     """
 
     def __init__(
@@ -139,12 +142,14 @@ class AdminRpc(Generic[T]):
         timeout_ms: int,
         request_timeout_ms: int,
         backoff: ExponentialBackoff,
+        needs: str = "",
     ) -> None:
         if route.kind is RouteKind.COORDINATOR and not route.group_id:
             raise ValueError("a coordinator route needs a group id")
         if route.kind is RouteKind.NODE and route.node_id is None:
             raise ValueError("a node route needs a node id")
         self.name = name
+        self.needs = needs
         self.route = route
         self._build = build
         self._parse = parse
@@ -182,6 +187,11 @@ class AdminRpc(Generic[T]):
 
     def _fail(self, error: KafkaError) -> None:
         self.done = True
+        if self.needs and getattr(error, "name", "").endswith("_AUTHORIZATION_FAILED"):
+            # The broker says only that a right is missing; say which one to grant.
+            text = str(error)
+            bare = text == f"{getattr(error, 'name', '')} (error code {getattr(error, 'code', '')})"
+            error = type(error)(f"{text}{':' if bare else ';'} {self.name} needs {self.needs}")
         self.error = error
 
     # -- driving ---------------------------------------------------------------------------

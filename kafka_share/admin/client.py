@@ -49,6 +49,9 @@ __all__ = ["Admin"]
 
 T = TypeVar("T")
 
+#: One call of a batch: (what it does, where it goes, the request, the ACLs it needs).
+_Spec = tuple[str, Route, rq.Call[T], str]
+
 _admin_numbers = itertools.count(1)
 
 
@@ -158,7 +161,7 @@ class Admin:
         return monotonic_ms() + _timeout_ms(timeout, self._config.default_api_timeout_ms)
 
     def _rpc(
-        self, name: str, route: Route, call: rq.Call[T], deadline_ms: int
+        self, name: str, route: Route, call: rq.Call[T], deadline_ms: int, needs: str = ""
     ) -> AdminRpc[T]:
         now = monotonic_ms()
         return AdminRpc(
@@ -171,6 +174,7 @@ class Admin:
             timeout_ms=max(0, deadline_ms - now),
             request_timeout_ms=self._config.request_timeout_ms,
             backoff=self._backoff,
+            needs=needs,
         )
 
     def _run(self, rpcs: Sequence[AdminRpc[Any]]) -> None:
@@ -199,22 +203,23 @@ class Admin:
                 # Sends above may have completed synchronously (address unknown).
                 self._net.poll(min(waits))
 
-    def _call(self, name: str, route: Route, call: rq.Call[T], deadline_ms: int) -> T:
-        rpc = self._rpc(name, route, call, deadline_ms)
+    def _call(
+        self, name: str, route: Route, call: rq.Call[T], deadline_ms: int, needs: str = ""
+    ) -> T:
+        rpc = self._rpc(name, route, call, deadline_ms, needs)
         self._run([rpc])
         return rpc.result()
 
-    def _call_all(
-        self, calls: Sequence[tuple[str, Route, rq.Call[T]]], deadline_ms: int
-    ) -> list[T]:
-        rpcs = [self._rpc(name, route, call, deadline_ms) for name, route, call in calls]
+    def _call_all(self, calls: Sequence[_Spec[T]], deadline_ms: int) -> list[T]:
+        rpcs = [self._rpc(*spec[:3], deadline_ms, spec[3]) for spec in calls]
         self._run(rpcs)
         return [rpc.result() for rpc in rpcs]
 
     def _metadata(self, topics: Sequence[str] | None, deadline_ms: int) -> rq.MetadataView:
         what = "the cluster" if topics is None else ", ".join(repr(t) for t in topics) or "brokers"
         view = self._call(
-            f"fetch metadata of {what}", Route.any(), rq.metadata(topics), deadline_ms
+            f"fetch metadata of {what}", Route.any(), rq.metadata(topics), deadline_ms,
+            "DESCRIBE on the topics" if topics else "",
         )
         self._cluster.update(monotonic_ms(), view.brokers, view.topics, view.controller_id)
         return view
@@ -230,7 +235,8 @@ class Admin:
         deadline = self._deadline(timeout)
         view = self._metadata([], deadline)
         calls = [
-            (f"list share groups on broker {b.node_id}", Route.node(b.node_id), rq.list_groups())
+            (f"list share groups on broker {b.node_id}", Route.node(b.node_id), rq.list_groups(),
+             "")
             for b in view.brokers
         ]
         listings = [item for part in self._call_all(calls, deadline) for item in part]
@@ -248,7 +254,7 @@ class Admin:
         deadline = self._deadline(timeout)
         calls = [
             (f"describe share group {g!r}", Route.coordinator(g),
-             rq.describe_share_group(g, self._routing))
+             rq.describe_share_group(g, self._routing), f"DESCRIBE on GROUP {g!r}")
             for g in ids
         ]
         return dict(zip(ids, self._call_all(calls, deadline), strict=True))
@@ -279,6 +285,7 @@ class Admin:
             Route.coordinator(group),
             rq.describe_share_group_offsets(group, wanted),
             deadline,
+            f"DESCRIBE on GROUP {group!r} (and DESCRIBE on the topics to see their offsets)",
         )
         if not found:
             # The broker answers an unknown group with no offsets; tell the two apart
@@ -318,6 +325,7 @@ class Admin:
             Route.coordinator(group),
             rq.alter_share_group_offsets(group, dict(offsets)),
             deadline,
+            f"READ on GROUP {group!r} and READ on the topics",
         )
 
     def delete_share_group_offsets(
@@ -342,6 +350,7 @@ class Admin:
             Route.coordinator(group),
             rq.delete_share_group_offsets(group, names),
             deadline,
+            f"DELETE on GROUP {group!r} and READ on the topics",
         )
 
     def delete_share_groups(
@@ -356,9 +365,11 @@ class Admin:
         ids = _group_ids(group_ids)
         deadline = self._deadline(timeout)
         calls = [
-            (f"delete share group {g!r}", Route.coordinator(g), rq.delete_group(g)) for g in ids
+            (f"delete share group {g!r}", Route.coordinator(g), rq.delete_group(g),
+             f"DELETE on GROUP {g!r}")
+            for g in ids
         ]
-        rpcs = [self._rpc(name, route, call, deadline) for name, route, call in calls]
+        rpcs = [self._rpc(*spec[:3], deadline, spec[3]) for spec in calls]
         self._run(rpcs)
         for group, rpc in zip(ids, rpcs, strict=True):
             if isinstance(rpc.error, NonEmptyGroupError):
@@ -398,6 +409,7 @@ class Admin:
             Route.any(),
             rq.describe_configs(rq.RESOURCE_GROUP, group),
             self._deadline(timeout),
+            f"DESCRIBE_CONFIGS on GROUP {group!r}",
         )
 
     def alter_group_configs(
@@ -432,6 +444,7 @@ class Admin:
                 Route.any(),
                 rq.alter_configs(rq.RESOURCE_GROUP, group, changes),
                 deadline,
+                f"ALTER_CONFIGS on GROUP {group!r}",
             )
         except KafkaError as exc:
             hint = self._config_hint(group, changes, exc, deadline)
@@ -496,6 +509,7 @@ class Admin:
             Route.any(),
             rq.create_topics(new, validate_only, deadline_ms=deadline),
             deadline,
+            "CREATE on the CLUSTER or on each TOPIC",
         )
 
     def delete_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> None:
@@ -513,6 +527,7 @@ class Admin:
             Route.any(),
             rq.delete_topics(names, deadline_ms=deadline),
             deadline,
+            "DELETE on each TOPIC",
         )
 
     def list_topics(
@@ -572,7 +587,7 @@ class Admin:
             by_leader = rq.group_by_leader(view, pending)
             calls = [
                 (f"list offsets on broker {leader}", Route.node(leader),
-                 rq.list_offsets(parts))
+                 rq.list_offsets(parts), "DESCRIBE on the topics")
                 for leader, parts in sorted(by_leader.items())
             ]
             retry: dict[TopicPartition, OffsetSpec] = {}

@@ -176,6 +176,15 @@ def metadata(topics: Sequence[str] | None) -> Call[MetadataView]:
     return Call(build, parse)
 
 
+def _topic_error(code: int, name: str) -> BrokerError:
+    """The error of a topic in a Metadata answer, naming the topic (and the missing ACL)."""
+    error = _error(code, f"topic {name!r}", None)
+    if error.name == "TOPIC_AUTHORIZATION_FAILED":
+        error = type(error)(f"{error}: not authorized; the principal needs DESCRIBE on "
+                            f"TOPIC {name!r}")
+    return error
+
+
 def topic_descriptions(view: MetadataView, names: Sequence[str]) -> dict[str, TopicDescription]:
     """The descriptions of ``names`` from ``view``; raises for a missing topic."""
     by_name = {t.name: t for t in view.topics}
@@ -187,7 +196,7 @@ def topic_descriptions(view: MetadataView, names: Sequence[str]) -> dict[str, To
                 f"UNKNOWN_TOPIC_OR_PARTITION (error code 3): topic {name!r} does not exist"
             )
         if t.error_code != 0:
-            raise _error(t.error_code, f"topic {name!r}", None)
+            raise _topic_error(t.error_code, name)
         parts = []
         for index, leader in sorted(t.partitions.items()):
             reps, isr = view.replicas.get(name, {}).get(index, ((), ()))
@@ -214,6 +223,9 @@ def group_by_leader(
                 f"UNKNOWN_TOPIC_OR_PARTITION (error code 3): topic {tp.topic!r} does not exist"
             )
         if t.error_code != 0:
+            error = _topic_error(t.error_code, tp.topic)
+            if not error.retriable:
+                raise error  # e.g. TOPIC_AUTHORIZATION_FAILED: waiting cannot help
             continue  # e.g. LEADER_NOT_AVAILABLE while it is being created
         leader = t.partitions.get(tp.partition)
         if leader is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,23 +27,96 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def read_properties(path: Path) -> dict[str, str]:
-    """Read a Java ``.properties`` file (``key=value``, ``key: value``; ``#``/``!`` comments).
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
-    Line continuations and escapes beyond ``\\\\`` are not supported; a line
-    without a separator is an error naming the file and line.
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Java's logical lines: comments and blanks dropped, ``\\``-continued lines joined."""
+    pending: list[str] = []
+    first = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.lstrip()
+        if not pending:
+            if not line or line[0] in "#!":
+                continue
+            first = number
+        # An odd number of trailing backslashes continues the line on the next one.
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending.append(line[:-1])
+            continue
+        pending.append(line)
+        yield first, "".join(pending)
+        pending = []
+    if pending:
+        yield first, "".join(pending)
+
+
+def _unescape(text: str, where: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\" or i + 1 >= len(text):
+            out.append(char)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2:i + 6]
+            try:
+                out.append(chr(int(digits, 16)))
+            except ValueError:
+                raise click.BadParameter(
+                    f"{where}: \\u needs four hex digits, got {digits!r}",
+                    param_hint="--command-config",
+                ) from None
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _split_key(line: str) -> tuple[str, str] | None:
+    """``(key, rest)`` at the first unescaped ``=``, ``:`` or blank; None without one."""
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char in "=:":
+            return line[:i], line[i + 1:].lstrip()
+        if char in " \t\f":
+            rest = line[i:].lstrip()
+            if rest[:1] in ("=", ":"):
+                rest = rest[1:].lstrip()
+            return line[:i], rest
+        i += 1
+    return None
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a Java ``.properties`` file, as Kafka's tools take for ``--command-config``.
+
+    ``key=value``, ``key: value`` or ``key value``; ``#`` and ``!`` comments;
+    a line ending in ``\\`` continues on the next one (leading blanks dropped),
+    as in multi-line ``sasl.jaas.config`` values; escapes ``\\t``, ``\\n``,
+    ``\\uXXXX`` and ``\\`` before any other character. Unlike Java, trailing
+    blanks of a value are dropped, and a key without a value is an error
+    naming the file and line (it is always a typo in a client config).
     """
     out: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-        if cut < 0:
+    for number, line in _logical_lines(path.read_text(encoding="utf-8")):
+        where = f"{path}:{number}"
+        split = _split_key(line)
+        if split is None or not split[0]:
             raise click.BadParameter(
-                f"{path}:{number}: expected KEY=VALUE, got {line!r}", param_hint="--command-config"
+                f"{where}: expected KEY=VALUE, got {line!r}", param_hint="--command-config"
             )
-        out[line[:cut].strip()] = line[cut + 1:].strip().replace("\\\\", "\\")
+        key, value = split
+        out[_unescape(key, where)] = _unescape(value, where).rstrip()
     return out
 
 

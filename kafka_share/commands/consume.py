@@ -91,8 +91,11 @@ def consume(
 
     _check_format(template)
     connection = settings(bootstrap_server, command_config)
-    if from_beginning:
-        with connection.admin() as admin:
+    with connection.admin() as admin:
+        # A missing topic is an error here, not an endless wait for records
+        # (raises UnknownTopicOrPartitionError naming the topic).
+        admin.describe_topics(topics)
+        if from_beginning:
             click.echo(_from_beginning(admin, group), err=True)
     ack_type = AcknowledgeType[ack.upper()]
     consumer: ShareConsumer[bytes | None, bytes | None] = ShareConsumer(connection.config(

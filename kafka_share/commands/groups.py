@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import click
@@ -21,7 +21,8 @@ from kafka_share.models import TopicPartition
 __all__ = ["groups"]
 
 LAG_UNAVAILABLE = (
-    "lag unavailable: the broker does not report it (DescribeShareGroupOffsets v1, Kafka 4.2+)"
+    "lag unavailable: the broker does not report it (it does from Kafka 4.2: "
+    "DescribeShareGroupOffsets v1, KIP-1226)"
 )
 
 
@@ -105,16 +106,37 @@ def _assignment_text(assignment: frozenset[TopicPartition]) -> str:
     return ", ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items()) or "-"
 
 
+def lag_summary(
+    offsets: Mapping[TopicPartition, SharePartitionOffsetInfo],
+) -> tuple[int | None, str | None]:
+    """The total lag of the share-partitions whose lag is known, and a note on the others.
+
+    A share-partition with a start offset but no lag means the broker does not
+    report lag (Kafka 4.1): the total is then None, not guessed. One without a
+    start offset has no share-partition state yet (the broker initialises it
+    once the partition is assigned or fetched): it is left out of the total,
+    and the note names it.
+    """
+    if any(o.lag is None and o.start_offset is not None for o in offsets.values()):
+        return None, LAG_UNAVAILABLE
+    unknown = sorted(tp for tp, o in offsets.items() if o.lag is None)
+    total = sum(o.lag for o in offsets.values() if o.lag is not None)
+    if not unknown:
+        return total, None
+    names = ", ".join(str(tp) for tp in unknown)
+    return total, f"not in the total (the broker has no share-partition state yet): {names}"
+
+
 def offsets_rows(
-    offsets: dict[TopicPartition, SharePartitionOffsetInfo],
-) -> tuple[list[tuple[object, ...]], int | None]:
+    offsets: Mapping[TopicPartition, SharePartitionOffsetInfo],
+) -> tuple[list[tuple[object, ...]], int | None, str | None]:
+    """Table rows (topic, partition, start offset, leader epoch, lag), total lag, a note."""
     rows: list[tuple[object, ...]] = [
         (tp.topic, tp.partition, o.start_offset, o.leader_epoch, o.lag)
         for tp, o in sorted(offsets.items())
     ]
-    lags = [o.lag for o in offsets.values()]
-    total = sum(lag for lag in lags if lag is not None) if lags and None not in lags else None
-    return rows, total
+    total, note = lag_summary(offsets)
+    return rows, total, note
 
 
 @groups.command()
@@ -127,7 +149,7 @@ def offsets(
     """Start offset and lag of GROUP per share-partition, with the total lag."""
     with _admin(bootstrap_server, command_config) as admin:
         found = admin.list_share_group_offsets(group)
-    rows, total = offsets_rows(found)
+    rows, total, note = offsets_rows(found)
     if as_json:
         emit_json({
             "group_id": group,
@@ -142,8 +164,8 @@ def offsets(
                 [*rows, ("TOTAL", "", "", "", total)] if rows else [])
     if not rows:
         click.echo(f"Share group {group!r} has no offsets yet.")
-    elif total is None:
-        click.echo(LAG_UNAVAILABLE)
+    elif note:
+        click.echo(note)
 
 
 def _parse_topics(values: Sequence[str]) -> list[tuple[str, list[int] | None]]:

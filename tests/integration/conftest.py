@@ -30,3 +30,7 @@ def consumer_factory(kafka_bootstrap: str) -> Iterator[ConsumerFactory]:
             c.close(timeout=5.0)
         except Exception:
             pass
+
+
+# The admin and CLI tests run over PLAINTEXT and over a secured listener (admin_targets.py).
+from admin_targets import target, target_listener  # noqa: E402, F401

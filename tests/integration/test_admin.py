@@ -1,4 +1,9 @@
-"""kafka_share.admin.Admin against a real broker: every method, and its errors."""
+"""kafka_share.admin.Admin against a real broker: every method, and its errors.
+
+Each test runs over PLAINTEXT and over the secured broker's SASL_SSL listener
+(the ``target`` fixture, admin_targets.py). Authorization and authentication
+failures are tested at the end, on the secured broker.
+"""
 
 from __future__ import annotations
 
@@ -7,27 +12,33 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from admin_targets import TargetTest
 from share_helpers import poll_until
 
 from kafka_share import TopicPartition
 from kafka_share.admin import Admin, ConfigSource, NewTopic, OffsetSpec
 from kafka_share.errors import (
+    GroupAuthorizationFailedError,
     GroupIdNotFoundError,
     InvalidConfigError,
     InvalidPartitionsError,
     KafkaTimeoutError,
     NonEmptyGroupError,
+    SaslAuthenticationError,
     TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from kafka_share.testing import unique_name
+from kafka_share.testing.secure import SecureKafkaCluster
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def admin(kafka_bootstrap: str) -> Iterator[Admin]:
-    with Admin(bootstrap_servers=kafka_bootstrap) as a:
+@pytest.fixture
+def admin(target: TargetTest) -> Iterator[Admin]:
+    """An Admin over the target listener (PLAINTEXT, or SASL_SSL from the properties file)."""
+    with target.on.admin() as a:
         yield a
 
 
@@ -74,9 +85,9 @@ def test_describe_cluster(admin: Admin) -> None:
     assert all(n.port > 0 for n in cluster.nodes)
 
 
-def test_list_offsets(admin: Admin, topic_factory: Any, kafka_produce: Any) -> None:
-    topic = topic_factory(partitions=2)
-    kafka_produce(topic, [b"a", b"b", b"c"], partition=1)
+def test_list_offsets(admin: Admin, target: TargetTest) -> None:
+    topic = target.topic(partitions=2)
+    target.produce(topic, [b"a", b"b", b"c"], partition=1)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     latest = admin.list_offsets({tp0: OffsetSpec.latest(), tp1: OffsetSpec.latest()}, timeout=30)
     assert (latest[tp0].offset, latest[tp1].offset) == (0, 3)
@@ -88,14 +99,12 @@ def test_list_offsets(admin: Admin, topic_factory: Any, kafka_produce: Any) -> N
         admin.list_offsets({TopicPartition(topic, 5): OffsetSpec.latest()}, timeout=30)
 
 
-def test_group_lifecycle(
-    admin: Admin, topic_factory: Any, share_group: str, kafka_produce: Any,
-    consumer_factory: Any,
-) -> None:
-    topic = topic_factory(partitions=2)
-    kafka_produce(topic, [b"x"] * 4, partition=0)
-    kafka_produce(topic, [b"y"] * 6, partition=1)
-    consumer = consumer_factory(share_group, client_id="admin-test-member")
+def test_group_lifecycle(admin: Admin, target: TargetTest) -> None:
+    share_group = target.group()
+    topic = target.topic(partitions=2)
+    target.produce(topic, [b"x"] * 4, partition=0)
+    target.produce(topic, [b"y"] * 6, partition=1)
+    consumer = target.consumer(share_group, client_id="admin-test-member")
     assert len(_consume_all(consumer, topic, 10)) == 10
 
     listed = {g.group_id: g.state for g in admin.list_share_groups(timeout=30)}
@@ -183,3 +192,50 @@ def test_timeout_names_the_call_and_last_error() -> None:
     with Admin(bootstrap_servers="127.0.0.1:1", reconnect_backoff_ms=20) as a, \
             pytest.raises(KafkaTimeoutError, match="describe the cluster did not complete"):
         a.describe_cluster(timeout=0.5)
+
+
+# ---------------------------------------------------------------- rights and credentials
+# On the secured broker: mallory has no rights, carol may READ every group but no topic.
+
+
+def test_missing_rights_name_the_operation_and_resource(
+    secure_kafka: SecureKafkaCluster,
+) -> None:
+    group = unique_name("acl-group")
+    topic = unique_name("acl-topic")
+    with Admin(bootstrap_servers=secure_kafka.bootstrap_servers) as root:  # super user
+        root.create_topics([topic], timeout=30)
+    mallory = Admin(secure_kafka.client_config("SASL_SSL", user="mallory"))
+    carol = Admin(secure_kafka.client_config("SASL_SSL", user="carol"))
+    with mallory, carol:
+        with pytest.raises(GroupAuthorizationFailedError,
+                           match=f"describe share group '{group}' needs DESCRIBE on GROUP"):
+            mallory.describe_share_groups([group], timeout=30)
+        with pytest.raises(GroupAuthorizationFailedError, match=f"DELETE on GROUP '{group}'"):
+            mallory.delete_share_groups([group], timeout=30)
+        with pytest.raises(GroupAuthorizationFailedError, match=f"DESCRIBE on GROUP '{group}'"):
+            mallory.list_share_group_offsets(group, timeout=30)
+        with pytest.raises(TopicAuthorizationFailedError,
+                           match=f"topic '{topic}'.*needs DESCRIBE on TOPIC '{topic}'"):
+            mallory.describe_topics([topic], timeout=30)
+        with pytest.raises(TopicAuthorizationFailedError, match="CREATE on the CLUSTER"):
+            mallory.create_topics([unique_name("acl-topic")], timeout=30)
+        # Listings leave out what the principal may not see, as in Java.
+        assert topic not in mallory.list_topics(timeout=30)
+        with pytest.raises(GroupAuthorizationFailedError,
+                           match=f"ALTER_CONFIGS on GROUP '{group}'"):
+            carol.alter_group_configs(group, {"share.delivery.count.limit": 3}, timeout=30)
+        with pytest.raises(GroupAuthorizationFailedError,
+                           match=f"DESCRIBE_CONFIGS on GROUP '{group}'"):
+            carol.describe_group_configs(group, timeout=30)
+        with pytest.raises(TopicAuthorizationFailedError, match=f"DESCRIBE on TOPIC .{topic}."):
+            carol.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()}, timeout=30)
+
+
+def test_wrong_password_is_an_authentication_error(secure_kafka: SecureKafkaCluster) -> None:
+    config = {**secure_kafka.client_config("SASL_SSL"), "sasl.password": "not-the-password"}
+    started = time.monotonic()
+    with Admin(config) as a, pytest.raises(SaslAuthenticationError,
+                                           match=r"SCRAM-SHA-512.*invalid credentials"):
+        a.describe_cluster(timeout=30)
+    assert time.monotonic() - started < 10  # not retried until the deadline

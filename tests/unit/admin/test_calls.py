@@ -11,6 +11,7 @@ from kafka_share.admin.calls import AdminRpc, DoNotRetry, Outgoing, Route, Routi
 from kafka_share.cluster import ClusterMetadata
 from kafka_share.errors import (
     CoordinatorLoadInProgressError,
+    GroupAuthorizationFailedError,
     GroupIdNotFoundError,
     KafkaTimeoutError,
     NetworkError,
@@ -228,3 +229,28 @@ def test_config_values_are_kafka_strings() -> None:
     assert rq.config_value(True) == "true" and rq.config_value(15000) == "15000"
     with pytest.raises(TypeError, match="config value"):
         rq.config_value([1])
+
+
+def test_an_authorization_failure_names_the_rights_the_call_needs() -> None:
+    routing = Routing(ClusterMetadata([("b", 9092)], metadata_max_age_ms=60_000))
+    rpc: AdminRpc[Any] = AdminRpc(
+        "describe share group 'g'", Route.coordinator("g"), lambda: "REQUEST", lambda r: r,
+        routing=routing, now_ms=0, timeout_ms=10_000, request_timeout_ms=3000,
+        backoff=ExponentialBackoff(100, 1000, jitter=0), needs="DESCRIBE on GROUP 'g'",
+    )
+    # FindCoordinator already checks DESCRIBE on the group: its answer fails the call.
+    coordinator_answer(rpc.poll(0)[0], code=GroupAuthorizationFailedError.code)
+    with pytest.raises(GroupAuthorizationFailedError) as caught:
+        rpc.result()
+    assert str(caught.value) == (
+        "GROUP_AUTHORIZATION_FAILED (error code 30): describe share group 'g' needs DESCRIBE "
+        "on GROUP 'g'")
+    assert rpc.attempts == 0  # not retried
+
+
+def test_other_errors_do_not_mention_rights() -> None:
+    rpc, _ = make(Route.any(), lambda r: (_ for _ in ()).throw(GroupIdNotFoundError("gone")))
+    rpc.needs = "DESCRIBE on GROUP 'g'"
+    rpc.poll(0)[0].handler("answer", None, 1)
+    with pytest.raises(GroupIdNotFoundError, match=r"^gone$"):
+        rpc.result()

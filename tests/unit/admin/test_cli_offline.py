@@ -76,6 +76,32 @@ def test_read_properties(tmp_path: Path) -> None:
         read_properties(props)
 
 
+def test_read_properties_java_continuations_and_escapes(tmp_path: Path) -> None:
+    # As Kafka's documentation writes client.properties for its own tools.
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+        '    username="alice" \\\n'
+        '    password="a=b:c";\n'
+        "bootstrap.servers=broker1\\:9093\n"
+        "ssl.truststore.location C\\:\\\\certs\\\\ca.pem\n"
+        "tab=a\\tb\n"
+        "unicode=\\u00e9t\\u00e9\n"
+        "empty=\n"
+    )
+    assert read_properties(props) == {
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                            'username="alice" password="a=b:c";',
+        "bootstrap.servers": "broker1:9093",
+        "ssl.truststore.location": "C:\\certs\\ca.pem",
+        "tab": "a\tb",
+        "unicode": "\u00e9t\u00e9",
+        "empty": "",
+    }
+    props.write_text("trailing=continued \\\n")
+    assert read_properties(props) == {"trailing": "continued"}  # trailing blanks dropped
+
+
 def test_admin_config_needs_no_group_id_and_keeps_the_consumer_rules() -> None:
     cfg = parse_admin_config({"bootstrap.servers": "h:1"}, security_protocol="SASL_SSL",
                              sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p")
@@ -120,3 +146,71 @@ def test_the_library_imports_without_click_or_rich() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_library_warnings_do_not_add_lines_to_the_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Warn about an unreachable broker at once (the real threshold is 10 s).
+    from kafka_share._net import client as net_client
+
+    monkeypatch.setattr(net_client, "UNREACHABLE_WARN_MS", 0)
+    props = tmp_path / "client.properties"
+    props.write_text("default.api.timeout.ms=1000\nrequest.timeout.ms=800\n")
+    args = ["groups", "list", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(props)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: fetch metadata of brokers did not complete")
+    verbose = CliRunner().invoke(cli, ["-v", *args])
+    assert "kafka-share: WARNING cannot reach bootstrap server at 127.0.0.1:1" in verbose.output
+    assert verbose.output.strip().splitlines()[-1].startswith("Error: ")
+
+
+def test_a_missing_optional_module_names_the_extra() -> None:
+    from kafka_share.commands import _missing_module
+
+    error = ModuleNotFoundError("No module named 'confluent_kafka'", name="confluent_kafka")
+    assert _missing_module(error) == (
+        "this command needs confluent_kafka, which is not installed; install it with: "
+        "pip install 'kafka-share[cli,testing]'"
+    )
+
+
+def test_broker_readiness_needs_no_confluent_kafka(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `kafka-share broker start` with only the cli extra: readiness uses kafka_share.admin.
+    from kafka_share.testing.errors import BrokerStartError
+    from kafka_share.testing.readiness import wait_until_ready
+
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)
+    monkeypatch.setitem(sys.modules, "confluent_kafka.admin", None)
+    with pytest.raises(BrokerStartError, match=r"127\.0\.0\.1:1 did not become ready within 1 s"):
+        wait_until_ready("127.0.0.1:1", expected_brokers=1, timeout_s=1.0)
+
+
+def test_lag_summary_tells_an_old_broker_from_a_share_partition_without_state() -> None:
+    from kafka_share import TopicPartition
+    from kafka_share.admin import SharePartitionOffsetInfo as Info
+    from kafka_share.commands.groups import LAG_UNAVAILABLE, lag_summary
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    assert lag_summary({a: Info(5, 0, 3), b: Info(7, 0, 4)}) == (7, None)
+    # Kafka 4.1: a start offset but no lag (DescribeShareGroupOffsets v0).
+    assert lag_summary({a: Info(5, 0, None), b: Info(None, 0, None)}) == (None, LAG_UNAVAILABLE)
+    # Kafka 4.2+: a share-partition nobody fetched yet has neither.
+    total, note = lag_summary({a: Info(5, 0, 3), b: Info(None, 0, None)})
+    assert total == 3 and note is not None and note.endswith("no share-partition state yet): t-1")
+
+
+def test_top_shows_the_start_offset_progress_per_second() -> None:
+    from typing import Any, cast
+
+    from kafka_share import TopicPartition
+    from kafka_share.commands.top import TopView
+
+    view = TopView(cast(Any, None), "g")
+    tp = TopicPartition("t", 0)
+    assert view._rate(tp, 100, 10.0) is None  # first frame: nothing to compare with
+    assert view._rate(tp, 150, 12.0) == "25.0"
+    assert view._rate(tp, None, 13.0) is None  # state gone (offsets deleted)
+    assert view._rate(tp, 150, 14.0) == "0.0"
