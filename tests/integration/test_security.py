@@ -317,20 +317,3 @@ def test_30_s_of_consuming_across_re_authentications(
     assert max(conn.authentications for conn in share_connections) >= 5
     assert all(conn.close_reason is None or "closing" in str(conn.close_reason)
                for conn in share_connections), [str(c.close_reason) for c in share_connections]
-
-
-
-def test_admin_over_sasl_ssl_describes_the_group_and_its_offsets(
-    secure_kafka: SecureKafkaCluster, topic: str, group: str
-) -> None:
-    """The admin client shares the consumer's transport, TLS and SASL included."""
-    from kafka_share.admin import Admin
-
-    config = secure_kafka.client_config("SASL_SSL")
-    consume_and_acknowledge(config, topic, group)
-    with Admin(config) as admin:
-        assert topic in admin.list_topics(timeout=10)
-        described = admin.describe_share_groups([group], timeout=10)[group]
-        assert described.group_id == group
-        offsets = admin.list_share_group_offsets(group, timeout=10)
-        assert {tp.topic for tp in offsets} == {topic}
