@@ -46,7 +46,7 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.engine import ConsumerEngine
-from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
+from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch, LocksLost
 from kafka_share.share.unsent import AckResults, UnsentRequest, VersionedRequest
 
 __all__ = ["EngineDriver", "FakeCluster"]
@@ -337,6 +337,7 @@ class RecordingSink:
         self.errors: list[tuple[KafkaError, bool]] = []
         self.leaves = 0
         self.replaced: list[tuple[int, int]] = []
+        self.lost: list[LocksLost] = []
 
     def add_fetches(self, fetches: list[CompletedShareFetch]) -> None:
         self.fetches.extend(fetches)
@@ -349,6 +350,9 @@ class RecordingSink:
 
     def session_replaced(self, node_id: int, generation: int) -> None:
         self.replaced.append((node_id, generation))
+
+    def locks_lost(self, lost: LocksLost) -> None:
+        self.lost.append(lost)
 
     def leave_completed(self) -> None:
         self.leaves += 1
