@@ -39,7 +39,7 @@ import attrs
 
 from kafka_share.models import TopicIdPartition
 
-__all__ = ["HeldRecords", "HeldSpan", "lock_expiry_ms", "lock_margin_ms"]
+__all__ = ["HeldRecords", "HeldSpan", "held_ranges_without", "lock_expiry_ms", "lock_margin_ms"]
 
 #: The least time taken off a lock's end (see :func:`lock_margin_ms`).
 MIN_LOCK_MARGIN_MS = 50
@@ -167,7 +167,7 @@ class HeldRecords:
             for s in same:
                 held.update(o for o in s.held() if first <= o <= last)
             resent += len(held)
-            fresh.extend(_ranges_without(first, last, count, held))
+            fresh.extend(held_ranges_without(first, last, count, held))
         expires = lock_expiry_ms(now_ms, lock_ms)
         for first, last, count in fresh:
             spans.append(HeldSpan(
@@ -292,10 +292,10 @@ class HeldRecords:
         self._spans.clear()
 
 
-def _ranges_without(
-    first: int, last: int, count: int, skip: set[int]
+def held_ranges_without(
+    first: int, last: int, count: int, skip: set[int] | frozenset[int]
 ) -> Iterator[tuple[int, int, int]]:
-    """``first..last`` as ranges of the offsets not in ``skip``."""
+    """``first..last`` (delivery count ``count``) as ranges of the offsets not in ``skip``."""
     start: int | None = None
     for o in range(first, last + 1):
         if o in skip:
