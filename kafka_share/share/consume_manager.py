@@ -451,6 +451,7 @@ class ShareConsumeManager:
                 self._give_up_renewing(missing)
                 return out
             acks: dict[TopicIdPartition, Acknowledgements] = {}
+            chosen: list[tuple[HeldSpan, list[int]]] = []
             for span, offsets in spans:
                 if span.generation != state.generation:
                     span.renewal_over = True  # an older session's: its locks are gone
@@ -461,12 +462,12 @@ class ShareConsumeManager:
                     a.session_generation = span.generation
                 for o in offsets:
                     a.add(o, AcknowledgeType.RENEW)
-                self.held.renew_sent(span, offsets)
-            if not acks:
-                continue
-            plan = state.session.build_acknowledge(acks)
+                chosen.append((span, offsets))
+            plan = state.session.build_acknowledge(acks) if acks else None
             if plan is None:
                 continue
+            for span, offsets in chosen:
+                self.held.renew_sent(span, offsets)
             for a in plan.acknowledgements.values():
                 self._auto_renewals[id(a)] = now_ms
             if self._metrics is not None:
