@@ -112,6 +112,6 @@ def test_a_group_without_renewal_gets_a_clear_error(
     consumer.subscribe([topic])
     poll_until(consumer, lambda s: len(s) >= 2, timeout_s=30)
     time.sleep(LOCK_MS / 1000)  # the first renewal goes out (and is refused) meanwhile
-    with pytest.raises(InvalidRecordStateError, match="share.renew.acknowledge.enable"):
+    with pytest.raises(InvalidRecordStateError, match=r"share\.renew\.acknowledge\.enable"):
         for _ in range(20):
             consumer.poll(0.5)
