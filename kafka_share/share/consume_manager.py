@@ -383,13 +383,13 @@ class ShareConsumeManager:
         # Handlers run between rounds; they time their backoffs from this.
         self._now_ms = now_ms
         self._expire(now_ms)
+        self._expire_held(now_ms)
         if (
             not self.member_ready
             and self._closing is None
             and not any(s.close for s in self._nodes.values())
         ):
             return out
-        self._expire_held(now_ms)
         busy: set[int] = set()
         for node_id, state in self._nodes.items():
             if state.session.in_flight or now_ms < state.not_before_ms:
@@ -410,6 +410,7 @@ class ShareConsumeManager:
         state = self._nodes.get(node_id)
         return (
             state is not None
+            and self.member_ready
             and self._closing is None
             and state.close is None
             and not state.session.in_flight

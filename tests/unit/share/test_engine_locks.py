@@ -162,3 +162,15 @@ def test_a_long_polling_fetch_does_not_delay_a_renewal() -> None:
     driver.subscribe()
     driver.run_for(8_000)
     assert cluster.deliveries[(0, 0)] == 1
+
+
+def test_holding_records_after_leaving_the_group_does_not_spin() -> None:
+    cluster = FakeCluster(brokers=1, leaders={0: 1}, records_per_partition=10, lock_ms=1_000)
+    driver = EngineDriver(cluster, ack_type=_hold_offset(3), share_auto_renew=True)
+    driver.subscribe()
+    driver.run_for(2_000)
+    driver.engine.unsubscribe()  # the sessions close; held locks are released
+    loops = driver.loops
+    driver.run_for(5_000)
+    assert driver.loops - loops <= 60, f"{driver.loops - loops} engine loops in 5 s"
+    assert not driver.engine.consume.held
