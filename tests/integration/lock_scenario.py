@@ -40,6 +40,20 @@ class ScenarioResult:
     def duplicates(self) -> set[int]:
         return {d.offset for d in self.ours} & {d.offset for d in self.theirs}
 
+    def lost_by(self) -> tuple[set[int], set[int]]:
+        """Duplicates by whose lock ran out: (offsets that went from kafka-share to
+        the other consumer, i.e. the other got a higher delivery count; offsets
+        that went from the other consumer to kafka-share)."""
+        ours: dict[int, list[int]] = {}
+        theirs: dict[int, list[int]] = {}
+        for d in self.ours:
+            ours.setdefault(d.offset, []).append(d.delivery_count)
+        for d in self.theirs:
+            theirs.setdefault(d.offset, []).append(d.delivery_count)
+        from_ours = {o for o in ours.keys() & theirs.keys() if min(ours[o]) < max(theirs[o])}
+        from_theirs = {o for o in ours.keys() & theirs.keys() if min(theirs[o]) < max(ours[o])}
+        return from_ours, from_theirs
+
     def handed_out_after_expiry(self) -> list[tuple[Delivery, Delivery]]:
         """kafka-share deliveries of a record the other consumer had already been
         given again (a higher delivery count, earlier): the lock had run out."""

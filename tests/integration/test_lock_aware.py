@@ -51,12 +51,16 @@ def test_two_consumers_one_second_lock_half_a_millisecond_per_record(
     duplicates = result.duplicates()
     dropped = result.metrics["records-dropped-lock-expired-total"]
     renewed = result.metrics["acquisition-lock-renewals-total"]
+    from_ours, from_theirs = result.lost_by()
     record_property("duplicates", len(duplicates))
+    record_property("duplicates_from_our_expired_locks", len(from_ours))
     record_property("dropped_expired", dropped)
     record_property("renewals", renewed)
     print(f"auto_renew={auto_renew}: kafka-share {len(result.ours)} deliveries, other "
-          f"{len(result.theirs)}, duplicates {len(duplicates)}, dropped (lock expired) "
-          f"{dropped:.0f}, renewals {renewed:.0f}")
+          f"{len(result.theirs)}, duplicates {len(duplicates)} (our lock ran out: "
+          f"{len(from_ours)}, theirs: {len(from_theirs)}), ack errors "
+          f"{len(result.ack_errors)}, dropped (lock expired) {dropped:.0f}, renewals "
+          f"{renewed:.0f}")
     # Never: a record handed to the application after the broker had already
     # given it to the other consumer.
     assert result.handed_out_after_expiry() == []
