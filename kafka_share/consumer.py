@@ -254,6 +254,7 @@ class ShareConsumer(Generic[K, V]):
         self._log = ContextLogger(
             log, consumer_log_prefix(self._client_id, cfg.group_id, self._thread.member_id)
         )
+        self._collector.log = self._log
         self._thread.start()
         self._state = _State.OPEN
         self._log.debug("share consumer created")

@@ -37,6 +37,7 @@ import attrs
 from kafka_share._app.events import CompletedShareFetch
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import InFlightBatch
+from kafka_share._log import Logger
 from kafka_share.errors import (
     CorruptMessageError,
     CorruptRecordError,
@@ -161,7 +162,7 @@ class FetchCollector(Generic[K, V]):
         metrics: ShareConsumerMetrics | None = None,
         drop_expired: bool = True,
         clock: Callable[[], int] = _monotonic_ms,
-        logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+        logger: Logger | None = None,
     ) -> None:
         self._buffer = buffer
         self._metrics = metrics
@@ -169,7 +170,8 @@ class FetchCollector(Generic[K, V]):
         #: the network thread renews them, and reports those it gives up on)
         self._drop_expired = drop_expired
         self._clock = clock
-        self._log = logger or log
+        #: the consumer's logger (its identity on every line), once it has one
+        self.log: Logger = logger or log
         self._in_flight = in_flight
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
@@ -205,7 +207,7 @@ class FetchCollector(Generic[K, V]):
 
         dropped += self._buffer.remove_if(stale_fetch)
         if records:
-            self._log.debug(
+            self.log.debug(
                 "dropped %d buffered record(s) from node %s: their share session was "
                 "lost, so the broker released them", records, node_id,
             )
@@ -249,7 +251,7 @@ class FetchCollector(Generic[K, V]):
 
     def _count_expired(self, records: int, tip: TopicIdPartition, why: str) -> None:
         if records:
-            self._log.debug(
+            self.log.debug(
                 "dropped %d buffered record(s) of %s-%s whose acquisition lock ran out "
                 "(%s): the broker delivers them again", records, tip.topic, tip.partition, why,
             )
