@@ -83,6 +83,7 @@ def run_scenario(
     *,
     per_record_s: float = 0.0005,
     ours_config: Mapping[str, Any] | None = None,
+    theirs_config: Mapping[str, Any] | None = None,
     timeout_s: float = 60.0,
     settle_s: float = 2.0,
 ) -> ScenarioResult:
@@ -101,7 +102,9 @@ def run_scenario(
             return len({d.offset for d in ours} | {d.offset for d in theirs})
 
     def other() -> None:
-        consumer = ConfluentShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+        consumer = ConfluentShareConsumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, **dict(theirs_config or {})}
+        )
         try:
             consumer.subscribe([topic])
             while not stop.is_set():
