@@ -41,9 +41,7 @@ def test_two_consumers_one_second_lock_half_a_millisecond_per_record(
     group = share_group_factory(_SHORT_LOCK)
     kafka_produce(topic, [f"r{i}".encode() for i in range(TOTAL)], partition=0)
 
-    # Both consumers take 50 records per poll. (With librdkafka's default of 500 the
-    # other consumer lets locks of its own run out, and those duplicates, records
-    # kafka-share then gets with a higher delivery count, are not kafka-share's.)
+    # Both consumers take 50 records per poll.
     result = run_scenario(
         kafka_bootstrap, group, topic, TOTAL, ours_config={"share_auto_renew": auto_renew},
         theirs_config={"max.poll.records": "50"},
@@ -69,8 +67,12 @@ def test_two_consumers_one_second_lock_half_a_millisecond_per_record(
     # given it to the other consumer.
     assert result.handed_out_after_expiry() == []
     if auto_renew:
+        # No record went from kafka-share to the other consumer. (The other way
+        # round happens: confluent-kafka's consumer acquires whole producer
+        # batches and sometimes lets their locks run out; kafka-share then gets
+        # those records with delivery count 2, as it should.)
         assert from_ours == set(), f"{len(from_ours)} records lost to the other consumer"
-        assert duplicates == set(), f"{len(duplicates)} records delivered to both"
+        assert duplicates == from_theirs
         assert result.ack_errors == []
         assert renewed > 0
         assert dropped == 0
