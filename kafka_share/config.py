@@ -484,6 +484,8 @@ _SPECS: Final[Mapping[str, _Spec]] = {
     "client.rack": _Spec(_parse_optional_str),
     "share.acknowledgement.mode": _Spec(_parse_ack_mode),
     "share.acquire.mode": _Spec(_parse_acquire_mode),
+    "share.auto.renew": _Spec(_parse_bool),
+    "share.auto.renew.max.ms": _Spec(_int_parser(1, _INT32_MAX)),
     "max.poll.records": _Spec(_int_parser(1, _INT32_MAX)),
     "max.poll.interval.ms": _Spec(_int_parser(1, _INT32_MAX)),
     "fetch.max.wait.ms": _Spec(_int_parser(0, _INT32_MAX)),
@@ -754,6 +756,12 @@ class ShareConsumerConfig:
     client_rack: str | None = None
     share_acknowledgement_mode: AcknowledgementMode = AcknowledgementMode.IMPLICIT
     share_acquire_mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED
+    #: The network thread renews (RENEW, Kafka 4.2+) the acquisition locks of the
+    #: records this consumer holds, shortly before they expire, until they are
+    #: acknowledged or ``share_auto_renew_max_ms`` after their acquisition.
+    share_auto_renew: bool = False
+    #: How long after its acquisition a record's lock is renewed at most.
+    share_auto_renew_max_ms: int = 300_000
     #: ShareFetch MaxRecords and BatchSize; a soft bound in batch_optimized mode.
     max_poll_records: int = 500
     max_poll_interval_ms: int = 300_000

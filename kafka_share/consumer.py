@@ -71,7 +71,7 @@ from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
 from kafka_share.share.fetch_ahead import FetchAheadPolicy
-from kafka_share.share.results import SessionReplaced
+from kafka_share.share.results import LocksLost, SessionReplaced
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
@@ -209,6 +209,11 @@ class ShareConsumer(Generic[K, V]):
         #: a fetch was sent during the current poll
         self._fetch_sent = False
         self._in_flight = InFlightBatch()
+        self._metrics = ShareConsumerMetrics(
+            sample_window_ms=cfg.metrics_sample_window_ms,
+            num_samples=cfg.metrics_num_samples,
+            created_ms=_now_ms(),
+        )
         self._collector: FetchCollector[K, V] = FetchCollector(
             buffer=self._fetch_buffer,
             in_flight=self._in_flight,
@@ -216,6 +221,8 @@ class ShareConsumer(Generic[K, V]):
             value_deserializer=cfg.value_deserializer,
             check_crcs=cfg.check_crcs,
             max_poll_records=cfg.max_poll_records,
+            metrics=self._metrics,
+            drop_expired=not cfg.share_auto_renew,
         )
         self._subscription: frozenset[str] = frozenset()
         self._callback: AcknowledgementCommitCallback | None = None
@@ -238,11 +245,6 @@ class ShareConsumer(Generic[K, V]):
         self._close_requested = False
         self._completions: list[AcknowledgementCompletion] = []
         self._acquisition_lock_timeout_ms: int | None = None
-        self._metrics = ShareConsumerMetrics(
-            sample_window_ms=cfg.metrics_sample_window_ms,
-            num_samples=cfg.metrics_num_samples,
-            created_ms=_now_ms(),
-        )
         self._thread = NetworkThread(
             config=cfg,
             client_id=self._client_id,
@@ -252,6 +254,7 @@ class ShareConsumer(Generic[K, V]):
         self._log = ContextLogger(
             log, consumer_log_prefix(self._client_id, cfg.group_id, self._thread.member_id)
         )
+        self._collector.log = self._log
         self._thread.start()
         self._state = _State.OPEN
         self._log.debug("share consumer created")
@@ -820,7 +823,8 @@ class ShareConsumer(Generic[K, V]):
         never stalls the application.
         """
         sent = threading.Event()
-        self._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=self._api_deadline()))
+        self._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=self._api_deadline(),
+                                max_records=self._ahead.max_records()))
         sent.wait(_FETCH_HANDOFF_S)
 
     def _send_acks(self, acks: AcksByPartition, *, fetch: bool, linger: bool = False) -> None:
@@ -832,7 +836,7 @@ class ShareConsumer(Generic[K, V]):
         instead of a ShareAcknowledge each that the fetch would queue behind.
         """
         if fetch:
-            self._submit(FetchEvent(acks))
+            self._submit(FetchEvent(acks, max_records=self._ahead.max_records()))
         elif acks:
             self._submit(AcknowledgeAsyncEvent(
                 acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0
@@ -847,13 +851,9 @@ class ShareConsumer(Generic[K, V]):
                 else:
                     self._deferred_errors.append(event.error)
             elif isinstance(event, SessionReplaced):
-                dropped = self._collector.drop_stale(event.node_id, event.generation)
-                if dropped:
-                    self._log.debug(
-                        "dropped %d fetched response(s) from node %s: their share session "
-                        "was lost, so the broker released those records", dropped,
-                        event.node_id,
-                    )
+                self._collector.drop_stale(event.node_id, event.generation)
+            elif isinstance(event, LocksLost):
+                self._collector.drop_lost(event)
             else:
                 assert isinstance(event, AcknowledgementCompletion)
                 self._completions.append(event)

@@ -42,6 +42,16 @@ METRIC_GROUPS: Final[dict[str, str]] = {
     "acknowledgements-send-total": _FETCH,
     "acknowledgements-error-rate": _FETCH,
     "acknowledgements-error-total": _FETCH,
+    "records-dropped-lock-expired-rate": _FETCH,
+    "records-dropped-lock-expired-total": _FETCH,
+    "records-dropped-session-lost-rate": _FETCH,
+    "records-dropped-session-lost-total": _FETCH,
+    "records-dropped-resent-rate": _FETCH,
+    "records-dropped-resent-total": _FETCH,
+    "acquisition-lock-renewals-rate": _FETCH,
+    "acquisition-lock-renewals-total": _FETCH,
+    "acquisition-lock-renewal-errors-rate": _FETCH,
+    "acquisition-lock-renewal-errors-total": _FETCH,
     "fetch-latency-avg": _FETCH,
     "fetch-latency-max": _FETCH,
     "fetch-rate": _FETCH,
@@ -153,6 +163,23 @@ class ShareConsumerMetrics:
             if errors:
                 self._record("acknowledgements-error", errors, now_ms)
 
+    def record_dropped(self, reason: str, records: int, now_ms: int) -> None:
+        """``records`` were dropped instead of being handed to the application:
+        ``reason`` is ``lock-expired`` (their acquisition lock ran out while they
+        were buffered), ``session-lost`` (their share session is gone) or
+        ``resent`` (a broker sent records this consumer already holds again)."""
+        if records:
+            with self._lock:
+                self._record(f"records-dropped-{reason}", records, now_ms)
+
+    def record_renewals(self, sent: int, errors: int, now_ms: int) -> None:
+        """Auto-renewal sent RENEWs for ``sent`` records; ``errors`` were refused."""
+        with self._lock:
+            if sent:
+                self._record("acquisition-lock-renewals", sent, now_ms)
+            if errors:
+                self._record("acquisition-lock-renewal-errors", errors, now_ms)
+
     def record_heartbeat(self, now_ms: int, response_time_ms: float) -> None:
         with self._lock:
             self._record("heartbeat", 1, now_ms)
@@ -196,6 +223,15 @@ class ShareConsumerMetrics:
                 "acknowledgements-error-rate": rate("acknowledgements-error"),
                 "acknowledgements-error-total": stat("acknowledgements-error").total,
                 "fetch-latency-avg": stat("fetch-latency").avg(),
+                **{
+                    f"{name}-{kind}": (rate(name) if kind == "rate" else stat(name).total)
+                    for name in (
+                        "records-dropped-lock-expired", "records-dropped-session-lost",
+                        "records-dropped-resent", "acquisition-lock-renewals",
+                        "acquisition-lock-renewal-errors",
+                    )
+                    for kind in ("rate", "total")
+                },
                 "fetch-latency-max": stat("fetch-latency").max(),
                 "fetch-rate": rate("fetch"),
                 "fetch-total": stat("fetch").total,

@@ -25,16 +25,19 @@ Poison records:
 from __future__ import annotations
 
 import itertools
+import logging
 import operator
+import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
 from kafka_share._app.events import CompletedShareFetch
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import InFlightBatch
+from kafka_share._log import Logger
 from kafka_share.errors import (
     CorruptMessageError,
     CorruptRecordError,
@@ -49,6 +52,11 @@ from kafka_share.models import (
 )
 from kafka_share.records.batch import CorruptBatchError, RecordShape, iter_batches
 from kafka_share.share.acquired import AcquiredRecords
+from kafka_share.share.held import held_ranges_without
+from kafka_share.share.results import LocksLost
+
+if TYPE_CHECKING:
+    from kafka_share.metrics import ShareConsumerMetrics
 
 __all__ = ["CollectResult", "FetchCollector"]
 
@@ -56,6 +64,13 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 Deserializer = Callable[[bytes], Any]
+
+log = logging.getLogger("kafka_share.consumer")
+
+
+def _monotonic_ms() -> int:
+    # The clock the network thread stamps responses with (lock_expires_ms).
+    return time.monotonic_ns() // 1_000_000
 
 # (offset, timestamp, key, value, headers, delivery_count, leader_epoch, timestamp_type)
 
@@ -96,6 +111,7 @@ class _PartitionData:
         "errors_at",
         "gaps",
         "generation",
+        "lock_expires_ms",
         "lock_timeout_ms",
         "next_index",
         "node_id",
@@ -109,6 +125,7 @@ class _PartitionData:
         self.node_id = fetch.node_id
         self.generation = fetch.session_generation
         self.lock_timeout_ms = fetch.acquisition_lock_timeout_ms
+        self.lock_expires_ms = fetch.lock_expires_ms
         #: records as decoded (key and value still bytes), in offset order
         self.pending: list[ConsumerRecord[Any, Any]] = []
         #: key + value bytes of the records not delivered yet (bytes-consumed metric)
@@ -120,6 +137,10 @@ class _PartitionData:
         #: fetch's delivery starts (not at decoding: see FetchCollector.collect)
         self.gaps: list[int] = []
         self.next_index = 0
+
+    @property
+    def undelivered(self) -> int:
+        return len(self.pending) - self.next_index
 
     @property
     def exhausted(self) -> bool:
@@ -138,8 +159,19 @@ class FetchCollector(Generic[K, V]):
         value_deserializer: Deserializer | None,
         check_crcs: bool,
         max_poll_records: int,
+        metrics: ShareConsumerMetrics | None = None,
+        drop_expired: bool = True,
+        clock: Callable[[], int] = _monotonic_ms,
+        logger: Logger | None = None,
     ) -> None:
         self._buffer = buffer
+        self._metrics = metrics
+        #: drop records whose lock ran out before delivery (off under share.auto.renew:
+        #: the network thread renews them, and reports those it gives up on)
+        self._drop_expired = drop_expired
+        self._clock = clock
+        #: the consumer's logger (its identity on every line), once it has one
+        self.log: Logger = logger or log
         self._in_flight = in_flight
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
@@ -156,14 +188,75 @@ class FetchCollector(Generic[K, V]):
         def stale(source: int, source_generation: int) -> bool:
             return source == node_id and source_generation < generation
 
-        before = len(self._decoded)
-        self._decoded = deque(
-            d for d in self._decoded if not stale(d.node_id, d.generation)
-        )
-        dropped = before - len(self._decoded)
-        return dropped + self._buffer.remove_if(
-            lambda f: stale(f.node_id, f.session_generation)
-        )
+        records = 0
+        kept: deque[_PartitionData] = deque()
+        for d in self._decoded:
+            if stale(d.node_id, d.generation):
+                records += d.undelivered
+            else:
+                kept.append(d)
+        dropped = len(self._decoded) - len(kept)
+        self._decoded = kept
+
+        def stale_fetch(f: CompletedShareFetch) -> bool:
+            nonlocal records
+            if stale(f.node_id, f.session_generation):
+                records += _acquired_count(f)
+                return True
+            return False
+
+        dropped += self._buffer.remove_if(stale_fetch)
+        if records:
+            self.log.debug(
+                "dropped %d buffered record(s) from node %s: their share session was "
+                "lost, so the broker released them", records, node_id,
+            )
+            if self._metrics is not None:
+                self._metrics.record_dropped("session-lost", records, self._clock())
+        return dropped
+
+    def drop_lost(self, lost: LocksLost) -> int:
+        """Drop buffered records whose lock auto-renewal gave up on (see
+        :class:`~kafka_share.share.results.LocksLost`). Returns how many."""
+        offsets = lost.offsets
+        dropped = 0
+
+        def mine(tip: TopicIdPartition, node_id: int, generation: int) -> bool:
+            return (tip == lost.partition and node_id == lost.node_id
+                    and generation == lost.generation)
+
+        for d in self._decoded:
+            if not mine(d.partition, d.node_id, d.generation):
+                continue
+            dropped += _drop_offsets(d, offsets)
+            d.gaps = [g for g in d.gaps if g not in offsets]
+
+        def change(f: CompletedShareFetch) -> CompletedShareFetch | None:
+            nonlocal dropped
+            if not mine(f.partition, f.node_id, f.session_generation):
+                return f
+            before = _acquired_count(f)
+            ranges = [
+                r for first, last, count in f.acquired
+                for r in held_ranges_without(first, last, count, offsets)
+            ]
+            f.acquired = ranges
+            dropped += before - _acquired_count(f)
+            return f if ranges else None
+
+        self._buffer.replace_each(change)
+        self._decoded = deque(d for d in self._decoded if not d.exhausted or d.gaps)
+        self._count_expired(dropped, lost.partition, "their lock renewal ended")
+        return dropped
+
+    def _count_expired(self, records: int, tip: TopicIdPartition, why: str) -> None:
+        if records:
+            self.log.debug(
+                "dropped %d buffered record(s) of %s-%s whose acquisition lock ran out "
+                "(%s): the broker delivers them again", records, tip.topic, tip.partition, why,
+            )
+            if self._metrics is not None:
+                self._metrics.record_dropped("lock-expired", records, self._clock())
 
     def has_buffered(self) -> bool:
         return bool(self._decoded) or not self._buffer.is_empty()
@@ -209,12 +302,19 @@ class FetchCollector(Generic[K, V]):
         #: the node each partition's records come from in this poll
         nodes: dict[TopicIdPartition, tuple[int, int]] = {}
         fetch: CompletedShareFetch | None = None
+        now_ms = self._clock() if self._drop_expired else 0
         try:
             while budget > 0 and error is None:
                 if not decoded:
                     fetch = self._buffer.take()
                     if fetch is None:
                         break
+                    if self._expired(fetch.lock_expires_ms, now_ms):
+                        self._count_expired(
+                            _acquired_count(fetch), fetch.partition, "before decoding"
+                        )
+                        fetch = None
+                        continue
                     if on_drained is not None and self._buffer.is_empty():
                         hook, on_drained = on_drained, None
                         hook(_acquired_count(fetch), len(fetch.records))
@@ -222,6 +322,14 @@ class FetchCollector(Generic[K, V]):
                     fetch = None
                 data = decoded[0]
                 tip = data.partition
+                if self._expired(data.lock_expires_ms, now_ms):
+                    # Its lock ran out while it waited here: the broker has made these
+                    # records available again (probably to another consumer already).
+                    # Handing them out would have them worked on twice, and their
+                    # acknowledgements (GAPs included) would fail.
+                    self._count_expired(data.undelivered, tip, "while buffered")
+                    decoded.popleft()
+                    continue
                 holder = nodes.get(tip)
                 if holder is None:
                     holder = self._in_flight.source_of(tip)
@@ -260,6 +368,9 @@ class FetchCollector(Generic[K, V]):
         for data, records in delivered:
             add_records(data.partition, data.node_id, records, data.generation)
         return CollectResult(ConsumerRecords(out), error, lock_timeout, size)
+
+    def _expired(self, lock_expires_ms: int | None, now_ms: int) -> bool:
+        return self._drop_expired and lock_expires_ms is not None and now_ms >= lock_expires_ms
 
     # -- decoding --------------------------------------------------------------
 
@@ -466,3 +577,23 @@ def _report_at(data: _PartitionData, error: KafkaError, rejects: list[int]) -> N
         earlier[1].extend(rejects)
     else:
         data.errors_at[index] = (error, rejects)
+
+
+def _drop_offsets(data: _PartitionData, offsets: frozenset[int]) -> int:
+    """Remove the undelivered records of ``data`` at ``offsets``; returns how many
+    (errors recorded at later indices move with their records)."""
+    start = data.next_index
+    rest = data.pending[start:]
+    kept = [r for r in rest if r[2] not in offsets]
+    removed = len(rest) - len(kept)
+    if not removed:
+        return 0
+    if data.errors_at:
+        # Re-index the errors: each moves back by the records removed before it.
+        removed_before = list(itertools.accumulate(r[2] in offsets for r in rest))
+        data.errors_at = {
+            (i - removed_before[i - start - 1] if i > start else i): e
+            for i, e in data.errors_at.items()
+        }
+    data.pending[start:] = kept
+    return removed

@@ -98,6 +98,9 @@ class FetchEvent:
     #: otherwise ``acks`` go out as asynchronous acks due by ``ack_deadline_ms``
     ahead: bool = False
     ack_deadline_ms: int = 0
+    #: cap on the records to acquire (the application's pace within the lock);
+    #: None: ``max.poll.records``
+    max_records: int | None = None
 
 
 @attrs.define(eq=False)

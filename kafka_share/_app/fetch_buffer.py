@@ -109,6 +109,14 @@ class FetchBuffer(Generic[T]):
                 self._items.extend(kept)
             return dropped
 
+    def replace_each(self, change: Callable[[T], T | None]) -> None:
+        """Replace every queued item by ``change(item)``, dropping those it maps to
+        None (application thread)."""
+        with self._lock:
+            kept = [c for c in map(change, self._items) if c is not None]
+            self._items.clear()
+            self._items.extend(kept)
+
     def drain(self) -> list[T]:
         with self._lock:
             items = list(self._items)

@@ -58,7 +58,7 @@ from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
 from kafka_share.share.engine import MAX_WAIT_MS, ConsumerEngine
 from kafka_share.share.membership import generate_member_id
-from kafka_share.share.results import SessionReplaced
+from kafka_share.share.results import LocksLost, SessionReplaced
 from kafka_share.share.unsent import AckResults, Channel, ResponseHandler, UnsentRequest
 
 from .client import NetworkClient, Purpose, monotonic_ms
@@ -103,6 +103,9 @@ class _Sink:
 
     def session_replaced(self, node_id: int, generation: int) -> None:
         self._buffer.add_background(SessionReplaced(node_id, generation))
+
+    def locks_lost(self, lost: LocksLost) -> None:
+        self._buffer.add_background(lost)
 
     def leave_completed(self) -> None:
         self._thread._complete_leaves()
@@ -306,7 +309,9 @@ class NetworkThread:
                         _node_acks(event.acks), event.ack_deadline_ms, now_ms + ACK_LINGER_MS
                     )
             else:
-                engine.fetch(_node_acks(event.acks), ahead=event.ahead)
+                engine.fetch(
+                    _node_acks(event.acks), ahead=event.ahead, max_records=event.max_records
+                )
             if event.sent is not None:
                 self._fetch_waiters.append(event.sent)
         elif isinstance(event, AcknowledgeAsyncEvent):

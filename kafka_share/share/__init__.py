@@ -14,4 +14,7 @@ Modules, one job each:
 - :mod:`.membership`: the ShareGroupHeartbeat state machine.
 - :mod:`.backoff`: exponential backoff with jitter and ``RequestState``.
 - :mod:`.coordinator`: FindCoordinator discovery state for the group.
+- :mod:`.held`: the ledger of records held from acquisition until their
+  acknowledgement completes (lock deadlines, re-sent acquisitions).
+- :mod:`.renewal`: when ``share.auto.renew`` renews which held locks.
 """

@@ -29,11 +29,18 @@ class ShareFeature(enum.Enum):
 
     RENEW = "AcknowledgeType.RENEW"
     RECORD_LIMIT = "share.acquire.mode=record_limit"
+    #: renewing locks from the network thread (sends RENEW acknowledgements)
+    AUTO_RENEW = "share.auto.renew=true"
 
     @property
     def advice(self) -> str:
         if self is ShareFeature.RECORD_LIMIT:
             return "Use batch_optimized or upgrade the cluster."
+        if self is ShareFeature.AUTO_RENEW:
+            return (
+                "Set share.auto.renew=false (and keep processing within the group's "
+                "share.record.lock.duration.ms) or upgrade the cluster."
+            )
         return "Acknowledge with ACCEPT or RELEASE instead, or upgrade the cluster."
 
 

@@ -59,7 +59,9 @@ from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
 from kafka_share.share.backoff import ExponentialBackoff
 from kafka_share.share.capabilities import ShareCapabilities, ShareFeature
-from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
+from kafka_share.share.held import HeldRecords, HeldSpan, lock_expiry_ms
+from kafka_share.share.renewal import RenewalSchedule
+from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch, LocksLost
 from kafka_share.share.session import SESSION_RESET_ERRORS, SessionAcknowledgePlan, ShareSession
 from kafka_share.share.unsent import (
     Channel,
@@ -82,6 +84,8 @@ _UNKNOWN_TOPIC_OR_PARTITION = 3
 _UNKNOWN_TOPIC_ID = 100
 _INCONSISTENT_TOPIC_ID = 103
 _CORRUPT_MESSAGE = 2
+#: Lock duration assumed when a response does not say (ShareFetch v0)
+_UNKNOWN_LOCK_MS = 30_000
 #: How long acknowledgements waiting for a ShareFetch to ride on may wait for one
 #: before they go as a ShareAcknowledge of their own.
 ACK_LINGER_MS = 50
@@ -124,6 +128,9 @@ class FetchSettings:
     close_timeout_ms: int = 30_000
     #: deadline for acks that were waiting for a fetch and go on their own instead
     ack_timeout_ms: int = 60_000
+    #: ``share.auto.renew``: renew the locks of held records (see share/renewal.py)
+    auto_renew: bool = False
+    auto_renew_max_ms: int = 300_000
 
 
 @attrs.define(eq=False)
@@ -205,6 +212,16 @@ class ShareConsumeManager:
         self._reported_v1_limit = False
         self._now_ms = 0
         self._fetch_blocked = False
+        #: every record this consumer holds, from acquisition until its ack completes
+        self.held = HeldRecords(track_acks=settings.auto_renew)
+        #: share.auto.renew's schedule (None: off, or given up on)
+        self._renewal = RenewalSchedule(settings.auto_renew_max_ms) if settings.auto_renew else None
+        #: id of each auto-renewal's Acknowledgements in flight -> when it was sent
+        self._auto_renewals: dict[int, int] = {}
+        #: a renewal succeeded at least once (a refusal after that is not the group's setting)
+        self._renewed_once = False
+        #: cap on the records a fetch asks for (the application's pace); None: max_records
+        self._max_records_cap: int | None = None
 
     # -- inputs from the application ------------------------------------------------
 
@@ -220,8 +237,12 @@ class ShareConsumeManager:
         acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
         *,
         ahead: bool = False,
+        max_records: int | None = None,
     ) -> None:
         """The application wants records; ``acks`` ride on the next ShareFetch.
+
+        ``max_records`` caps the records asked for (the application's measured
+        pace within the lock); None asks for ``max.poll.records``.
 
         ``ahead``: the application still has records to deliver and asks early.
         Such a round has ``max_wait_ms`` 0 and is not repeated if it brings
@@ -234,6 +255,7 @@ class ShareConsumeManager:
             self._ahead = False
         elif not self.fetch_more:
             self._ahead = True
+        self._max_records_cap = max_records
         self.fetch_more = True
         for tip, (node_id, a) in self._current(acks, None).items():
             _merge_into(self._node(node_id).piggyback, tip, a)
@@ -315,6 +337,10 @@ class ShareConsumeManager:
             if a.session_generation is not None
             and a.session_generation != self._node(node_id).generation
         ]
+        if self._renewal is not None:
+            # Acknowledged records are not renewed any more.
+            for tip, (_node_id, a) in acks.items():
+                self.held.acks_sent(tip, a.offsets())
         if not stale:
             return acks
         for tip in stale:
@@ -357,21 +383,145 @@ class ShareConsumeManager:
         # Handlers run between rounds; they time their backoffs from this.
         self._now_ms = now_ms
         self._expire(now_ms)
+        self._expire_held(now_ms)
         if (
             not self.member_ready
             and self._closing is None
             and not any(s.close for s in self._nodes.values())
         ):
             return out
+        busy: set[int] = set()
         for node_id, state in self._nodes.items():
             if state.session.in_flight or now_ms < state.not_before_ms:
                 continue
             req = self._next_ack_request(node_id, state, now_ms)
             if req is not None:
                 out.append(req)
+                busy.add(node_id)
+        if self._renewal is not None and self.held:
+            out.extend(self._renewal_requests(now_ms, busy))
         if self.fetch_more and self._closing is None and not self._fetch_blocked:
             out.extend(self._fetch_requests(now_ms))
         return out
+
+    # -- lock renewal (share.auto.renew) -------------------------------------------
+
+    def _may_renew_on(self, node_id: int, now_ms: int) -> bool:
+        state = self._nodes.get(node_id)
+        return (
+            state is not None
+            and self.member_ready
+            and self._closing is None
+            and state.close is None
+            and not state.session.in_flight
+            and not state.session.is_new
+            and not state.session.closed
+            and now_ms >= state.not_before_ms
+        )
+
+    def _expire_held(self, now_ms: int) -> None:
+        """Forget records whose lock has run out; under auto-renewal, tell the
+        application side (buffered ones must not be handed out)."""
+        gone = self.held.expire(now_ms)
+        if self._renewal is not None:
+            for span in gone:
+                self._report_lost(span)
+
+    def _report_lost(self, span: HeldSpan) -> None:
+        offsets = frozenset(span.held())
+        if offsets:
+            self._sink.locks_lost(
+                LocksLost(span.partition, span.node_id, span.generation, offsets)
+            )
+
+    def _renewal_requests(self, now_ms: int, busy: set[int]) -> list[UnsentRequest]:
+        """One ShareAcknowledge of RENEWs per free node with locks due for renewal."""
+        assert self._renewal is not None
+        due = self._renewal.due(
+            self.held, now_ms,
+            lambda n: n not in busy and self._may_renew_on(n, now_ms),
+        )
+        per_node: dict[int, list[tuple[HeldSpan, list[int]]]] = {}
+        for span, offsets in due:
+            per_node.setdefault(span.node_id, []).append((span, offsets))
+        out: list[UnsentRequest] = []
+        for node_id, spans in sorted(per_node.items()):
+            state = self._nodes[node_id]
+            missing = self._missing(node_id, ShareFeature.AUTO_RENEW)
+            if missing is not None:
+                self._give_up_renewing(missing)
+                return out
+            acks: dict[TopicIdPartition, Acknowledgements] = {}
+            chosen: list[tuple[HeldSpan, list[int]]] = []
+            for span, offsets in spans:
+                if span.generation != state.generation:
+                    span.renewal_over = True  # an older session's: its locks are gone
+                    continue
+                a = acks.get(span.partition)
+                if a is None:
+                    a = acks[span.partition] = Acknowledgements()
+                    a.session_generation = span.generation
+                for o in offsets:
+                    a.add(o, AcknowledgeType.RENEW)
+                chosen.append((span, offsets))
+            plan = state.session.build_acknowledge(acks) if acks else None
+            if plan is None:
+                continue
+            for span, offsets in chosen:
+                self.held.renew_sent(span, offsets)
+            for a in plan.acknowledgements.values():
+                self._auto_renewals[id(a)] = now_ms
+            if self._metrics is not None:
+                self._metrics.record_renewals(
+                    sum(len(a) for a in plan.acknowledgements.values()), 0, now_ms
+                )
+            self._log.debug(
+                "renewing the acquisition locks of %d record(s) on node %s",
+                sum(len(a) for a in plan.acknowledgements.values()), node_id,
+            )
+            out.append(self._share_acknowledge(node_id, state, plan, None, close=False))
+        return out
+
+    def _give_up_renewing(self, error: KafkaError) -> None:
+        """Auto-renewal cannot work with this broker or group: say so (fatal: the
+        consumer was configured to rely on it) and stop renewing."""
+        self._renewal = None
+        self._sink.error(error, fatal=True)
+
+    def _auto_renewed(
+        self, tip: TopicIdPartition, acks: Acknowledgements, error: KafkaError | None,
+        lock_ms: int | None,
+    ) -> None:
+        """The answer to an auto-renewal (never reported to the application)."""
+        sent_ms = self._auto_renewals.pop(id(acks))
+        offsets = acks.offsets()
+        if error is None:
+            self._renewed_once = True
+            self.held.renewed(tip, offsets, sent_ms, lock_ms)
+            return
+        spans = self.held.renew_failed(tip, offsets)
+        if self._metrics is not None:
+            self._metrics.record_renewals(0, len(offsets), self._now_ms)
+        self._log.debug(
+            "renewing the locks of %d record(s) of %s-%s failed: %s",
+            len(offsets), tip.topic, tip.partition, error,
+        )
+        refused = (
+            isinstance(error, InvalidRecordStateError)
+            and not self._renewed_once
+            and self._renewal is not None
+            and all(s.lock_expires_ms > sent_ms for s in spans)
+        )
+        for span in spans:
+            self._report_lost(span)
+        if refused:
+            self._give_up_renewing(InvalidRecordStateError(
+                "share.auto.renew: the broker refused to renew acquisition locks that had "
+                f"not expired ({error}). The group most likely has "
+                "share.renew.acknowledge.enable=false: enable it (kafka-configs.sh "
+                "--entity-type groups ... --add-config share.renew.acknowledge.enable=true) "
+                "or set share.auto.renew=false and keep processing within the lock"
+            ))
 
     def time_until_next_ms(self, now_ms: int) -> int:
         waits = [
@@ -379,6 +529,15 @@ class ShareConsumeManager:
             for s in self._nodes.values()
             if s.not_before_ms > now_ms
         ]
+        if self._renewal is not None and self.held:
+            renew_at = self._renewal.next_due_ms(
+                self.held, now_ms, lambda n: self._may_renew_on(n, now_ms)
+            )
+            if renew_at is not None:
+                waits.append(max(0, renew_at - now_ms))
+            expiry = self.held.next_expiry_ms()
+            if expiry is not None:
+                waits.append(max(1, expiry - now_ms + 1))
         waits.extend(
             max(0, s.async_linger_until_ms - now_ms)
             for s in self._nodes.values()
@@ -623,6 +782,7 @@ class ShareConsumeManager:
             plan = state.session.build_fetch(parts, acks)
             if plan.epoch == 0:
                 state.generation += 1  # a new session: what it acquires is its own
+                self.held.session_replaced(node_id, state.generation)
                 if state.generation > 1:
                     self._sink.session_replaced(node_id, state.generation)
             if plan.unsendable:
@@ -634,8 +794,16 @@ class ShareConsumeManager:
             else:
                 max_wait, min_bytes, max_bytes = s.max_wait_ms, s.min_bytes, s.max_bytes
                 max_records = batch_size = s.max_records
+                if self._max_records_cap is not None:
+                    max_records = batch_size = max(1, min(max_records, self._max_records_cap))
                 if self._ahead:
                     max_wait = 0
+                if self._renewal is not None:
+                    # A long-polling fetch would hold back the next renewal to
+                    # this node (one share request per node is in flight).
+                    renew_at = self._renewal.next_due_for_node(self.held, node_id)
+                    if renew_at is not None:
+                        max_wait = max(0, min(max_wait, renew_at - now_ms))
             request = ShareFetchRequest(
                 group_id=s.group_id,
                 member_id=self._member_id,
@@ -729,17 +897,36 @@ class ShareConsumeManager:
                         self._partition_fetch_error(tip, p.error_code, p.error_message)
                         continue
                     if p.acquired_records:
+                        acquired, resent = self.held.acquire(
+                            tip, node_id, generation,
+                            [
+                                (r.first_offset, r.last_offset, r.delivery_count)
+                                for r in p.acquired_records
+                            ],
+                            now_ms, lock_ms if lock_ms > 0 else _UNKNOWN_LOCK_MS,
+                        )
+                        if resent:
+                            # The same acquisition sent again (same node, session and
+                            # delivery count): delivering it again would hand the
+                            # application a record twice and acknowledge it twice.
+                            self._log.debug(
+                                "dropped %d record(s) of %s-%s that node %s sent again "
+                                "while this consumer holds them", resent, tip.topic,
+                                tip.partition, node_id,
+                            )
+                            if self._metrics is not None:
+                                self._metrics.record_dropped("resent", resent, now_ms)
+                        if not acquired:
+                            continue
                         completed.append(
                             CompletedShareFetch(
                                 node_id,
                                 tip,
                                 p.records,
-                                [
-                                    (r.first_offset, r.last_offset, r.delivery_count)
-                                    for r in p.acquired_records
-                                ],
+                                acquired,
                                 lock_ms if lock_ms > 0 else None,
                                 generation,
+                                lock_expiry_ms(now_ms, lock_ms) if lock_ms > 0 else None,
                             )
                         )
             for tip, a in acks.items():
@@ -868,9 +1055,17 @@ class ShareConsumeManager:
         lock_ms: int | None,
     ) -> None:
         # A partition in several batches of one commit keeps its first error.
+        if id(acks) in self._auto_renewals:
+            self._auto_renewed(tip, acks, error, lock_ms)
+            return
         if commit is not None and commit.results.get(tip) is None:
             commit.results[tip] = error
         offsets = acks.offsets()
+        if self.held:
+            # Settled either way; RENEWed ones are held again (by the application).
+            self.held.settle(tip, offsets - renewed if renewed else offsets)
+            if renewed:
+                self.held.ack_returned(tip, renewed)
         if error is not None:
             # Visible at the default level: these records come back to the group.
             self._log.warning(

@@ -155,6 +155,8 @@ class ConsumerEngine:
                 retry_backoff_ms=config.retry_backoff_ms,
                 retry_backoff_max_ms=config.retry_backoff_max_ms,
                 ack_timeout_ms=config.default_api_timeout_ms,
+                auto_renew=config.share_auto_renew,
+                auto_renew_max_ms=config.share_auto_renew_max_ms,
             ),
             cluster=self.cluster,
             sink=sink,
@@ -212,9 +214,13 @@ class ConsumerEngine:
         """The application polled: resets the poll timer, (re)joins if needed."""
         self.membership.on_poll(now_ms)
 
-    def fetch(self, acks: NodeAcks, *, ahead: bool = False) -> None:
-        """The application wants records; ``acks`` ride on the next ShareFetch."""
-        self.consume.on_fetch(acks, ahead=ahead)
+    def fetch(
+        self, acks: NodeAcks, *, ahead: bool = False, max_records: int | None = None
+    ) -> None:
+        """The application wants records; ``acks`` ride on the next ShareFetch.
+        ``max_records`` caps how many it asks for (the application's pace, see
+        ``FetchAheadPolicy.max_records``; None: ``max.poll.records``)."""
+        self.consume.on_fetch(acks, ahead=ahead, max_records=max_records)
 
     def acknowledge_async(self, acks: NodeAcks, deadline_ms: int, linger_until_ms: int) -> None:
         self.consume.on_async(acks, deadline_ms, linger_until_ms=linger_until_ms)
@@ -252,12 +258,18 @@ class ConsumerEngine:
         if self.capabilities is not None or max_version is None:
             return
         self.capabilities = ShareCapabilities(max_version)
+        needed = []
         if self._config.share_acquire_mode is AcquireMode.RECORD_LIMIT:
+            needed.append(ShareFeature.RECORD_LIMIT)
+        if self._config.share_auto_renew:
+            needed.append(ShareFeature.AUTO_RENEW)
+        for feature in needed:
             try:
-                self.capabilities.require(ShareFeature.RECORD_LIMIT)
+                self.capabilities.require(feature)
             except UnsupportedVersionError as exc:
                 self.consume.block_fetching()
                 self._sink.error(exc, fatal=True)
+                return
 
     # -- the round --------------------------------------------------------------------
 

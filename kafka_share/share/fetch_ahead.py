@@ -21,6 +21,14 @@ The rules, each a method below:
   delivered acquired at most :data:`AHEAD_MAX_HELD` records, and only while, at
   the application's measured pace, both responses would be processed within a
   quarter of the acquisition lock.
+* **Pace within the lock** (:meth:`FetchAheadPolicy.max_records`): once the
+  application is measured to take longer than half the acquisition lock for
+  ``max.poll.records`` records, a fetch asks for only as many records as it
+  processes in half the lock (ShareFetch ``MaxRecords``), so a slow application
+  does not acquire records whose locks run out before it gets to them. (In
+  ``batch_optimized`` mode the broker may still round up to a whole producer
+  batch; records whose lock ran out before delivery are then dropped by the
+  collector, or renewed under ``share.auto.renew``.)
 * **Once per response** (:meth:`FetchAheadPolicy.ahead_while_delivering`): if
   that fetch comes back empty, the next one waits until the response is drained,
   so an idle consumer does not send an empty ShareFetch per poll.
@@ -35,6 +43,7 @@ __all__ = [
     "AHEAD_MAX_HELD",
     "AHEAD_MIN_BYTES",
     "DEFAULT_LOCK_MS",
+    "PACE_LOCK_FRACTION",
     "FetchAheadPolicy",
     "caught_up",
     "may_fetch_ahead",
@@ -50,6 +59,11 @@ AHEAD_MAX_HELD = 1000
 #: A response this large (or with max.poll.records records) is worth fetching
 #: ahead of; a smaller one means the consumer has caught up with the log.
 AHEAD_MIN_BYTES = 256 * 1024
+#: A fetch asks for at most the records the application processes, at its
+#: measured pace, in this fraction of the acquisition lock (the rest is slack for
+#: the wait in the buffer behind the records before them, and for a pace that
+#: varies).
+PACE_LOCK_FRACTION = 0.5
 #: The broker's default ``group.share.record.lock.duration.ms``, until a
 #: response tells the real one.
 DEFAULT_LOCK_MS = 30_000
@@ -133,6 +147,19 @@ class FetchAheadPolicy:
 
     def caught_up(self, acquired: int, size_bytes: int) -> bool:
         return caught_up(acquired, size_bytes, self._max_poll_records)
+
+    def max_records(self) -> int | None:
+        """How many records the next fetch should ask for at most: those the
+        application processes, at its measured pace, within
+        ``PACE_LOCK_FRACTION`` of the lock. None (ask for ``max.poll.records``)
+        while the pace is unknown or that is at least ``max.poll.records``."""
+        if self._ms_per_record <= 0:
+            return None
+        lock_ms = self._lock_timeout_ms or DEFAULT_LOCK_MS
+        fits = int(lock_ms * PACE_LOCK_FRACTION / self._ms_per_record)
+        if fits >= self._max_poll_records:
+            return None
+        return max(1, fits)
 
     def may_fetch_ahead(self, acquired: int) -> bool:
         return may_fetch_ahead(

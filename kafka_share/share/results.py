@@ -9,7 +9,7 @@ import attrs
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
 
-__all__ = ["AcknowledgementCompletion", "CompletedShareFetch", "SessionReplaced"]
+__all__ = ["AcknowledgementCompletion", "CompletedShareFetch", "LocksLost", "SessionReplaced"]
 
 
 @attrs.frozen
@@ -42,6 +42,10 @@ class CompletedShareFetch:
     #: which share session with ``node_id`` acquired these records: acknowledgements
     #: are only valid in that session (a new session has none of its locks)
     session_generation: int = 0
+    #: conservative end of the records' acquisition lock, on the monotonic
+    #: millisecond clock (``share.held.lock_expiry_ms``); None: unknown. Records
+    #: are not handed to the application past it.
+    lock_expires_ms: int | None = None
 
 
 @attrs.frozen
@@ -53,3 +57,16 @@ class SessionReplaced:
 
     node_id: int
     generation: int
+
+
+@attrs.frozen
+class LocksLost:
+    """Under ``share.auto.renew``: the locks of these offsets of ``partition``
+    (acquired by share session ``generation`` with ``node_id``) were not renewed
+    (a renewal failed, or ``share.auto.renew.max.ms`` was reached and the lock
+    ran out). Buffered records among them are dropped, not handed out."""
+
+    partition: TopicIdPartition
+    node_id: int
+    generation: int
+    offsets: frozenset[int]

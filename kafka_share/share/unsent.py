@@ -10,7 +10,7 @@ import attrs
 
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
-from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
+from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch, LocksLost
 
 __all__ = ["AckResults", "Channel", "ResponseHandler", "Sink", "UnsentRequest"]
 
@@ -61,6 +61,10 @@ class Sink(Protocol):
     def session_replaced(self, node_id: int, generation: int) -> None:
         """A new share session with ``node_id`` replaces a lost one (see
         :class:`~kafka_share.share.results.SessionReplaced`)."""
+
+    def locks_lost(self, lost: LocksLost) -> None:
+        """Auto-renewal gave up on these records' locks (see
+        :class:`~kafka_share.share.results.LocksLost`)."""
 
     def leave_completed(self) -> None:
         """The leave heartbeat was answered (or failed): the member is out."""

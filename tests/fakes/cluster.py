@@ -46,7 +46,7 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.engine import ConsumerEngine
-from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
+from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch, LocksLost
 from kafka_share.share.unsent import AckResults, UnsentRequest, VersionedRequest
 
 __all__ = ["EngineDriver", "FakeCluster"]
@@ -71,6 +71,8 @@ class _Partition:
     #: next never-delivered offset
     next_offset: int = 0
     accepted: set[int] = attrs.field(factory=set)
+    #: offset -> when its acquisition lock ends (simulated clock)
+    lock_deadline: dict[int, int] = attrs.field(factory=dict)
 
 
 class FakeCluster:
@@ -85,6 +87,7 @@ class FakeCluster:
         coordinator: int = 1,
         records_per_partition: int = 0,
         max_records_per_fetch: int = 50,
+        lock_ms: int = 30_000,
     ) -> None:
         self.brokers = list(range(1, brokers + 1))
         self.topic = topic
@@ -108,6 +111,17 @@ class FakeCluster:
         self.received: list[tuple[int, str]] = []
         #: (partition, offset) -> how often it was delivered
         self.deliveries: Counter[tuple[int, int]] = Counter()
+        #: the acquisition lock duration (group share.record.lock.duration.ms)
+        self.lock_ms = lock_ms
+        #: the simulated time (the driver sets it); locks run out on it
+        self.now_ms = 0
+        #: the group's share.renew.acknowledge.enable
+        self.renew_enabled = True
+        #: answer every ShareFetch with all records the member holds too, as
+        #: librdkafka's mock cluster does (same delivery count: a resend)
+        self.resend_held = False
+        #: (partition, offset) -> how often its lock was renewed
+        self.renewals: Counter[tuple[int, int]] = Counter()
 
     # -- scenario controls --------------------------------------------------------
 
@@ -141,7 +155,16 @@ class FakeCluster:
 
     # -- answering ------------------------------------------------------------------
 
+    def _expire_locks(self) -> None:
+        for p in self.partitions.values():
+            for offset in [o for o, t in p.lock_deadline.items() if t <= self.now_ms]:
+                del p.lock_deadline[offset]
+                count = p.acquired.pop(offset, None)
+                if count is not None:
+                    p.released[offset] = count
+
     def answer(self, req: UnsentRequest) -> tuple[Any, KafkaError | None]:
+        self._expire_locks()
         request = req.request
         if isinstance(request, VersionedRequest):
             request = request.build(6 if request.api_key == ApiKey.FIND_COORDINATOR else 2)
@@ -231,7 +254,15 @@ class FakeCluster:
                 if offset not in p.acquired:
                     error = 121  # INVALID_RECORD_STATE
                     continue
+                if kind == 4:  # RENEW
+                    if not self.renew_enabled:
+                        error = 121
+                        continue
+                    p.lock_deadline[offset] = self.now_ms + self.lock_ms
+                    self.renewals[(partition, offset)] += 1
+                    continue
                 count = p.acquired.pop(offset)
+                p.lock_deadline.pop(offset, None)
                 if kind in (1, 0):  # ACCEPT, or a GAP
                     p.accepted.add(offset)
                 elif kind == 2:  # RELEASE
@@ -269,7 +300,12 @@ class FakeCluster:
                     leader_id=p.leader, leader_epoch=p.leader_epoch
                 )
             elif request.max_records > 0 and index in in_session:
-                data.acquired_records = self._acquire(index, p)
+                held = sorted(p.acquired.items()) if self.resend_held else []
+                data.acquired_records = self._acquire(index, p) + [
+                    ShareFetchResponse.AcquiredRecords(
+                        first_offset=o, last_offset=o, delivery_count=c)
+                    for o, c in held
+                ]
                 if data.acquired_records:
                     data.records = b"records"
             if data.error_code or data.acquired_records or index in acked:
@@ -282,7 +318,7 @@ class FakeCluster:
             for n in self.brokers
         ]
         return ShareFetchResponse(
-            acquisition_lock_timeout_ms=30_000, responses=topics, node_endpoints=endpoints
+            acquisition_lock_timeout_ms=self.lock_ms, responses=topics, node_endpoints=endpoints
         )
 
     def _acquire(self, index: int, p: _Partition) -> list[ShareFetchResponse.AcquiredRecords]:
@@ -291,6 +327,7 @@ class FakeCluster:
         for offset in sorted(p.released)[:budget]:
             count = p.released.pop(offset) + 1
             p.acquired[offset] = count
+            p.lock_deadline[offset] = self.now_ms + self.lock_ms
             self.deliveries[(index, offset)] += 1
             out.append(ShareFetchResponse.AcquiredRecords(
                 first_offset=offset, last_offset=offset, delivery_count=count))
@@ -300,6 +337,7 @@ class FakeCluster:
         if last >= first:
             for offset in range(first, last + 1):
                 p.acquired[offset] = 1
+                p.lock_deadline[offset] = self.now_ms + self.lock_ms
                 self.deliveries[(index, offset)] += 1
             p.next_offset = last + 1
             out.append(ShareFetchResponse.AcquiredRecords(
@@ -324,7 +362,9 @@ class FakeCluster:
             topics.append(ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
                 topic_id=t.topic_id, partitions=parts
             ))
-        return ShareAcknowledgeResponse(responses=topics)
+        return ShareAcknowledgeResponse(
+            responses=topics, acquisition_lock_timeout_ms=self.lock_ms
+        )
 
 
 class RecordingSink:
@@ -337,6 +377,7 @@ class RecordingSink:
         self.errors: list[tuple[KafkaError, bool]] = []
         self.leaves = 0
         self.replaced: list[tuple[int, int]] = []
+        self.lost: list[LocksLost] = []
 
     def add_fetches(self, fetches: list[CompletedShareFetch]) -> None:
         self.fetches.extend(fetches)
@@ -349,6 +390,9 @@ class RecordingSink:
 
     def session_replaced(self, node_id: int, generation: int) -> None:
         self.replaced.append((node_id, generation))
+
+    def locks_lost(self, lost: LocksLost) -> None:
+        self.lost.append(lost)
 
     def leave_completed(self) -> None:
         self.leaves += 1
@@ -370,7 +414,7 @@ class EngineDriver:
         cluster: FakeCluster,
         *,
         latency_ms: int = 1,
-        ack_type: Callable[[int, int, int], AcknowledgeType] | None = None,
+        ack_type: Callable[[int, int, int], AcknowledgeType | None] | None = None,
         **config: object,
     ) -> None:
         self.cluster = cluster
@@ -394,6 +438,11 @@ class EngineDriver:
         self._delivered = 0
         #: engine loop iterations (each a poll and a wait)
         self.loops = 0
+        #: records the application holds (ack_type said None): (partition, offset) ->
+        #: (node, tip, delivery count)
+        self.withheld: dict[tuple[int, int], tuple[int, TopicIdPartition, int]] = {}
+        #: every (partition, offset, delivery count) handed to the application
+        self.handed_out: list[tuple[int, int, int]] = []
 
     def subscribe(self) -> None:
         self.engine.subscribe(frozenset({self.cluster.topic}))
@@ -404,9 +453,19 @@ class EngineDriver:
         acks: dict[TopicIdPartition, tuple[int, Acknowledgements]] = {}
         for fetch in self.sink.fetches[self._delivered:]:
             a = Acknowledgements()
+            a.session_generation = fetch.session_generation
             for first, last, count in fetch.acquired:
                 for offset in range(first, last + 1):
-                    a.add(offset, self.ack_type(fetch.partition.partition, offset, count))
+                    partition = fetch.partition.partition
+                    self.handed_out.append((partition, offset, count))
+                    kind = self.ack_type(partition, offset, count)
+                    if kind is None:
+                        self.withheld[(partition, offset)] = (fetch.node_id, fetch.partition,
+                                                              count)
+                    else:
+                        a.add(offset, kind)
+            if not a:
+                continue
             existing = acks.get(fetch.partition)
             if existing is not None and existing[0] == fetch.node_id:
                 existing[1].merge(a)
@@ -414,6 +473,14 @@ class EngineDriver:
                 acks[fetch.partition] = (fetch.node_id, a)
         self._delivered = len(self.sink.fetches)
         return acks
+
+    def ack_withheld(self, kind: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
+        """The application acknowledges every record it held (as a commit_async)."""
+        acks: dict[TopicIdPartition, tuple[int, Acknowledgements]] = {}
+        for (_partition, offset), (node, tip, _count) in sorted(self.withheld.items()):
+            acks.setdefault(tip, (node, Acknowledgements()))[1].add(offset, kind)
+        self.withheld.clear()
+        self.engine.acknowledge_async(acks, self.now_ms + 60_000, 0)
 
     def run_for(self, duration_ms: int, *, until: Callable[[], bool] | None = None) -> None:
         """Drive the engine until ``duration_ms`` of simulated time have passed
@@ -431,6 +498,7 @@ class EngineDriver:
                 self.engine.on_app_poll(self.now_ms)
                 self.engine.fetch(self._acks_for_new_deliveries())
             for req in self.engine.poll(self.now_ms):
+                self.cluster.now_ms = self.now_ms
                 response, error = self.cluster.answer(req)
                 delay = self.latency_ms
                 if (

@@ -70,3 +70,18 @@ def test_v1_broker_refuses_record_limit_mode(
         assert got == [], "record_limit must not silently fall back to batch_optimized"
         with pytest.raises(UnsupportedVersionError):
             c.poll(0.1)  # fatal: every later poll says so too
+
+
+def test_v1_broker_refuses_auto_renew(
+    kafka41: LocalKafkaCluster, topic_with_records: tuple[str, str]
+) -> None:
+    topic, group = topic_with_records
+    with ShareConsumer(bootstrap_servers=kafka41.bootstrap_servers, group_id=group,
+                       share_auto_renew=True) as c:
+        c.subscribe([topic])
+        got: list[Any] = []
+        with pytest.raises(UnsupportedVersionError, match=r"share\.auto\.renew"):
+            for _ in range(60):
+                got.extend(c.poll(0.5))
+        # Without renewal the records could not be held as configured: none is handed out.
+        assert got == []

@@ -13,9 +13,9 @@ every record the member holds on that broker (rd_kafka_mock_handlers.c,
 rd_kafka_mock_sgrp_write_acquired_records). kafka-share fetches ahead: it can
 send the next ShareFetch to a broker while the application still holds that
 broker's records, and then gets them a second time (same delivery count,
-same acquisition). Until the consumer drops records it already holds, the
-exactly-once test is a strict xfail, and the other tests check that nothing
-is lost or redelivered but tolerate those resends.
+same acquisition). The engine's ledger of held records
+(kafka_share/share/held.py) drops such resends, so the exactly-once test
+holds against the mock too.
 """
 
 from __future__ import annotations
@@ -37,15 +37,6 @@ pytestmark = pytest.mark.integration
 
 MockConsumerFactory = Callable[..., ShareConsumer[Any, Any]]
 Produced = dict[tuple[int, int], bytes]
-
-_RESENDS_HELD_RECORDS = (
-    "the mock answers a ShareFetch with every record the member holds, and the "
-    "consumer fetches ahead while the application holds records, so they arrive "
-    "twice; fix: the consumer engine must drop acquired records it already holds "
-    "(same partition, offset and delivery count), or not fetch from a node whose "
-    "records are delivered and unacknowledged"
-)
-
 
 def _group() -> str:
     return f"mock-group-{uuid.uuid4().hex[:10]}"
@@ -156,7 +147,6 @@ def _consume_six_partitions(
     assert poll_for(again, 3.0) == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_RESENDS_HELD_RECORDS)
 def test_six_partitions_on_three_brokers_are_consumed_exactly_once(
     mock_cluster: MockCluster, mock_consumer_factory: MockConsumerFactory
 ) -> None:

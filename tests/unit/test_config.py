@@ -57,6 +57,8 @@ def config_error(extra: dict[str, object]) -> str:
         ("client_rack", None),
         ("share_acknowledgement_mode", AcknowledgementMode.IMPLICIT),
         ("share_acquire_mode", AcquireMode.BATCH_OPTIMIZED),
+        ("share_auto_renew", False),
+        ("share_auto_renew_max_ms", 300_000),
         ("max_poll_records", 500),
         ("max_poll_interval_ms", 300_000),
         ("fetch_max_wait_ms", 500),
@@ -130,7 +132,7 @@ def test_defaults_table_covers_every_attribute() -> None:
     names = {field.name for field in attrs.fields(ShareConsumerConfig)}
     properties = parse_config(BASE).to_properties()
     assert {key.replace(".", "_") for key in properties} == names
-    assert len(names) == 65
+    assert len(names) == 67
 
 
 def test_required_values_are_parsed() -> None:
@@ -1024,3 +1026,27 @@ def test_evolve_revalidates() -> None:
     assert attrs.evolve(config, max_poll_records=9).max_poll_records == 9
     with pytest.raises(ConfigError, match=r"must be less than request\.timeout\.ms"):
         attrs.evolve(config, fetch_max_wait_ms=config.request_timeout_ms)
+
+
+# ---------------------------------------------------------------- auto-renew
+
+
+def test_share_auto_renew_takes_dotted_keys_and_keywords() -> None:
+    config = parse_config({**BASE, "share.auto.renew": "true", "share.auto.renew.max.ms": 60_000})
+    assert config.share_auto_renew is True and config.share_auto_renew_max_ms == 60_000
+    config = parse_config(BASE, share_auto_renew=True, share_auto_renew_max_ms="1000")
+    assert config.share_auto_renew is True and config.share_auto_renew_max_ms == 1000
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"share.auto.renew": "yes"}, "share.auto.renew"),
+        ({"share.auto.renew": 1}, "share.auto.renew"),
+        ({"share.auto.renew.max.ms": 0}, "share.auto.renew.max.ms"),
+        ({"share.auto.renew.max.ms": -5}, "share.auto.renew.max.ms"),
+        ({"share.auto.renew.max.ms": 1.5}, "share.auto.renew.max.ms"),
+    ],
+)
+def test_share_auto_renew_bad_values_are_named(extra: dict[str, object], named: str) -> None:
+    assert named in config_error(extra)

@@ -112,3 +112,22 @@ def test_fetch_ahead_while_delivering_once_per_response_and_only_when_nothing_is
     policy.sent_for(response)
     assert not policy.ahead_while_delivering(response, 900, True)  # once per response
     assert policy.ahead_while_delivering(other, 900, True)
+
+
+def test_a_slow_application_asks_for_what_it_processes_in_half_the_lock() -> None:
+    policy = FetchAheadPolicy(max_poll_records=500)
+    assert policy.max_records() is None  # pace unknown: max.poll.records
+    policy.note_lock_timeout(10_000)
+    # 100 records in 1 s: 10 ms each -> 500 records take 5 s, half the lock: no cap.
+    policy.poll_returned(0.0, 100)
+    policy.poll_started(1_000.0)
+    assert policy.ms_per_record == 5.0  # the moving average starts from 0
+    assert policy.max_records() is None
+    # Much slower: 100 records in 10 s (the average moves to 52.5 ms per record).
+    policy.poll_returned(1_000.0, 100)
+    policy.poll_started(11_000.0)
+    assert policy.max_records() == int(5_000 / 52.5)
+    # Slower than half a lock per record: still one record per fetch.
+    policy.poll_returned(11_000.0, 1)
+    policy.poll_started(111_000.0)
+    assert policy.max_records() == 1

@@ -1,0 +1,109 @@
+"""FetchCollector: records whose acquisition lock ran out are not handed out."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka_share._app.collector import FetchCollector
+from kafka_share._app.events import CompletedShareFetch
+from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._app.in_flight import InFlightBatch
+from kafka_share.metrics import ShareConsumerMetrics
+from kafka_share.models import TopicIdPartition
+from kafka_share.records.builder import NewRecord, build_batch
+from kafka_share.share.results import LocksLost
+
+TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 0)
+NODE = 3
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_ms = 0
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def _harness(*, drop_expired: bool = True, max_poll_records: int = 500) -> tuple[
+    FetchCollector[Any, Any], FetchBuffer[CompletedShareFetch], InFlightBatch, Clock,
+    ShareConsumerMetrics,
+]:
+    buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
+    in_flight = InFlightBatch()
+    clock = Clock()
+    metrics = ShareConsumerMetrics()
+    collector: FetchCollector[Any, Any] = FetchCollector(
+        buffer=buffer, in_flight=in_flight, key_deserializer=None, value_deserializer=None,
+        check_crcs=True, max_poll_records=max_poll_records, metrics=metrics,
+        drop_expired=drop_expired, clock=clock,
+    )
+    return collector, buffer, in_flight, clock, metrics
+
+
+def _fetch(first: int, count: int, expires_ms: int | None, generation: int = 1) -> (
+    CompletedShareFetch
+):
+    batch = build_batch(
+        [NewRecord(value=f"v{i}".encode()) for i in range(count)], base_offset=first
+    )
+    return CompletedShareFetch(
+        NODE, TIP, memoryview(batch), [(first, first + count - 1, 1)], 1_000, generation,
+        expires_ms,
+    )
+
+
+def _dropped(metrics: ShareConsumerMetrics, reason: str) -> float:
+    return metrics.snapshot(0)[f"records-dropped-{reason}-total"]
+
+
+def test_a_buffered_response_whose_lock_ran_out_is_dropped_and_counted() -> None:
+    collector, buffer, in_flight, clock, metrics = _harness()
+    buffer.add_all([_fetch(0, 10, expires_ms=950), _fetch(10, 10, expires_ms=1_950)])
+    clock.now_ms = 950
+    result = collector.collect()
+    assert [r.offset for r in result.records] == list(range(10, 20))
+    assert _dropped(metrics, "lock-expired") == 10
+    # Nothing of the expired response joins the batch: no acknowledgement (not
+    # even a GAP) can be sent for records the broker has given to someone else.
+    assert sorted(o for r in in_flight.current_records().values() for o in
+                  (x.offset for x in r)) == list(range(10, 20))
+
+
+def test_the_rest_of_a_response_being_delivered_is_dropped_when_its_lock_runs_out() -> None:
+    collector, buffer, _in_flight, clock, metrics = _harness(max_poll_records=4)
+    buffer.add_all([_fetch(0, 10, expires_ms=950)])
+    assert [r.offset for r in collector.collect().records] == [0, 1, 2, 3]
+    clock.now_ms = 949
+    assert [r.offset for r in collector.collect().records] == [4, 5, 6, 7]
+    clock.now_ms = 950
+    assert collector.collect().records.count() == 0
+    assert _dropped(metrics, "lock-expired") == 2
+    assert not collector.has_buffered()
+
+
+def test_under_auto_renewal_only_records_reported_lost_are_dropped() -> None:
+    collector, buffer, _in_flight, clock, metrics = _harness(
+        drop_expired=False, max_poll_records=3
+    )
+    buffer.add_all([_fetch(0, 6, expires_ms=950), _fetch(6, 4, expires_ms=950)])
+    clock.now_ms = 5_000  # renewed meanwhile by the network thread
+    assert [r.offset for r in collector.collect().records] == [0, 1, 2]
+    collector.drop_lost(LocksLost(TIP, NODE, 1, frozenset({3, 4, 7, 8})))
+    offsets = []
+    while True:
+        records = collector.collect().records
+        if not records.count():
+            break
+        offsets += [r.offset for r in records]
+    assert offsets == [5, 6, 9]
+    assert _dropped(metrics, "lock-expired") == 4
+
+
+def test_records_of_a_lost_session_are_counted() -> None:
+    collector, buffer, _in_flight, _clock, metrics = _harness(max_poll_records=2)
+    buffer.add_all([_fetch(0, 4, expires_ms=None), _fetch(4, 4, expires_ms=None)])
+    assert [r.offset for r in collector.collect().records] == [0, 1]
+    assert collector.drop_stale(NODE, 2) == 2
+    assert _dropped(metrics, "session-lost") == 6
