@@ -518,9 +518,10 @@ class ShareConsumeManager:
             self._give_up_renewing(InvalidRecordStateError(
                 "share.auto.renew: the broker refused to renew acquisition locks that had "
                 f"not expired ({error}). The group most likely has "
-                "share.renew.acknowledge.enable=false: enable it (kafka-configs.sh "
-                "--entity-type groups ... --add-config share.renew.acknowledge.enable=true) "
-                "or set share.auto.renew=false and keep processing within the lock"
+                "share.renew.acknowledge.enable=false: enable it (kafka-share groups config "
+                "GROUP --set share.renew.acknowledge.enable=true, or "
+                "Admin.alter_group_configs) or set share.auto.renew=false and keep "
+                "processing within the lock"
             ))
 
     def time_until_next_ms(self, now_ms: int) -> int:

@@ -10,8 +10,9 @@ by outcome, *after* the handler returned:
   to any member, with ``delivery_count`` + 1);
 * it raised anything else: REJECT (a poison record, never delivered again).
 
-The handler runs in a helper thread while the consumer's thread keeps the
-records' locks alive with RENEW (Kafka 4.2+) every third of the lock duration,
+The handler runs in a helper thread while the consumer keeps the locks of the
+records it holds alive (``share.auto.renew``, on by default here: the consumer's
+network thread renews them with RENEW, Kafka 4.2+, shortly before they expire),
 so a slow handler does not lose its records to another member. Records are
 therefore handled at least once: a task that dies leaves its records to expire
 and be redelivered to the other tasks.
@@ -20,7 +21,6 @@ and be redelivered to the other tasks.
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -29,13 +29,11 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from kafka_share.consumer import ShareConsumer
-from kafka_share.errors import UnsupportedVersionError
 from kafka_share.models import AcknowledgeType, ConsumerRecord
 from kafka_share.spark._options import SparkOptionError, check_consumer_config
 
 __all__ = ["OUTCOME_SCHEMA", "process_queue"]
 
-log = logging.getLogger("kafka_share.spark")
 
 #: The Spark schema of the DataFrame that :func:`process_queue` returns.
 OUTCOME_SCHEMA: Final = (
@@ -58,8 +56,6 @@ _ARROW_OUTCOME = pa.schema(
 _DEFAULT_MAX_POLL_RECORDS: Final = 50
 #: Outcome rows per Arrow batch handed back to Spark.
 _ROWS_PER_BATCH: Final = 1000
-#: Lock duration assumed before the broker reported one (the broker default).
-_DEFAULT_LOCK_MS: Final = 30_000
 #: How long a task that has not had a record yet waits for one (at least): a new
 #: member needs a few seconds to join the group and be assigned partitions.
 _FIRST_RECORD_WAIT_S: Final = 10.0
@@ -117,7 +113,6 @@ class _Worker:
             started = last_records = time.monotonic()
             idle_timeout_s = max(self.idle_timeout_s, _FIRST_RECORD_WAIT_S)
             processed = 0
-            renew = [True]  # RENEW available until the broker says otherwise
             while True:
                 now = time.monotonic()
                 if self.max_records is not None and processed >= self.max_records:
@@ -133,7 +128,7 @@ class _Worker:
                 last_records = time.monotonic()
                 idle_timeout_s = self.idle_timeout_s
                 for record, (outcome, error, result) in self._handle(
-                    consumer, records, handlers, renew
+                    consumer, records, handlers
                 ):
                     processed += 1
                     yield (
@@ -160,62 +155,20 @@ class _Worker:
         consumer: ShareConsumer[Any, Any],
         records: list[ConsumerRecord[Any, Any]],
         handlers: concurrent.futures.ThreadPoolExecutor,
-        renew: list[bool],
     ) -> Iterator[tuple[ConsumerRecord[Any, Any], Outcome]]:
-        """Handle one poll's records; acknowledge each, renewing locks meanwhile."""
-        jobs = {_key(r): handlers.submit(self._call, r) for r in records}
-        pending = records
-        while pending:
-            lock_ms = consumer.acquisition_lock_timeout_ms or _DEFAULT_LOCK_MS
-            concurrent.futures.wait(
-                [jobs[_key(r)] for r in pending],
-                timeout=lock_ms / 3000 if renew[0] else None,  # a third of the lock
-            )
-            still: list[ConsumerRecord[Any, Any]] = []
-            for record in pending:
-                job = jobs[_key(record)]
-                if not job.done():
-                    still.append(record)
-                    continue
-                outcome = job.result()
-                consumer.acknowledge(record, AcknowledgeType[outcome[0]])
-                yield record, outcome
-            if not still:
-                return
-            pending = self._renew(consumer, still, lock_ms, renew)
-            for record in pending:
-                if _key(record) not in jobs:  # not expected while renewing; handle it
-                    jobs[_key(record)] = handlers.submit(self._call, record)
+        """Handle one poll's records, acknowledging each as its handler finishes.
 
-    @staticmethod
-    def _renew(
-        consumer: ShareConsumer[Any, Any],
-        still: list[ConsumerRecord[Any, Any]],
-        lock_ms: int,
-        renew: list[bool],
-    ) -> list[ConsumerRecord[Any, Any]]:
-        """RENEW ``still`` and poll them back; the records whose renewal failed
-        are dropped (the broker gives them to another member)."""
-        try:
-            for record in still:
-                consumer.acknowledge(record, AcknowledgeType.RENEW)
-        except UnsupportedVersionError:
-            log.warning("the broker cannot RENEW locks (Kafka 4.2+); slow handlers may "
-                        "lose their records to other members")
-            renew[0] = False
-            return still  # wait for the handlers without renewing
-        wanted = {_key(r) for r in still}
-        back: list[ConsumerRecord[Any, Any]] = []
-        deadline = time.monotonic() + lock_ms / 3000
-        while time.monotonic() < deadline:
-            back = list(consumer.poll(timeout=max(0.0, deadline - time.monotonic())))
-            if back:
-                break
-        lost = wanted - {_key(r) for r in back}
-        if lost:
-            log.warning("lost the locks of %d records while their handler ran; they "
-                        "will be delivered again", len(lost))
-        return back
+        Their locks are kept alive meanwhile by the consumer's auto-renewal: this
+        thread only waits (a handler that runs past ``share.auto.renew.max.ms``,
+        or a broker that refuses RENEW, loses its records to another member,
+        which the consumer reports).
+        """
+        jobs = {handlers.submit(self._call, r): r for r in records}
+        for job in concurrent.futures.as_completed(jobs):
+            record = jobs[job]
+            outcome = job.result()
+            consumer.acknowledge(record, AcknowledgeType[outcome[0]])
+            yield record, outcome
 
 
 def _describe(exc: BaseException) -> str:
@@ -309,6 +262,10 @@ def process_queue(
     # never wait locked in a buffer behind a slow handler.
     cfg.setdefault("share.acquire.mode", "record_limit")
     cfg.setdefault("max.poll.records", _DEFAULT_MAX_POLL_RECORDS)
+    # A slow handler keeps its records: the consumer renews the locks it holds.
+    # (Like record_limit, this needs Kafka 4.2+; the consumer's error names both
+    # settings on an older cluster.)
+    cfg.setdefault("share.auto.renew", True)
     check_consumer_config(cfg, "")
     worker = _Worker(
         handler, cfg, list(topics), max_records_per_task, max_seconds_per_task,
