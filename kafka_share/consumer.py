@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 
 from kafka_share._app.core import (
+    _COMPLETABLE,
     _DEFAULT_CLOSE_TIMEOUT_S,
     _FATAL_REPEAT_WAIT_MS,
     _FOREVER_MS,
@@ -57,9 +58,6 @@ from kafka_share.models import ConsumerRecords, TopicIdPartition
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
-_COMPLETABLE = (
-    SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
-)
 #: how often close() from another thread checks that the blocked call has left
 _CLOSE_HANDOVER_S = 0.005
 #: Longest a poll waits for the network thread to send a fetch ahead.
@@ -293,12 +291,10 @@ class ShareConsumer(ConsumerCore[K, V]):
             if self._state is not _State.OPEN:
                 return
         with self._owned(allow_closing=True):
-            self._state = _State.CLOSING
             deadline = _now_ms() + min(timeout_ms, self._config.request_timeout_ms)
             first_error: BaseException | None = None
             try:
-                self._in_flight.settle_failed(everything=True)
-                acks = self._take_acks()
+                acks = self._close_acks()
                 try:
                     self._call(AcknowledgeOnCloseEvent(deadline_ms=deadline, acks=acks),
                                wakeable=False)
@@ -314,9 +310,7 @@ class ShareConsumer(ConsumerCore[K, V]):
                 first_error = exc
             finally:
                 self._thread.stop(max(0, deadline - _now_ms()))
-                self._state = _State.CLOSED
-                self._in_flight.clear()
-                self._fetch_buffer.close()
+                self._closed()
             if first_error is not None:
                 raise first_error
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -93,6 +93,7 @@ class _PartitionData:
     __slots__ = (
         "acquired_count",
         "bytes_left",
+        "decoder",
         "errors_at",
         "gaps",
         "generation",
@@ -120,11 +121,15 @@ class _PartitionData:
         #: fetch's delivery starts (not at decoding: see FetchCollector.collect)
         self.gaps: list[int] = []
         self.next_index = 0
+        #: decoding in slices: the decoder of the batches not decoded yet (None: done)
+        self.decoder: Iterator[None] | None = None
 
     @property
     def exhausted(self) -> bool:
-        return self.next_index >= len(self.pending) and not any(
-            i >= self.next_index for i in self.errors_at
+        return (
+            self.decoder is None
+            and self.next_index >= len(self.pending)
+            and not any(i >= self.next_index for i in self.errors_at)
         )
 
 
@@ -138,8 +143,12 @@ class FetchCollector(Generic[K, V]):
         value_deserializer: Deserializer | None,
         check_crcs: bool,
         max_poll_records: int,
+        sliced_decoding: bool = False,
     ) -> None:
         self._buffer = buffer
+        #: decode a fetch a record batch at a time, only as far as delivery needs
+        #: (an event loop must not stop for a whole large response at once)
+        self._sliced = sliced_decoding
         self._in_flight = in_flight
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
@@ -182,9 +191,10 @@ class FetchCollector(Generic[K, V]):
         return self._decoded[0].acquired_count if self._decoded else None
 
     def collect(
-        self, on_drained: Callable[[int, int], None] | None = None
+        self, on_drained: Callable[[int, int], None] | None = None, *, limit: int | None = None
     ) -> CollectResult[K, V]:
-        """Take up to ``max.poll.records`` records from the buffered fetches.
+        """Take up to ``max.poll.records`` records (or ``limit``, if fewer) from the
+        buffered fetches.
 
         ``on_drained(acquired, size)`` is called (at most once) when this takes
         the last queued fetch, before decoding it: the moment to ask for the next
@@ -198,7 +208,7 @@ class FetchCollector(Generic[K, V]):
         acknowledged without the application having seen it.
         """
         out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
-        budget = self._max_poll_records
+        budget = self._max_poll_records if limit is None else min(limit, self._max_poll_records)
         size = 0
         lock_timeout: int | None = None
         error: KafkaError | None = None
@@ -232,6 +242,8 @@ class FetchCollector(Generic[K, V]):
                     # holds anything of the old node (its acks must go there).
                     break
                 nodes[tip] = (data.node_id, data.generation)
+                while data.decoder is not None and len(data.pending) - data.next_index < budget:
+                    self._decode_more(data)
                 if data.gaps:
                     self._in_flight.add_gaps(tip, data.node_id, data.gaps, data.generation)
                     data.gaps = []
@@ -265,10 +277,32 @@ class FetchCollector(Generic[K, V]):
 
     def _decode(self, fetch: CompletedShareFetch) -> _PartitionData:
         data = _PartitionData(fetch)
-        tip = fetch.partition
         acquired = AcquiredRecords.from_ranges(fetch.acquired)
         if not acquired:
             return data
+        data.decoder = self._decoding(data, fetch, acquired)
+        if not self._sliced:
+            self._decode_more(data)  # all of it
+        return data
+
+    @staticmethod
+    def _decode_more(data: _PartitionData) -> None:
+        """Decode the next record batch of ``data`` (sliced), or all of them."""
+        assert data.decoder is not None
+        try:
+            next(data.decoder)
+        except StopIteration:
+            data.decoder = None
+        except BaseException:
+            data.decoder = None  # a generator that raised cannot go on
+            raise
+
+    def _decoding(
+        self, data: _PartitionData, fetch: CompletedShareFetch, acquired: AcquiredRecords
+    ) -> Iterator[None]:
+        """Decode ``fetch`` into ``data``; in sliced mode, yield after each batch."""
+        tip = fetch.partition
+        sliced = self._sliced
         cursor = acquired.cursor()
         gaps: list[int] = []
         pending = data.pending
@@ -279,7 +313,16 @@ class FetchCollector(Generic[K, V]):
         topic, partition = tip.topic, tip.partition
         size = 0
         batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
+        decoded_upto = 0
         while True:
+            if sliced and (len(pending) != decoded_upto or gaps):
+                # A slice is done: hand over what it found, let delivery go on.
+                decoded_upto = len(pending)
+                data.bytes_left += size
+                size = 0
+                data.gaps.extend(gaps)
+                gaps.clear()
+                yield
             try:
                 batch = next(batches)
             except StopIteration:
@@ -357,10 +400,9 @@ class FetchCollector(Generic[K, V]):
                     -1 if key is None else len(key), -1 if value is None else len(value),
                 )))
             size += _payload_size(pending[first_new:])
-        data.bytes_left = size
+        data.bytes_left += size
         cursor.finish(gaps)
         data.gaps.extend(gaps)
-        return data
 
     def _reject_batch(
         self,

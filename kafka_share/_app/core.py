@@ -23,19 +23,24 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from kafka_share._app.collector import CollectResult, FetchCollector
 from kafka_share._app.events import (
     AcknowledgeAsyncEvent,
     AcknowledgementCompletion,
+    AcknowledgeOnCloseEvent,
+    AcknowledgeSyncEvent,
     AcksByPartition,
     ApplicationEvent,
     CompletedShareFetch,
     ErrorEvent,
     FetchEvent,
+    LeaveGroupEvent,
     NodeAcknowledgements,
     PollEvent,
+    SubscriptionChangeEvent,
 )
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import InFlightBatch
@@ -72,6 +77,10 @@ _client_numbers = itertools.count(1)
 _ACCEPT = AcknowledgeType.ACCEPT
 _RELEASE = AcknowledgeType.RELEASE
 _REJECT = AcknowledgeType.REJECT
+#: the events an application call waits for
+_COMPLETABLE = (
+    SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
+)
 _DEFAULT_CLOSE_TIMEOUT_S = 30.0
 #: poll() without a timeout waits this long before raising a fatal error again
 _FATAL_REPEAT_WAIT_MS = 1000
@@ -153,6 +162,8 @@ class ConsumerCore(Generic[K, V]):
         key_deserializer: Callable[[bytes], K] | None,
         value_deserializer: Callable[[bytes], V] | None,
         kwargs: dict[str, object],
+        *,
+        sliced_decoding: bool = False,
     ) -> None:
 
         # Set first so __del__/close work even if parsing fails.
@@ -184,6 +195,7 @@ class ConsumerCore(Generic[K, V]):
             value_deserializer=cfg.value_deserializer,
             check_crcs=cfg.check_crcs,
             max_poll_records=cfg.max_poll_records,
+            sliced_decoding=sliced_decoding,
         )
         self._subscription: frozenset[str] = frozenset()
         self._callback: AcknowledgementCommitCallback | None = None
@@ -302,9 +314,15 @@ class ConsumerCore(Generic[K, V]):
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         self._submit(PollEvent(now_ms=_now_ms()))
 
-    def _poll_once(self) -> ConsumerRecords[K, V] | None:
+    def _poll_once(
+        self, limit: int | None = None, *, have_records: bool = False
+    ) -> ConsumerRecords[K, V] | None:
         """One round: send the acks taken so far, hand out records if there are
-        some (None if not), and ask for more when the buffer runs dry."""
+        some (None if not), and ask for more when the buffer runs dry.
+
+        ``limit``: at most this many records (a slice of a poll); ``have_records``:
+        the poll already holds records of earlier slices, so an error found now is
+        raised by the next poll instead of hiding them."""
         acks = self._take_acks()
         if self._in_flight.has_renewing():
             # Renewed records come back first; no new records meanwhile.
@@ -314,7 +332,7 @@ class ConsumerCore(Generic[K, V]):
             return self._records_of(returned) if returned else None
         buffered_before = self._collector.has_buffered()
         acks, on_drained = self._fetch_ahead_now(acks)
-        batch, acks = self._collect(acks, on_drained)
+        batch, acks = self._collect(acks, on_drained, limit)
         # Otherwise fetch when nothing was buffered (Java), or, in prefetch
         # mode, as soon as this poll drained the buffer.
         want_fetch = (
@@ -338,7 +356,7 @@ class ConsumerCore(Generic[K, V]):
         self._send_acks(acks, fetch=want_fetch, linger=True)
         self._fetch_sent = self._fetch_sent or want_fetch
         if batch.error is not None:
-            if not batch.records:
+            if not batch.records and not have_records:
                 self._in_flight.mark_failed_raised()
                 raise batch.error
             self._pending_error = batch.error
@@ -373,11 +391,14 @@ class ConsumerCore(Generic[K, V]):
         return acks, self._ahead_on_drained
 
     def _collect(
-        self, acks: AcksByPartition, on_drained: Callable[[int, int], None] | None
+        self,
+        acks: AcksByPartition,
+        on_drained: Callable[[int, int], None] | None,
+        limit: int | None = None,
     ) -> tuple[CollectResult[K, V], AcksByPartition]:
         """Collect the records of this poll; returns them and the acks still to send."""
         try:
-            batch = self._collector.collect(on_drained)
+            batch = self._collector.collect(on_drained, limit=limit)
         except BaseException:
             # Whatever raised (a KeyboardInterrupt in a deserializer...), the
             # acks this poll took from the batch still go out.
@@ -476,6 +497,18 @@ class ConsumerCore(Generic[K, V]):
             self._thread.require(ShareFeature.RENEW)
         return ack_type
 
+    def _close_acks(self) -> AcksByPartition:
+        """What ``close`` sends: the acks given so far (and failed records' defaults).
+        Implicit mode accepts nothing here: the broker releases the last batch."""
+        self._state = _State.CLOSING
+        self._in_flight.settle_failed(everything=True)
+        return self._take_acks()
+
+    def _closed(self) -> None:
+        self._state = _State.CLOSED
+        self._in_flight.clear()
+        self._fetch_buffer.close()
+
     def _commit_acks(self) -> AcksByPartition:
         """What ``commit_sync`` and ``commit_async`` send: every pending ack (in
         implicit mode the whole last batch accepted first)."""
@@ -512,7 +545,7 @@ class ConsumerCore(Generic[K, V]):
 
     # -- internals: thread ownership ----------------------------------------------------
 
-    def _owned(self, *, allow_closing: bool = False) -> _Ownership:
+    def _owned(self, *, allow_closing: bool = False) -> AbstractContextManager[None]:
         return _Ownership(self, allow_closing)
 
     def _check_open(self) -> None:

@@ -1,12 +1,18 @@
-"""Polling helpers for the ShareConsumer integration tests."""
+"""Polling helpers for the ShareConsumer and AsyncShareConsumer integration tests."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import pytest
 
 from kafka_share import ConsumerRecord, ShareConsumer
+from kafka_share.aio import AsyncShareConsumer
+
+T = TypeVar("T")
 
 
 def poll_until(
@@ -33,3 +39,35 @@ def poll_until(
 def poll_for(consumer: ShareConsumer[Any, Any], seconds: float) -> list[ConsumerRecord[Any, Any]]:
     """Everything ``consumer`` receives during ``seconds`` (implicit mode)."""
     return poll_until(consumer, lambda _: False, timeout_s=seconds)
+
+
+async def apoll_until(
+    consumer: AsyncShareConsumer[Any, Any],
+    done: Callable[[list[ConsumerRecord[Any, Any]]], bool],
+    *,
+    timeout_s: float = 30.0,
+    poll_s: float = 0.5,
+) -> list[ConsumerRecord[Any, Any]]:
+    """``poll_until`` for an ``AsyncShareConsumer``."""
+    seen: list[ConsumerRecord[Any, Any]] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        seen.extend(await consumer.poll(poll_s))
+        if done(seen):
+            return seen
+    return seen
+
+
+async def apoll_for(
+    consumer: AsyncShareConsumer[Any, Any], seconds: float
+) -> list[ConsumerRecord[Any, Any]]:
+    """Everything ``consumer`` receives during ``seconds`` (implicit mode)."""
+    return await apoll_until(consumer, lambda _: False, timeout_s=seconds)
+
+
+def run_loop(main: Coroutine[Any, Any, T], loop: str = "asyncio") -> T:
+    """Run ``main`` on a fresh event loop: the default one, or uvloop."""
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.run(main)  # type: ignore[no-any-return]
+    return asyncio.run(main)

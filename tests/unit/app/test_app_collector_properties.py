@@ -129,12 +129,18 @@ def reference(
     fetch=fetches(),
     max_poll_records=st.sampled_from([1, 2, 3, 7, 500]),
     deserialize=st.booleans(),
+    sliced=st.booleans(),
+    limit=st.sampled_from([None, 1, 2, 100]),
 )
 def test_collector_matches_the_reference_model(
     fetch: tuple[bytes, set[int], list[tuple[int, int, int]]],
     max_poll_records: int,
     deserialize: bool,
+    sliced: bool,
+    limit: int | None,
 ) -> None:
+    """Also decoding a batch at a time (the asyncio consumer) and collecting in
+    slices of ``limit`` records: the same records, GAPs and acks."""
     data, present, ranges = fetch
     buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
     in_flight = InFlightBatch()
@@ -142,13 +148,13 @@ def test_collector_matches_the_reference_model(
         buffer=buffer, in_flight=in_flight,
         key_deserializer=None,
         value_deserializer=(lambda b: b) if deserialize else None,
-        check_crcs=True, max_poll_records=max_poll_records,
+        check_crcs=True, max_poll_records=max_poll_records, sliced_decoding=sliced,
     )
     buffer.add_all([CompletedShareFetch(NODE, TIP, memoryview(data), ranges)])
     delivered: list[tuple[int, int]] = []
     acks: dict[int, int] = {}
     for _ in range(1000):
-        result = collector.collect()
+        result = collector.collect(limit=limit)
         assert result.error is None
         assert len(result.records) <= max_poll_records
         for r in result.records:
