@@ -238,7 +238,7 @@ class AsyncEngineShell(EngineDriver):
 
     def _io_round(self, conn: BrokerConnection, readable: bool, writable: bool) -> None:
         now = monotonic_ms()
-        self._check_blocked(now)
+        self._check_blocked(now)  # before the I/O: its round re-arms the timer
         self._client.on_ready(conn, readable, writable, now)
         self._client.finish(now)
         self._after_io()
@@ -259,6 +259,7 @@ class AsyncEngineShell(EngineDriver):
         if self._died is not None:
             return
         now = monotonic_ms()
+        self._check_blocked(now)  # before the timer is re-armed
         wait_ms = self._client.prepare(min(self._round(now), WATCHDOG_MS))
         self._arm_timer(now, wait_ms)
         self._notify()

@@ -313,7 +313,7 @@ def test_ticker_stays_on_time_while_consuming_at_full_speed(
     topic_factory: Any, share_group: str, kafka_produce: Any, kafka_bootstrap: str
 ) -> None:
     topic = topic_factory(partitions=3)
-    per_partition = 40_000
+    per_partition = 150_000
     for p in range(3):
         kafka_produce(topic, [b"v" * 100 for _ in range(per_partition)], partition=p)
     total = 3 * per_partition
