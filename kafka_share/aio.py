@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from typing import Any
 
@@ -287,16 +288,21 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
             self._handle_completions()
 
     async def _poll_sliced(self) -> ConsumerRecords[K, V] | None:
-        """Collect this poll's records in slices of :data:`SLICE_RECORDS`, yielding to
-        the loop between slices once :data:`SLICE_MS` have passed. If the poll is
+        """Collect this poll's records in slices of :data:`SLICE_RECORDS` (decoding
+        one record batch, or a piece of a large one, per slice), yielding to the
+        loop between slices once :data:`SLICE_MS` have passed. If the poll is
         cancelled at a yield, what it collected waits for the next poll."""
         first: ConsumerRecords[K, V] | None = None
         parts: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         total = 0
         max_records = self._config.max_poll_records
-        slice_start = self._loop.time()
+        slice_start = time.monotonic()  # not loop.time(): uvloop caches it per iteration
+        collector = self._collector
         while True:
+            steps = collector.decode_steps
             got = self._poll_once(min(SLICE_RECORDS, max_records - total), have_records=total > 0)
+            # A slice of a large record batch decoded, no record to hand out yet.
+            decoding = got is None and collector.decode_steps != steps
             if got is not None:
                 if first is None:
                     first = got  # the common case: one slice, returned as it is
@@ -306,20 +312,20 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                     _merge_into(parts, got)
                 total += got.count()
             if (
-                got is None
+                (got is None and not decoding)
                 or total >= max_records
                 or self._pending_error is not None
                 or self._in_flight.has_renewing()
                 or not self._collector.has_buffered()
             ):
                 break
-            if (self._loop.time() - slice_start) * 1000 >= SLICE_MS:
+            if (time.monotonic() - slice_start) * 1000 >= SLICE_MS:
                 try:
                     await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     self._carry = ConsumerRecords(parts) if parts else first
                     raise
-                slice_start = self._loop.time()
+                slice_start = time.monotonic()
         return ConsumerRecords(parts) if parts else first
 
     # -- committing ------------------------------------------------------------------------

@@ -81,6 +81,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Iterator
 from typing import Any, NamedTuple, NoReturn
 
 import attrs
@@ -399,7 +400,45 @@ class RecordBatch:
             raise ValueError("shaped_records() needs a v2 record batch")
         return self._decode(shape)
 
-    def _decode(self, shape: RecordShape | None) -> list[Any]:
+    def shaped_record_chunks(self, shape: RecordShape, chunk_records: int) -> Iterator[list[Any]]:
+        """:meth:`shaped_records` in lists of at most ``chunk_records`` records,
+        each decoded when it is asked for: an event loop can decode a large batch
+        in slices, running other work in between.
+
+        Raises:
+            CorruptBatchError: as :meth:`shaped_records`, when the bad record's
+                chunk is asked for; ValueError for a legacy batch.
+        """
+        if self._legacy_records is not None:
+            raise ValueError("shaped_record_chunks() needs a v2 record batch")
+        buf, pos, end, count, append_timestamp = self._records_section()
+        start = pos
+        done = 0
+        while True:
+            n = min(chunk_records, count - done)
+            try:
+                # The records' lengths say where the chunk ends (the last ends the batch).
+                chunk_end = _skip_records(buf, pos, end, n) if done + n < count else end
+                records = _decode_v2_records(
+                    buf, pos, chunk_end, n,
+                    base_offset=self.base_offset,
+                    base_timestamp=self.base_timestamp,
+                    append_timestamp=append_timestamp,
+                    shape=shape,
+                )
+            except _RecordError as exc:
+                where = exc.args[1] - start
+                raise self._corrupt(f"{exc.args[0]} (record section byte {where})") from None
+            except (IndexError, ValueError) as exc:
+                raise self._corrupt(f"records section is malformed ({exc})") from None
+            pos = chunk_end
+            done += n
+            yield records
+            if done >= count:
+                return
+
+    def _records_section(self) -> tuple[bytes, int, int, int, int | None]:
+        """(buffer, start, end, record count, append timestamp) of the records."""
         data = self._data
         pos = self._start + BATCH_HEADER_SIZE
         end = self._end
@@ -423,6 +462,10 @@ class RecordBatch:
         if count > end - pos:
             raise self._corrupt(f"record count {count} cannot fit in {end - pos} bytes of records")
         log_append = bool(self.attributes & _ATTR_LOG_APPEND_TIME)
+        return buf, pos, end, count, self.max_timestamp if log_append else None
+
+    def _decode(self, shape: RecordShape | None) -> list[Any]:
+        buf, pos, end, count, append_timestamp = self._records_section()
         start = pos
         try:
             return _decode_v2_records(
@@ -432,7 +475,7 @@ class RecordBatch:
                 count,
                 base_offset=self.base_offset,
                 base_timestamp=self.base_timestamp,
-                append_timestamp=self.max_timestamp if log_append else None,
+                append_timestamp=append_timestamp,
                 shape=shape,
             )
         except _RecordError as exc:
@@ -478,6 +521,16 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise _RecordError("varint longer than 10 bytes", start)
+
+
+def _skip_records(buf: bytes, pos: int, end: int, count: int) -> int:
+    """The position after ``count`` records from ``pos`` (their lengths only)."""
+    for _ in range(count):
+        length, body = _read_varint(buf, pos)
+        if length < _MIN_RECORD_BODY or body + length > end:
+            raise _RecordError(f"record length {length} does not fit", body)
+        pos = body + length
+    return pos
 
 
 def _read_headers(buf: bytes, pos: int, count: int, rec_end: int) -> tuple[tuple[Header, ...], int]:

@@ -4,9 +4,13 @@ synchronous suite, through the asyncio facade (default loop and uvloop)."""
 from __future__ import annotations
 
 import asyncio
-import statistics
+import json
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +30,8 @@ from kafka_share.aio import AsyncShareConsumer
 pytestmark = pytest.mark.integration
 
 LOOPS = ["asyncio", "uvloop"]
+TICKER_WORKER = Path(__file__).with_name("aio_ticker_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _keys(records: list[ConsumerRecord[Any, Any]]) -> list[tuple[int, int]]:
@@ -309,48 +315,41 @@ def test_two_consumers_in_one_loop_share_a_partition_without_duplicates(
     assert all(received.values()), {i: len(v) for i, v in received.items()}
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_ticker_stays_on_time_while_consuming_at_full_speed(
-    topic_factory: Any, share_group: str, kafka_produce: Any, kafka_bootstrap: str
+    loop: str, topic_factory: Any, share_group: str, kafka_produce: Any, kafka_bootstrap: str
 ) -> None:
+    """A task ticking every 10 ms on the consumer's loop stays on time (p99 lateness
+    under 20 ms) while the consumer takes records as fast as it can: decoding
+    yields to the loop, network I/O is callbacks. Measured in a service-like
+    process of its own (see aio_ticker_worker.py)."""
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")
     topic = topic_factory(partitions=3)
     per_partition = 150_000
     for p in range(3):
         kafka_produce(topic, [b"v" * 100 for _ in range(per_partition)], partition=p)
     total = 3 * per_partition
-
-    async def main() -> tuple[list[float], int, float]:
-        lateness_ms: list[float] = []
-        stop = asyncio.Event()
-
-        async def ticker() -> None:
-            loop = asyncio.get_running_loop()
-            while not stop.is_set():
-                due = loop.time() + 0.010
-                await asyncio.sleep(0.010)
-                lateness_ms.append((loop.time() - due) * 1000)
-
-        async with _consumer(kafka_bootstrap, share_group) as c:
-            await c.subscribe([topic])
-            first = await apoll_until(c, lambda s: len(s) > 0, timeout_s=30)
-            seen = len(first)
-            tick = asyncio.create_task(ticker())
-            started = time.monotonic()
-            while seen < total and time.monotonic() - started < 60:
-                seen += (await c.poll(0.5)).count()
-            elapsed = time.monotonic() - started
-            stop.set()
-            await tick
-        return lateness_ms, seen, elapsed
-
-    lateness, seen, elapsed = run_loop(main())
-    assert seen >= 3 * per_partition
-    p99 = statistics.quantiles(lateness, n=100)[98]
-    print(
-        f"\nticker: {len(lateness)} ticks while consuming {seen} records in {elapsed:.2f} s "
-        f"({seen / elapsed:,.0f} records/s); lateness p50 {statistics.median(lateness):.2f} ms, "
-        f"p99 {p99:.2f} ms, max {max(lateness):.2f} ms"
+    proc = subprocess.run(
+        [sys.executable, str(TICKER_WORKER), kafka_bootstrap, share_group, topic, str(total),
+         loop],
+        capture_output=True, text=True, timeout=120, check=False,
+        # This checkout's kafka_share, whatever is installed.
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )},
     )
-    assert p99 < 20, f"p99 lateness {p99:.1f} ms"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(
+        f"\nticker ({loop}): {result['ticks']} ticks while consuming {result['records']} records "
+        f"in {result['elapsed_s']:.2f} s ({result['records'] / result['elapsed_s']:,.0f} "
+        f"records/s); lateness p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms, "
+        f"max {result['max_ms']:.2f} ms; longest GC pause {result['gc_max_pause_ms']:.1f} ms"
+    )
+    assert result["records"] >= total
+    assert result["ticks"] >= 50, "too short a run to measure"
+    assert result["p99_ms"] < 20, f"p99 lateness {result['p99_ms']:.1f} ms"
 
 
 def test_close_from_another_task_ends_a_pending_poll(

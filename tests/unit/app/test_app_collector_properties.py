@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafka_share._app import collector as collector_module
 from kafka_share._app.collector import FetchCollector
 from kafka_share._app.events import CompletedShareFetch
 from kafka_share._app.fetch_buffer import FetchBuffer
@@ -131,6 +133,7 @@ def reference(
     deserialize=st.booleans(),
     sliced=st.booleans(),
     limit=st.sampled_from([None, 1, 2, 100]),
+    chunk=st.sampled_from([1, 2, 3, 1000]),
 )
 def test_collector_matches_the_reference_model(
     fetch: tuple[bytes, set[int], list[tuple[int, int, int]]],
@@ -138,9 +141,22 @@ def test_collector_matches_the_reference_model(
     deserialize: bool,
     sliced: bool,
     limit: int | None,
+    chunk: int,
 ) -> None:
     """Also decoding a batch at a time (the asyncio consumer) and collecting in
-    slices of ``limit`` records: the same records, GAPs and acks."""
+    slices of ``limit`` records, large batches in pieces of ``chunk`` records:
+    the same records, GAPs and acks."""
+    with mock.patch.object(collector_module, "_DECODE_CHUNK_RECORDS", chunk):
+        _check_against_the_model(fetch, max_poll_records, deserialize, sliced, limit)
+
+
+def _check_against_the_model(
+    fetch: tuple[bytes, set[int], list[tuple[int, int, int]]],
+    max_poll_records: int,
+    deserialize: bool,
+    sliced: bool,
+    limit: int | None,
+) -> None:
     data, present, ranges = fetch
     buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
     in_flight = InFlightBatch()
