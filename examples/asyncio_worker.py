@@ -91,13 +91,11 @@ async def run(bootstrap_servers: str, group: str, topic: str, concurrency: int,
             loop.add_signal_handler(signum, consumer.wakeup)
         await consumer.subscribe([topic])
         while max_records is None or processed < max_records:
-            wait_s = 1.0
-            if deadline is not None:
-                wait_s = min(wait_s, deadline - time.monotonic())
-                if wait_s <= 0:
-                    break
+            left_s = None if deadline is None else deadline - time.monotonic()
+            if left_s is not None and left_s <= 0:
+                break
             try:
-                records = await consumer.poll(timeout=wait_s)
+                records = await consumer.poll(timeout=1.0 if left_s is None else min(1.0, left_s))
             except WakeupError:
                 print("stopping", file=sys.stderr, flush=True)
                 break

@@ -44,7 +44,7 @@ from kafka_share._app.events import (
     SubscriptionChangeEvent,
 )
 from kafka_share._net.aio import AsyncEngineShell
-from kafka_share.errors import IllegalStateError, KafkaError, KafkaTimeoutError, WakeupError
+from kafka_share.errors import IllegalStateError, KafkaError, WakeupError
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 
 __all__ = ["AsyncShareConsumer"]
@@ -272,14 +272,9 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         self._fetch_sent = False
         while True:
             self._maybe_raise_wakeup()
-            records = await self._poll_sliced()
+            records, remaining = self._poll_outcome(await self._poll_sliced(), deadline)
             if records is not None:
-                self._handle_completions()
                 return records
-            remaining = deadline - _now_ms()
-            if remaining <= 0:
-                self._handle_completions()
-                return ConsumerRecords()
             if not self._fetch_buffer.has_data() and not self._fetch_buffer.has_background():
                 waited_from = _now_ms()
                 await self._shell.wait(min(remaining, 1000))
@@ -413,15 +408,9 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         self._submit(event)
         give_up_ms = event.deadline_ms + 500
         while True:
-            if event.future.done():
+            remaining_ms = self._call_wait_ms(event, give_up_ms, wakeable=wakeable)
+            if remaining_ms is None:
                 return event.future.result()
-            if wakeable:
-                self._maybe_raise_wakeup()
-            remaining_ms = give_up_ms - _now_ms()
-            if remaining_ms <= 0:
-                raise KafkaTimeoutError(
-                    f"{type(event).__name__} did not complete before its deadline"
-                )
             await self._shell.wait(remaining_ms)
 
     def _maybe_raise_wakeup(self) -> None:

@@ -53,7 +53,7 @@ from kafka_share._app.events import (
     SubscriptionChangeEvent,
 )
 from kafka_share._net.thread import NetworkThread
-from kafka_share.errors import KafkaError, KafkaTimeoutError
+from kafka_share.errors import KafkaError
 from kafka_share.models import ConsumerRecords, TopicIdPartition
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
@@ -211,14 +211,9 @@ class ShareConsumer(ConsumerCore[K, V]):
         self._fetch_sent = False
         while True:
             self._maybe_raise_wakeup()
-            records = self._poll_once()
+            records, remaining = self._poll_outcome(self._poll_once(), deadline)
             if records is not None:
-                self._handle_completions()
                 return records
-            remaining = deadline - _now_ms()
-            if remaining <= 0:
-                self._handle_completions()
-                return ConsumerRecords()
             waited_from = _now_ms()
             self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
             self._poll_waited_ms += _now_ms() - waited_from
@@ -332,15 +327,9 @@ class ShareConsumer(ConsumerCore[K, V]):
         give_up_ms = event.deadline_ms + 500
         while True:
             pipe.drain()  # before the checks: a byte written after them ends the wait
-            if event.future.done():
+            remaining_ms = self._call_wait_ms(event, give_up_ms, wakeable=wakeable)
+            if remaining_ms is None:
                 return event.future.result()
-            if wakeable:
-                self._maybe_raise_wakeup()
-            remaining_ms = give_up_ms - _now_ms()
-            if remaining_ms <= 0:
-                raise KafkaTimeoutError(
-                    f"{type(event).__name__} did not complete before its deadline"
-                )
             pipe.wait(remaining_ms / 1000.0)
 
     def _send_fetch_ahead(self, acks: AcksByPartition) -> None:

@@ -34,6 +34,7 @@ from kafka_share._app.events import (
     AcknowledgeSyncEvent,
     AcksByPartition,
     ApplicationEvent,
+    CompletableEvent,
     CompletedShareFetch,
     ErrorEvent,
     FetchEvent,
@@ -50,6 +51,7 @@ from kafka_share.errors import (
     IllegalStateError,
     InvalidTopicError,
     KafkaError,
+    KafkaTimeoutError,
     WakeupError,
 )
 from kafka_share.metrics import ShareConsumerMetrics
@@ -291,6 +293,20 @@ class ConsumerCore(Generic[K, V]):
     def _poll_end(self, records: ConsumerRecords[K, V]) -> None:
         self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
         self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
+
+    def _poll_outcome(
+        self, records: ConsumerRecords[K, V] | None, deadline_ms: int
+    ) -> tuple[ConsumerRecords[K, V] | None, int]:
+        """After a round of a poll: the records to return (completions handled),
+        or None and how long the poll may still wait."""
+        if records is not None:
+            self._handle_completions()
+            return records, 0
+        remaining = deadline_ms - _now_ms()
+        if remaining <= 0:
+            self._handle_completions()
+            return ConsumerRecords(), 0
+        return None, remaining
 
     def _start_poll(self) -> None:
         """What every poll does first: errors, the last batch's acks, the checks."""
@@ -560,6 +576,24 @@ class ConsumerCore(Generic[K, V]):
     def _submit(self, event: ApplicationEvent) -> None:
         self._thread.submit(event)
 
+
+    def _call_wait_ms(
+        self, event: CompletableEvent, give_up_ms: int, *, wakeable: bool
+    ) -> int | None:
+        """A waiting call's check: None once ``event`` is done, else how long it may
+        still wait. Raises ``WakeupError`` (if ``wakeable``) or, past ``give_up_ms``
+        (a little after the event's deadline, by which the I/O shell completes it;
+        only a dead shell misses it), ``KafkaTimeoutError``."""
+        if event.future.done():
+            return None
+        if wakeable:
+            self._maybe_raise_wakeup()
+        remaining_ms = give_up_ms - _now_ms()
+        if remaining_ms <= 0:
+            raise KafkaTimeoutError(
+                f"{type(event).__name__} did not complete before its deadline"
+            )
+        return remaining_ms
 
     def _maybe_raise_wakeup(self) -> None:
         if self._close_requested:

@@ -411,27 +411,14 @@ class RecordBatch:
         """
         if self._legacy_records is not None:
             raise ValueError("shaped_record_chunks() needs a v2 record batch")
-        buf, pos, end, count, append_timestamp = self._records_section()
-        start = pos
+        section = self._records_section()
+        count = section[3]
+        pos = section[1]
         done = 0
         while True:
             n = min(chunk_records, count - done)
-            try:
-                # The records' lengths say where the chunk ends (the last ends the batch).
-                chunk_end = _skip_records(buf, pos, end, n) if done + n < count else end
-                records = _decode_v2_records(
-                    buf, pos, chunk_end, n,
-                    base_offset=self.base_offset,
-                    base_timestamp=self.base_timestamp,
-                    append_timestamp=append_timestamp,
-                    shape=shape,
-                )
-            except _RecordError as exc:
-                where = exc.args[1] - start
-                raise self._corrupt(f"{exc.args[0]} (record section byte {where})") from None
-            except (IndexError, ValueError) as exc:
-                raise self._corrupt(f"records section is malformed ({exc})") from None
-            pos = chunk_end
+            # The records' lengths say where the chunk ends (the last ends the batch).
+            records, pos = self._decode_section(section, shape, pos, n, last=done + n >= count)
             done += n
             yield records
             if done >= count:
@@ -465,19 +452,33 @@ class RecordBatch:
         return buf, pos, end, count, self.max_timestamp if log_append else None
 
     def _decode(self, shape: RecordShape | None) -> list[Any]:
-        buf, pos, end, count, append_timestamp = self._records_section()
-        start = pos
+        section = self._records_section()
+        return self._decode_section(section, shape, section[1], section[3], last=True)[0]
+
+    def _decode_section(
+        self,
+        section: tuple[bytes, int, int, int, int | None],
+        shape: RecordShape | None,
+        pos: int,
+        count: int,
+        *,
+        last: bool,
+    ) -> tuple[list[Any], int]:
+        """``count`` records from ``pos`` of the records section, and the position
+        after them (``last``: they end the section)."""
+        buf, start, end, _, append_timestamp = section
         try:
+            stop = end if last else _skip_records(buf, pos, end, count)
             return _decode_v2_records(
                 buf,
                 pos,
-                end,
+                stop,
                 count,
                 base_offset=self.base_offset,
                 base_timestamp=self.base_timestamp,
                 append_timestamp=append_timestamp,
                 shape=shape,
-            )
+            ), stop
         except _RecordError as exc:
             where = exc.args[1] - start
             raise self._corrupt(f"{exc.args[0]} (record section byte {where})") from None

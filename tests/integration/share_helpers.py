@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import pytest
 
 from kafka_share import ConsumerRecord, ShareConsumer
 from kafka_share.aio import AsyncShareConsumer
+from kafka_share.testing import LocalKafkaCluster
+from kafka_share.testing.proxy import TcpProxy
 
 T = TypeVar("T")
 
@@ -71,3 +75,25 @@ def run_loop(main: Coroutine[Any, Any, T], loop: str = "asyncio") -> T:
         uvloop = pytest.importorskip("uvloop")
         return uvloop.run(main)  # type: ignore[no-any-return]
     return asyncio.run(main)
+
+
+@contextmanager
+def proxied_cluster(seed: int) -> Iterator[tuple[LocalKafkaCluster, TcpProxy]]:
+    """A single-node cluster reached only through a :class:`TcpProxy` advertised as
+    its address (so every client connection can be cut), stopped on exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        broker_port = int(s.getsockname()[1])
+    proxy = TcpProxy(("127.0.0.1", broker_port), max_lifetime_s=600, seed=seed).start()
+    cluster = LocalKafkaCluster(
+        num_nodes=1,
+        broker_ports=[broker_port],
+        # Clients learn the broker's address from metadata: advertise the proxy.
+        extra_config={"advertised.listeners": f"PLAINTEXT://{proxy.bootstrap}"},
+    )
+    try:
+        cluster.start()
+        yield cluster, proxy
+    finally:
+        cluster.stop()
+        proxy.stop()

@@ -8,13 +8,12 @@ test_failures_leader.py): nothing lost, no call hangs, failed acks reported.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from share_helpers import run_loop
+from share_helpers import proxied_cluster, run_loop
 
 from kafka_share import (
     AcknowledgeType,
@@ -35,28 +34,11 @@ NODE = 1
 Outcome = tuple[dict[TopicIdPartition, set[int]], KafkaError | None]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def proxied() -> Iterator[tuple[LocalKafkaCluster, TcpProxy]]:
     """One node, reached only through a proxy (advertised as its address)."""
-    broker_port = _free_port()
-    proxy = TcpProxy(("127.0.0.1", broker_port), max_lifetime_s=600, seed=932).start()
-    cluster = LocalKafkaCluster(
-        num_nodes=1,
-        broker_ports=[broker_port],
-        extra_config={"advertised.listeners": f"PLAINTEXT://{proxy.bootstrap}"},
-    )
-    try:
-        cluster.start()
-        yield cluster, proxy
-    finally:
-        cluster.stop()
-        proxy.stop()
+    with proxied_cluster(seed=932) as pair:
+        yield pair
 
 
 @pytest.fixture
@@ -88,6 +70,17 @@ async def _poll_batch(
     return []
 
 
+def _group_and_records(
+    admin: KafkaAdmin, what: str, topic: str, count: int, **group_config: str
+) -> tuple[str, set[tuple[int, int]]]:
+    """A new group reading ``topic`` from the start, and ``count`` records produced
+    to it: (group, their (partition, offset))."""
+    group = unique_name(f"aio-{what}")
+    admin.set_group_config(group, {"share.auto.offset.reset": "earliest", **group_config})
+    produced = admin.produce(topic, [f"{what}-{i}".encode() for i in range(count)])
+    return group, {(p.partition, p.offset) for p in produced}
+
+
 def _accepted(outcomes: list[Outcome]) -> set[tuple[int, int]]:
     return {
         (tip.partition, o) for offsets, e in outcomes if e is None
@@ -114,13 +107,9 @@ def test_broker_restart_fails_inflight_acks_and_loses_nothing(
 ) -> None:
     cluster, proxy = single
     topic = admin.create_topic(partitions=2)
-    group = unique_name("aio-restart")
-    admin.set_group_config(
-        group,
-        {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": str(LOCK_MS)},
+    group, expected = _group_and_records(
+        admin, "restart", topic, 200, **{"share.record.lock.duration.ms": str(LOCK_MS)}
     )
-    produced = admin.produce(topic, [f"v{i}".encode() for i in range(200)])
-    expected = {(p.partition, p.offset) for p in produced}
     outcomes: list[Outcome] = []
 
     async def main() -> None:
@@ -164,14 +153,12 @@ def test_connection_cuts_never_hang_calls_and_lose_nothing(
 ) -> None:
     _, proxy = single
     topic = admin.create_topic(partitions=2)
-    group = unique_name("aio-cuts")
-    admin.set_group_config(group, {
-        "share.auto.offset.reset": "earliest",
+    group, expected = _group_and_records(admin, "cuts", topic, 400, **{
         "share.record.lock.duration.ms": "2000",
+        # Each cut fails a round of acks and counts a delivery: leave room so no
+        # record is archived by the delivery limit (default 5) under chaos.
         "share.delivery.count.limit": "10",
     })
-    produced = admin.produce(topic, [f"a{i}".encode() for i in range(400)])
-    expected = {(p.partition, p.offset) for p in produced}
     outcomes: list[Outcome] = []
     chaos_s = 10.0
     longest: dict[str, float] = {}
@@ -235,12 +222,8 @@ def test_connection_cuts_never_hang_calls_and_lose_nothing(
 
 @pytest.fixture(scope="module")
 def three_nodes() -> Iterator[LocalKafkaCluster]:
-    c = LocalKafkaCluster(num_nodes=3)
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
+    with LocalKafkaCluster(num_nodes=3) as cluster:
+        yield cluster
 
 
 def test_leader_killed_consumer_follows_the_new_leader_and_loses_nothing(
@@ -249,13 +232,9 @@ def test_leader_killed_consumer_follows_the_new_leader_and_loses_nothing(
     cluster = three_nodes
     with KafkaAdmin(cluster.bootstrap_servers) as admin:
         topic = admin.create_topic(partitions=1, replication_factor=3)
-        group = unique_name("aio-leader")
-        admin.set_group_config(group, {
-            "share.auto.offset.reset": "earliest",
-            "share.record.lock.duration.ms": str(LOCK_MS),
-        })
-        produced = admin.produce(topic, [f"v{i}".encode() for i in range(300)], partition=0)
-        expected = {(0, p.offset) for p in produced}
+        group, expected = _group_and_records(
+            admin, "leader", topic, 300, **{"share.record.lock.duration.ms": str(LOCK_MS)}
+        )
 
         def state() -> tuple[int, list[int]]:
             described = admin.client.describe_topics([topic], timeout=5)[topic]
