@@ -130,6 +130,8 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         #: ``async for``: the batch being iterated and the record handed out last
         self._iter: Iterator[ConsumerRecord[K, V]] | None = None
         self._iter_last: ConsumerRecord[K, V] | None = None
+        #: the poll running is the one ``async for`` asked for
+        self._iterating = False
         self._shell.start()
         self._state = _State.OPEN
         self._log.debug("async share consumer created")
@@ -179,12 +181,15 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                 self._iter = None
             if self._state is not _State.OPEN:
                 raise StopAsyncIteration
+            self._iterating = True
             try:
                 records = await self.poll()
             except WakeupError:
                 if self._close_requested or self._state is not _State.OPEN:
                     raise StopAsyncIteration from None
                 raise
+            finally:
+                self._iterating = False
             self._iter = iter(records)
 
     # -- the single-task guard ------------------------------------------------------------
@@ -242,6 +247,11 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         """
         timeout_ms = self._poll_timeout_ms(timeout)
         async with self._awaiting("poll"):
+            if not self._iterating:
+                # A poll of its own ends an ``async for``'s batch: the next
+                # iteration starts with this poll's records.
+                self._iter = None
+                self._iter_last = None
             started = self._poll_begin()
             records: ConsumerRecords[K, V] = ConsumerRecords()
             try:

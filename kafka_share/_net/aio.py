@@ -198,11 +198,9 @@ class AsyncEngineShell(EngineDriver):
                     pass
 
     def wake(self) -> None:
-        """Wake the awaiting call. Safe from any thread (and a signal handler on the
-        loop's thread)."""
-        if threading.get_ident() == self._loop_thread:
-            self._notify()
-            return
+        """Wake the awaiting call. Safe from any thread and from a signal handler:
+        it only schedules the wake-up (``call_soon_threadsafe``, which asyncio's own
+        signal handling uses), never touches a future itself."""
         try:
             self._loop.call_soon_threadsafe(self._notify)
         except RuntimeError:

@@ -292,3 +292,24 @@ def test_a_bug_in_the_shell_fails_the_consumer_instead_of_hanging_it(
         await c.close(timeout=0.5)
 
     run(main())
+
+
+def test_a_poll_of_its_own_ends_an_async_for_batch() -> None:
+    async def main() -> tuple[list[int], list[int]]:
+        c = await consumer()
+        c._fetch_buffer.add_all([fetch(0, 5)])
+        async for record in c:
+            if record.offset == 1:
+                break
+        c._fetch_buffer.add_all([fetch(5, 3)])
+        polled = [r.offset for r in await c.poll(1.0)]  # accepts 0..4 (implicit mode)
+        c._fetch_buffer.add_all([fetch(8, 2)])
+        iterated = []
+        async for record in c:
+            iterated.append(record.offset)
+            if record.offset == 9:
+                break
+        await c.close(timeout=0.5)
+        return polled, iterated
+
+    assert run(main()) == ([5, 6, 7], [8, 9])
