@@ -50,7 +50,7 @@ from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords,
 __all__ = ["AsyncShareConsumer"]
 
 #: A poll collects at most this many records between two yields to the loop.
-SLICE_RECORDS = 100
+SLICE_RECORDS = 500
 #: ... and yields only once it has run this long since the last yield, so a
 #: small batch costs no extra loop iteration.
 SLICE_MS = 2
@@ -431,9 +431,7 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
     def _send_fetch_ahead(self, acks: AcksByPartition) -> None:
         """The fetch ahead goes on the wire now, before this task decodes the
         response it holds (nothing to hand over: the loop runs on this thread)."""
-        self._shell.submit_fetch_ahead(
-            FetchEvent(acks, ahead=True, ack_deadline_ms=self._api_deadline())
-        )
+        self._shell.submit(FetchEvent(acks, ahead=True, ack_deadline_ms=self._api_deadline()))
 
     @property
     def blocked_loop_max_ms(self) -> int:

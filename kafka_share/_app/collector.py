@@ -127,7 +127,7 @@ class _PartitionData:
         self.gaps: list[int] = []
         self.next_index = 0
         #: decoding in slices: the decoder of the batches not decoded yet (None: done)
-        self.decoder: Iterator[None] | None = None
+        self.decoder: Iterator[int] | None = None
 
     @property
     def exhausted(self) -> bool:
@@ -152,9 +152,9 @@ class FetchCollector(Generic[K, V]):
     ) -> None:
         self._buffer = buffer
         #: decode a fetch a slice at a time (a record batch, or
-        #: _DECODE_CHUNK_RECORDS of a large one), one slice per collect call at
-        #: most, only as far as delivery needs: an event loop must not stop for a
-        #: whole large response at once
+        #: _DECODE_CHUNK_RECORDS of a large one), about _DECODE_CHUNK_RECORDS
+        #: per collect call at most, only as far as delivery needs: an event loop
+        #: must not stop for a whole large response at once
         self._sliced = sliced_decoding
         #: decoding slices run so far (a caller sees progress without records)
         self.decode_steps = 0
@@ -228,8 +228,8 @@ class FetchCollector(Generic[K, V]):
         #: the node each partition's records come from in this poll
         nodes: dict[TopicIdPartition, tuple[int, int]] = {}
         fetch: CompletedShareFetch | None = None
-        #: a decoding slice ran in this call (sliced decoding)
-        stepped = False
+        #: records decoded in this call (sliced decoding; a slice counts 1 at least)
+        decoded_now = 0
         try:
             while budget > 0 and error is None:
                 if not decoded:
@@ -254,10 +254,9 @@ class FetchCollector(Generic[K, V]):
                     break
                 nodes[tip] = (data.node_id, data.generation)
                 if data.decoder is not None and len(data.pending) - data.next_index < budget:
-                    if stepped:
-                        break  # one slice per call: the caller yields, then asks again
-                    stepped = True
-                    self._decode_more(data)
+                    if decoded_now >= _DECODE_CHUNK_RECORDS:
+                        break  # enough for one call: the caller yields, then asks again
+                    decoded_now += max(1, self._decode_more(data))
                 if data.gaps:
                     self._in_flight.add_gaps(tip, data.node_id, data.gaps, data.generation)
                     data.gaps = []
@@ -299,22 +298,25 @@ class FetchCollector(Generic[K, V]):
             self._decode_more(data)  # all of it
         return data
 
-    def _decode_more(self, data: _PartitionData) -> None:
-        """Decode the next slice of ``data`` (sliced), or all of it."""
+    def _decode_more(self, data: _PartitionData) -> int:
+        """Decode the next slice of ``data`` (sliced), or all of it; returns how
+        many records that slice decoded."""
         assert data.decoder is not None
         self.decode_steps += 1
         try:
-            next(data.decoder)
+            return next(data.decoder)
         except StopIteration:
             data.decoder = None
+            return 0
         except BaseException:
             data.decoder = None  # a generator that raised cannot go on
             raise
 
     def _decoding(
         self, data: _PartitionData, fetch: CompletedShareFetch, acquired: AcquiredRecords
-    ) -> Iterator[None]:
-        """Decode ``fetch`` into ``data``; in sliced mode, yield after each batch."""
+    ) -> Iterator[int]:
+        """Decode ``fetch`` into ``data``; in sliced mode, yield after each batch
+        (and each piece of a large one) how many records it decoded."""
         tip = fetch.partition
         sliced = self._sliced
         cursor = acquired.cursor()
@@ -331,12 +333,13 @@ class FetchCollector(Generic[K, V]):
         while True:
             if sliced and (len(pending) != decoded_upto or gaps):
                 # A slice is done: hand over what it found, let delivery go on.
+                found = len(pending) - decoded_upto
                 decoded_upto = len(pending)
                 data.bytes_left += size
                 size = 0
                 data.gaps.extend(gaps)
                 gaps.clear()
-                yield
+                yield found
             try:
                 batch = next(batches)
             except StopIteration:
@@ -384,7 +387,7 @@ class FetchCollector(Generic[K, V]):
                         for piece in batch.shaped_record_chunks(shape, _DECODE_CHUNK_RECORDS):
                             shaped.extend(piece)
                             if len(shaped) < batch.record_count:
-                                yield  # a large batch: let delivery's caller breathe
+                                yield len(piece)  # a large batch: let the caller breathe
                     else:
                         shaped = batch.shaped_records(shape)
                 except CorruptBatchError as exc:

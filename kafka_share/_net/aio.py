@@ -6,10 +6,11 @@ The same :class:`~kafka_share._net.driver.EngineDriver` as the network thread
 * sockets are watched with the loop's ``add_reader``/``add_writer``
   (:class:`LoopPoller`, plugged into the ``NetworkClient``), so it works under
   any loop that implements them (the default selector loops, uvloop);
-* application events are applied at once, on the loop's thread, and a round
-  (send what the engine wants now) runs soon after (``call_soon``, coalesced);
-  a fetch ahead runs its round at once, so the request is on the wire before
-  the application decodes and processes the response it has;
+* application events are applied at once, on the loop's thread, followed by a
+  round (send what the engine wants now), so a request is on the wire when the
+  call that asked for it goes on (a fetch ahead before the application decodes
+  the response it holds); a wake-up from another thread schedules a round
+  (``call_soon_threadsafe``, coalesced);
 * one timer (``call_at``) covers the engine's next deadline
   (``time_until_next_ms``), the network client's (parked requests, request and
   connect timeouts) and the waiting calls' deadlines; it fires at least every
@@ -34,7 +35,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from kafka_share._app.events import ApplicationEvent, CompletedShareFetch, ErrorEvent, FetchEvent
+from kafka_share._app.events import ApplicationEvent, CompletedShareFetch, ErrorEvent
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
@@ -152,8 +153,11 @@ class AsyncEngineShell(EngineDriver):
         #: loop was blocked
         self._timer_due_ms: int | None = None
         self._round_scheduled = False
-        #: the application's awaiting calls, woken after every round
+        #: the application's awaiting calls, woken after a round that gave them
+        #: something to look at (data, a background event, a completed call)
         self._waiters: list[asyncio.Future[None]] = []
+        self._news = False
+        fetch_buffer.on_add = self._note_news
         #: why the shell stopped (every later call fails with it)
         self._died: KafkaError | None = None
         self._loop_thread = threading.get_ident()
@@ -166,17 +170,15 @@ class AsyncEngineShell(EngineDriver):
         self._schedule_round()
 
     def submit(self, event: ApplicationEvent) -> None:
-        """Apply an application event now; its requests go out in a round soon."""
+        """Apply an application event and run a round at once: its requests are on
+        the wire before the call goes on (a fetch ahead before the application
+        decodes the response it holds), as the network thread would send them,
+        whether or not the loop runs between the application's calls."""
         if self._failed_at_once(event):
             return
-        self._guarded(self._apply, event, monotonic_ms())
-        self._schedule_round()
-
-    def submit_fetch_ahead(self, event: FetchEvent) -> None:
-        """Apply a fetch ahead and write its request at once (before the application
-        goes on decoding the response it holds)."""
-        if self._failed_at_once(event):
-            return
+        future = getattr(event, "future", None)
+        if future is not None:
+            future.add_done_callback(self._note_news)
         self._guarded(self._apply, event, monotonic_ms())
         self._guarded(self._run_round)
 
@@ -202,9 +204,13 @@ class AsyncEngineShell(EngineDriver):
         it only schedules the wake-up (``call_soon_threadsafe``, which asyncio's own
         signal handling uses), never touches a future itself."""
         try:
-            self._loop.call_soon_threadsafe(self._notify)
+            self._loop.call_soon_threadsafe(self._wake_now)
         except RuntimeError:
             pass  # the loop is closed
+
+    def _wake_now(self) -> None:
+        self._note_news()
+        self._notify()
 
     def stop(self) -> None:
         """Close every connection and fail what still waits (close, or a consumer
@@ -217,6 +223,7 @@ class AsyncEngineShell(EngineDriver):
             self._client.close()
         except RuntimeError:
             pass  # the loop is closed already: the sockets were closed above it
+        self._note_news()
         self._notify()
 
     # -- rounds (loop callbacks) ---------------------------------------------------------
@@ -304,7 +311,15 @@ class AsyncEngineShell(EngineDriver):
             )
         self._timer_due_ms = None
 
+    def _note_news(self, *_: object) -> None:
+        self._news = True
+
     def _notify(self) -> None:
+        """Wake the awaiting calls if a round gave them news (a wake-up per
+        received chunk of a large response would make them re-check for nothing)."""
+        if not self._news:
+            return
+        self._news = False
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             _resolve(waiter)

@@ -468,17 +468,17 @@ class RecordBatch:
         after them (``last``: they end the section)."""
         buf, start, end, _, append_timestamp = section
         try:
-            stop = end if last else _skip_records(buf, pos, end, count)
             return _decode_v2_records(
                 buf,
                 pos,
-                stop,
+                end,
                 count,
                 base_offset=self.base_offset,
                 base_timestamp=self.base_timestamp,
                 append_timestamp=append_timestamp,
                 shape=shape,
-            ), stop
+                to_end=last,
+            )
         except _RecordError as exc:
             where = exc.args[1] - start
             raise self._corrupt(f"{exc.args[0]} (record section byte {where})") from None
@@ -524,16 +524,6 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise _RecordError("varint longer than 10 bytes", start)
 
 
-def _skip_records(buf: bytes, pos: int, end: int, count: int) -> int:
-    """The position after ``count`` records from ``pos`` (their lengths only)."""
-    for _ in range(count):
-        length, body = _read_varint(buf, pos)
-        if length < _MIN_RECORD_BODY or body + length > end:
-            raise _RecordError(f"record length {length} does not fit", body)
-        pos = body + length
-    return pos
-
-
 def _read_headers(buf: bytes, pos: int, count: int, rec_end: int) -> tuple[tuple[Header, ...], int]:
     # Each header needs at least 2 bytes, which bounds a hostile count.
     if count < 0 or count * 2 > rec_end - pos:
@@ -569,7 +559,10 @@ def _decode_v2_records(
     base_timestamp: int,
     append_timestamp: int | None,
     shape: RecordShape | None = None,
-) -> list[Any]:
+    to_end: bool = True,
+) -> tuple[list[Any], int]:
+    """``count`` records from ``pos``, and the position after them; ``to_end``:
+    they must end exactly at ``end`` (the whole records section)."""
     # The hot loop. Varints are decoded inline with 1- and 2-byte fast paths
     # (almost every length, delta and size in practice), falling back to
     # _read_varint for longer ones; zig-zag decode is (u >> 1) ^ -(u & 1).
@@ -685,9 +678,9 @@ def _decode_v2_records(
                 base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
                 s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
             )))
-    if pos != end:
+    if to_end and pos != end:
         raise _RecordError(f"{end - pos} bytes left over after {count} records", pos)
-    return records
+    return records, pos
 
 
 # ---------------------------------------------------------------------- iteration

@@ -114,6 +114,7 @@ def test_a_poll_cancelled_between_slices_loses_no_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("kafka_share.aio.SLICE_MS", 0)  # yield after every slice
+    monkeypatch.setattr("kafka_share.aio.SLICE_RECORDS", 100)
 
     async def main() -> list[int]:
         c = await consumer(max_poll_records=500)
