@@ -183,9 +183,8 @@ class AsyncEngineShell(EngineDriver):
         self._guarded(self._run_round)
 
     async def wait(self, timeout_ms: int) -> None:
-        """Wait up to ``timeout_ms`` for the next round (or :meth:`wake`)."""
-        if self._died is not None:
-            return  # nothing will wake us: let the caller see the failure
+        """Wait up to ``timeout_ms`` for news from a round (or :meth:`wake`). Also
+        once the shell has stopped: a caller waiting out a timeout must not spin."""
         waiter: asyncio.Future[None] = self._loop.create_future()
         self._waiters.append(waiter)
         timer = self._loop.call_later(max(0, timeout_ms) / 1000.0, _resolve, waiter)

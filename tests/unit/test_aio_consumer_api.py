@@ -290,6 +290,12 @@ def test_a_bug_in_the_shell_fails_the_consumer_instead_of_hanging_it(
         c._shell._schedule_round()
         with pytest.raises(Exception, match=r"event-loop driver failed.*boom"):
             await c.poll(2.0)
+        # Raised again by every later poll, after its timeout, without spinning.
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        with pytest.raises(Exception, match=r"event-loop driver failed.*boom"):
+            await c.poll(0.5)
+        assert time.monotonic() - wall0 >= 0.45
+        assert time.process_time() - cpu0 < 0.2, "the repeated fatal error spun the loop"
         await c.close(timeout=0.5)
 
     run(main())
