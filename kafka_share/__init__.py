@@ -2,8 +2,11 @@
 
 Share groups give queue semantics on Kafka topics: many consumers on one
 partition, per-record acknowledgement (accept, release, reject, renew),
-redelivery with delivery counts. See ``kafka_share.ShareConsumer``.
+redelivery with delivery counts. See ``kafka_share.ShareConsumer``, and
+``kafka_share.AsyncShareConsumer`` (``kafka_share.aio``) for asyncio.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from kafka_share._version import __version__
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig
@@ -32,11 +35,15 @@ from kafka_share.models import (
     TopicPartition,
 )
 
+if TYPE_CHECKING:
+    from kafka_share.aio import AsyncShareConsumer
+
 __all__ = [
     "AcknowledgeType",
     "AcknowledgementCommitCallback",
     "AcknowledgementMode",
     "AcquireMode",
+    "AsyncShareConsumer",
     "BrokerError",
     "ConfigError",
     "ConsumerRecord",
@@ -59,3 +66,12 @@ __all__ = [
     "WakeupError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # AsyncShareConsumer on first use: a thread-only application never imports asyncio.
+    if name == "AsyncShareConsumer":
+        from kafka_share.aio import AsyncShareConsumer  # noqa: PLC0415
+
+        return AsyncShareConsumer
+    raise AttributeError(f"module 'kafka_share' has no attribute {name!r}")

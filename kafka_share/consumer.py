@@ -26,138 +26,45 @@ records, or as a standalone ShareAcknowledge), ``commit_sync``,
 
 from __future__ import annotations
 
-import enum
-import itertools
-import logging
-import math
-import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, Generic, TypeVar
 
-from kafka_share._app.collector import CollectResult, FetchCollector
+from kafka_share._app.core import (
+    _COMPLETABLE,
+    _DEFAULT_CLOSE_TIMEOUT_S,
+    _FATAL_REPEAT_WAIT_MS,
+    _FOREVER_MS,
+    AcknowledgementCommitCallback,
+    ConsumerCore,
+    K,
+    V,
+    _now_ms,
+    _State,
+    _timeout_ms,
+)
 from kafka_share._app.events import (
-    AcknowledgeAsyncEvent,
-    AcknowledgementCompletion,
     AcknowledgeOnCloseEvent,
     AcknowledgeSyncEvent,
     AcksByPartition,
-    ApplicationEvent,
     CompletableEvent,
-    CompletedShareFetch,
-    ErrorEvent,
     FetchEvent,
     LeaveGroupEvent,
-    NodeAcknowledgements,
-    PollEvent,
     SubscriptionChangeEvent,
 )
-from kafka_share._app.fetch_buffer import FetchBuffer
-from kafka_share._app.in_flight import InFlightBatch
-from kafka_share._log import ContextLogger, consumer_log_prefix
 from kafka_share._net.thread import NetworkThread
-from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
-from kafka_share.errors import (
-    IllegalStateError,
-    InvalidTopicError,
-    KafkaError,
-    KafkaTimeoutError,
-    WakeupError,
-)
-from kafka_share.metrics import ShareConsumerMetrics
-from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
-from kafka_share.share.acknowledgements import Acknowledgements
-from kafka_share.share.capabilities import ShareFeature
-from kafka_share.share.consume_manager import ACK_LINGER_MS
-from kafka_share.share.fetch_ahead import FetchAheadPolicy
-from kafka_share.share.results import LocksLost, SessionReplaced
+from kafka_share.errors import KafkaError
+from kafka_share.models import ConsumerRecords, TopicIdPartition
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
-log = logging.getLogger("kafka_share.consumer")
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-#: ``callback(offsets, error)``: offsets by partition of one acknowledgement batch,
-#: and ``None`` on success or the error that made it fail.
-AcknowledgementCommitCallback = Callable[
-    [dict[TopicIdPartition, set[int]], KafkaError | None], None
-]
-
-_client_numbers = itertools.count(1)
-_ACCEPT = AcknowledgeType.ACCEPT
-_RELEASE = AcknowledgeType.RELEASE
-_REJECT = AcknowledgeType.REJECT
-_COMPLETABLE = (
-    SubscriptionChangeEvent, LeaveGroupEvent, AcknowledgeSyncEvent, AcknowledgeOnCloseEvent
-)
-_DEFAULT_CLOSE_TIMEOUT_S = 30.0
-#: poll() without a timeout waits this long before raising a fatal error again
-_FATAL_REPEAT_WAIT_MS = 1000
-#: "no deadline" on the monotonic millisecond clock
-_FOREVER_MS = 2**62
-_MAX_TOPIC_LENGTH = 249
-_LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{_MAX_TOPIC_LENGTH}}}")
 #: how often close() from another thread checks that the blocked call has left
 _CLOSE_HANDOVER_S = 0.005
 #: Longest a poll waits for the network thread to send a fetch ahead.
 _FETCH_HANDOFF_S = 0.002
 
 
-class _State(enum.Enum):
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
-def _timeout_ms(timeout: object, default_ms: int, what: str) -> int:
-    """``timeout`` seconds as milliseconds (``default_ms`` for None, _FOREVER_MS for
-    infinity); a bad value gets an error naming the call and the value."""
-    if timeout is None:
-        return default_ms
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"{what}() timeout must be a number of seconds, got {timeout!r}")
-    if math.isnan(timeout):
-        raise ValueError(f"{what}() timeout must be a number of seconds, got NaN")
-    if timeout < 0:
-        raise ValueError(f"{what}() timeout must not be negative, got {timeout!r}")
-    if timeout == float("inf"):
-        return _FOREVER_MS
-    return min(int(timeout * 1000), _FOREVER_MS)
-
-
-def _check_topic_name(name: object) -> str:
-    """Kafka's rule for legal topic names (``Topic.validate`` in Java)."""
-    if not isinstance(name, str):
-        raise TypeError(f"topic names must be strings, got {name!r}")
-    if (
-        not _LEGAL_TOPIC.fullmatch(name)
-        or name in (".", "..")
-    ):
-        raise InvalidTopicError(
-            f"Invalid topic name {name!r}: a topic name is 1 to {_MAX_TOPIC_LENGTH} "
-            "characters of ASCII letters, digits, '.', '_' and '-', and is not '.' or '..'"
-        )
-    return name
-
-
-def _unrecoverable(error: KafkaError) -> KafkaError:
-    """Say in a fatal error's message that the consumer must be recreated."""
-    error.args = (
-        f"{error.message.rstrip('.')}. The consumer cannot recover from this error: it must be "
-        "closed and recreated.",
-        *error.args[1:],
-    )
-    return error
-
-
-class ShareConsumer(Generic[K, V]):
+class ShareConsumer(ConsumerCore[K, V]):
     """A consumer in a Kafka share group (KIP-932), like Java's ``KafkaShareConsumer``.
 
     Configuration takes Kafka's dotted keys, Python keyword names, or both::
@@ -187,74 +94,15 @@ class ShareConsumer(Generic[K, V]):
         value_deserializer: Callable[[bytes], V] | None = None,
         **kwargs: object,
     ) -> None:
-        # Set first so __del__/close work even if parsing fails.
-        self._state = _State.CLOSED
-        if key_deserializer is not None:
-            kwargs["key_deserializer"] = key_deserializer
-        if value_deserializer is not None:
-            kwargs["value_deserializer"] = value_deserializer
-        self._config: ShareConsumerConfig = parse_config(config, **kwargs)
+        super().__init__(config, key_deserializer, value_deserializer, kwargs)
         cfg = self._config
-        cfg.validate_supported()  # e.g. SSL/SASL: refuse rather than connect in plaintext
-        self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
-        self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
-        # record_limit never locks records before the application asks for them;
-        # batch_optimized fetches ahead while the application is fast enough.
-        self._prefetch = cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
-        self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
-        #: a poll's acks while it may still send them with a fetch ahead (None: sent)
-        self._ahead_acks: AcksByPartition | None = None
-        #: when to fetch ahead (batch_optimized), and the application's pace
-        self._ahead = FetchAheadPolicy(cfg.max_poll_records)
-        #: a fetch was sent during the current poll
-        self._fetch_sent = False
-        self._in_flight = InFlightBatch()
-        self._metrics = ShareConsumerMetrics(
-            sample_window_ms=cfg.metrics_sample_window_ms,
-            num_samples=cfg.metrics_num_samples,
-            created_ms=_now_ms(),
-        )
-        self._collector: FetchCollector[K, V] = FetchCollector(
-            buffer=self._fetch_buffer,
-            in_flight=self._in_flight,
-            key_deserializer=cfg.key_deserializer,
-            value_deserializer=cfg.value_deserializer,
-            check_crcs=cfg.check_crcs,
-            max_poll_records=cfg.max_poll_records,
-            metrics=self._metrics,
-            drop_expired=not cfg.share_auto_renew,
-        )
-        self._subscription: frozenset[str] = frozenset()
-        self._callback: AcknowledgementCommitCallback | None = None
-        self._in_callback = False
-        self._owner: int | None = None
-        self._owner_depth = 0
-        self._guard = threading.Lock()
-        # A plain flag plus a byte on the wake pipe, not a threading.Event or a
-        # Future: wakeup() must never block, and is often called from a signal
-        # handler running on the very thread that waits (Event.set and
-        # Future.set_result take locks that thread may hold).
-        self._wakeup_requested = False
-        self._pending_error: KafkaError | None = None
-        self._poll_waited_ms = 0
-        self._deferred_errors: list[KafkaError] = []
-        self._fatal_error: KafkaError | None = None
-        #: the fatal error was raised once: later polls wait before raising it again
-        self._fatal_raised = False
-        #: close() was called by another thread while this one was in a call
-        self._close_requested = False
-        self._completions: list[AcknowledgementCompletion] = []
-        self._acquisition_lock_timeout_ms: int | None = None
-        self._thread = NetworkThread(
+        self._thread: NetworkThread = NetworkThread(
             config=cfg,
             client_id=self._client_id,
             fetch_buffer=self._fetch_buffer,
             metrics=self._metrics,
         )
-        self._log = ContextLogger(
-            log, consumer_log_prefix(self._client_id, cfg.group_id, self._thread.member_id)
-        )
-        self._collector.log = self._log
+        self._attach(self._thread)
         self._thread.start()
         self._state = _State.OPEN
         self._log.debug("share consumer created")
@@ -276,26 +124,6 @@ class ShareConsumer(Generic[K, V]):
             except Exception:
                 pass
 
-    # -- identity --------------------------------------------------------------
-
-    @property
-    def client_id(self) -> str:
-        return self._client_id
-
-    @property
-    def group_id(self) -> str:
-        return self._config.group_id
-
-    @property
-    def member_id(self) -> str:
-        """The member id this consumer generated for itself (kept for its lifetime)."""
-        return self._thread.member_id
-
-    @property
-    def acquisition_lock_timeout_ms(self) -> int | None:
-        """The acquisition lock duration the broker reported most recently, if any."""
-        return self._acquisition_lock_timeout_ms
-
     # -- subscription ----------------------------------------------------------
 
     def subscribe(self, topics: Collection[str]) -> None:
@@ -309,23 +137,13 @@ class ShareConsumer(Generic[K, V]):
                 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``); the message names it.
         """
         with self._owned():
-            if isinstance(topics, (str, bytes)):
-                raise TypeError(
-                    f"subscribe() takes a collection of topic names, not a single string: "
-                    f"use subscribe([{topics!r}])"
-                )
-            names = [_check_topic_name(t) for t in topics]
-            if not names:
+            new = self._check_topics(topics)
+            if not new:
                 self._unsubscribe_locked()
                 return
-            new = frozenset(names)
             self._call(SubscriptionChangeEvent(deadline_ms=self._api_deadline(), topics=new))
             self._subscription = new
 
-    def subscription(self) -> frozenset[str]:
-        """The current subscription (empty if none)."""
-        with self._owned():
-            return self._subscription
 
     def unsubscribe(self) -> None:
         """Clear the subscription and leave the group."""
@@ -361,16 +179,9 @@ class ShareConsumer(Generic[K, V]):
                 once; every later poll raises it again after waiting out its timeout
                 (1 s without a timeout), so a loop that catches it cannot spin.
         """
-        timeout_ms: int | None = None
-        if timeout is not None:
-            timeout_ms = _timeout_ms(timeout, 0, "poll")
-            if timeout_ms >= _FOREVER_MS:
-                timeout_ms = None  # poll(float("inf")) is poll()
+        timeout_ms = self._poll_timeout_ms(timeout)
         with self._owned():
-            started = _now_ms()
-            self._ahead.poll_started(time.monotonic() * 1000.0)
-            self._metrics.record_poll_start(started)
-            self._poll_waited_ms = 0
+            started = self._poll_begin()
             records: ConsumerRecords[K, V] = ConsumerRecords()
             try:
                 if self._fatal_error is not None and self._fatal_raised:
@@ -379,9 +190,9 @@ class ShareConsumer(Generic[K, V]):
                     )
                 records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
             finally:
-                self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
-                self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
+                self._poll_end(records)
             return records
+
 
     def _wait_until(self, deadline_ms: int) -> None:
         """Sleep until ``deadline_ms``; :meth:`wakeup` (or a close from another
@@ -400,215 +211,17 @@ class ShareConsumer(Generic[K, V]):
         self._fetch_sent = False
         while True:
             self._maybe_raise_wakeup()
-            records = self._poll_once()
+            records, remaining = self._poll_outcome(self._poll_once(), deadline)
             if records is not None:
-                self._handle_completions()
                 return records
-            remaining = deadline - _now_ms()
-            if remaining <= 0:
-                self._handle_completions()
-                return ConsumerRecords()
             waited_from = _now_ms()
             self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
             self._poll_waited_ms += _now_ms() - waited_from
             self._raise_background()
             self._handle_completions()
 
-    def _start_poll(self) -> None:
-        """What every poll does first: errors, the last batch's acks, the checks."""
-        self._raise_background()
-        self._handle_completions()
-        # Failed records whose error the last poll raised get their default
-        # RELEASE/REJECT now, unless acknowledged by coordinates meanwhile.
-        self._in_flight.settle_failed()
-        if self._pending_error is not None:
-            err, self._pending_error = self._pending_error, None
-            self._in_flight.mark_failed_raised()
-            raise err
-        if self._explicit:
-            if not self._in_flight.all_acknowledged():
-                raise IllegalStateError(
-                    "All records must be acknowledged in explicit acknowledgement mode."
-                )
-        else:
-            self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-        if not self._subscription:
-            raise IllegalStateError("Consumer is not subscribed to any topics.")
-        self._submit(PollEvent(now_ms=_now_ms()))
+    # -- committing ------------------------------------------------------------------
 
-    def _poll_once(self) -> ConsumerRecords[K, V] | None:
-        """One round: send the acks taken so far, hand out records if there are
-        some (None if not), and ask for more when the buffer runs dry."""
-        acks = self._take_acks()
-        if self._in_flight.has_renewing():
-            # Renewed records come back first; no new records meanwhile.
-            if acks:
-                self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
-            returned = self._in_flight.take_ready()
-            return self._records_of(returned) if returned else None
-        buffered_before = self._collector.has_buffered()
-        acks, on_drained = self._fetch_ahead_now(acks)
-        batch, acks = self._collect(acks, on_drained)
-        # Otherwise fetch when nothing was buffered (Java), or, in prefetch
-        # mode, as soon as this poll drained the buffer.
-        want_fetch = (
-            not self._fetch_sent
-            and (not buffered_before or self._prefetch)
-            and not self._collector.has_buffered()
-        )
-        if not batch.records and batch.error is None:
-            if want_fetch or acks:
-                self._send_acks(acks, fetch=want_fetch)
-                self._fetch_sent = self._fetch_sent or want_fetch
-            return None
-        if batch.error is None:
-            # GAP acks found while decoding go out with this round.
-            acks, elsewhere = _merge_acks(acks, self._take_acks())
-            if elsewhere:  # a leader move: to the new node on their own
-                self._send_acks(elsewhere, fetch=False, linger=True)
-        # A failed record's default RELEASE/REJECT waits in the batch until the
-        # application has seen its error (InFlightBatch.settle_failed), so it
-        # can still override it.
-        self._send_acks(acks, fetch=want_fetch, linger=True)
-        self._fetch_sent = self._fetch_sent or want_fetch
-        if batch.error is not None:
-            if not batch.records:
-                self._in_flight.mark_failed_raised()
-                raise batch.error
-            self._pending_error = batch.error
-        self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
-        self._metrics.record_consumed(len(batch.records), batch.size_bytes, _now_ms())
-        return batch.records
-
-    def _fetch_ahead_now(
-        self, acks: AcksByPartition
-    ) -> tuple[AcksByPartition, Callable[[int, int], None] | None]:
-        """Fetch ahead (batch_optimized) while records are still to be delivered,
-        so the broker works while this thread decodes and the application
-        processes; this poll's acks ride on it. The policy
-        (:class:`FetchAheadPolicy`) decides; otherwise the decision is taken
-        again when :meth:`_collect` takes the last queued response (the hook).
-
-        Returns the acks still to send and the hook for the collector.
-        """
-        if not self._prefetch:
-            return acks, None
-        delivering = self._collector.delivering()
-        if not self._fetch_sent and self._ahead.ahead_while_delivering(
-            delivering, self._collector.delivering_acquired(), self._fetch_buffer.is_empty()
-        ):
-            self._ahead.sent_for(delivering)
-            self._send_fetch_ahead(acks)
-            self._fetch_sent = True
-            return {}, None
-        # A response taken from the queue means the fetch before it was
-        # answered, so the hook may ask again even if this poll sent one.
-        self._ahead_acks = acks
-        return acks, self._ahead_on_drained
-
-    def _collect(
-        self, acks: AcksByPartition, on_drained: Callable[[int, int], None] | None
-    ) -> tuple[CollectResult[K, V], AcksByPartition]:
-        """Collect the records of this poll; returns them and the acks still to send."""
-        try:
-            batch = self._collector.collect(on_drained)
-        except BaseException:
-            # Whatever raised (a KeyboardInterrupt in a deserializer...), the
-            # acks this poll took from the batch still go out.
-            if on_drained is not None and self._ahead_acks is None:
-                acks = {}  # they went out with the fetch ahead
-            self._ahead_acks = None
-            self._send_acks(acks, fetch=False)
-            raise
-        if on_drained is not None:
-            if self._ahead_acks is None:  # the hook sent them with a fetch ahead
-                acks = {}
-                self._fetch_sent = True
-                self._ahead.sent_for(self._collector.delivering())
-            self._ahead_acks = None
-        return batch, acks
-
-    def _records_of(
-        self, by_partition: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]
-    ) -> ConsumerRecords[K, V]:
-        return ConsumerRecords(by_partition)
-
-    def metrics(self) -> dict[str, float]:
-        """A snapshot of this consumer's metrics, under Java's share-consumer names
-        (``records-consumed-rate``, ``fetch-latency-avg``, ``heartbeat-rate``, ...;
-        see :data:`kafka_share.metrics.METRIC_GROUPS`). NaN where nothing was measured.
-        Safe to call from any thread.
-        """
-        return self._metrics.snapshot(_now_ms())
-
-    # -- acknowledging ---------------------------------------------------------------
-
-    def acknowledge(
-        self, record: ConsumerRecord[K, V], type: AcknowledgeType = AcknowledgeType.ACCEPT
-    ) -> None:
-        """Acknowledge a record of the current batch (explicit mode only).
-
-        Acknowledging the same record twice before it is sent keeps the last type.
-        The acknowledgement is sent by the next ``poll``, ``commit_sync``,
-        ``commit_async`` or ``close``.
-
-        Raises:
-            IllegalStateError: implicit mode, or the record is not in the current batch.
-            UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
-        """
-        # Fast path for the per-record hot loop: the common call (ACCEPT or RELEASE
-        # or REJECT in explicit mode, by the owning thread, outside the callback)
-        # skips the full guard. acknowledge() never blocks, so a lock-free check of
-        # the owner is enough to refuse a second thread inside a blocking call.
-        owner = self._owner
-        if (
-            # Identity tests: hashing an Enum member runs Python code.
-            (type is _ACCEPT or type is _RELEASE or type is _REJECT)
-            and self._explicit
-            and self._state is _State.OPEN
-            and not self._in_callback
-            and (owner is None or owner == threading.get_ident())
-        ):
-            self._in_flight.acknowledge(record, type)
-            return
-        with self._owned():
-            ack_type = self._check_ack_type(type)
-            self._in_flight.acknowledge(record, ack_type)
-
-    def acknowledge_offset(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        type: AcknowledgeType = AcknowledgeType.ACCEPT,
-    ) -> None:
-        """Acknowledge by coordinates a record that could not be returned by ``poll``
-        (deserialization failure or corrupt batch), e.g. to REJECT a poison record.
-
-        Raises:
-            IllegalStateError: implicit mode, or the offset is not such a record.
-        """
-        with self._owned():
-            ack_type = self._check_ack_type(type)
-            self._in_flight.acknowledge_offset(topic, partition, offset, ack_type)
-
-    def _check_ack_type(self, type: object) -> AcknowledgeType:
-        if not self._explicit:
-            raise IllegalStateError(
-                "Implicit acknowledgement of delivery is being used: the record cannot be "
-                "acknowledged, poll() accepts the previous batch itself. Set "
-                "share.acknowledgement.mode=explicit to acknowledge records one by one."
-            )
-        try:
-            ack_type = AcknowledgeType(type)  # type: ignore[arg-type]
-        except (ValueError, TypeError):
-            raise ValueError(
-                f"invalid acknowledge type {type!r}: use AcknowledgeType.ACCEPT, RELEASE, "
-                "REJECT or RENEW"
-            ) from None
-        if ack_type is AcknowledgeType.RENEW:
-            self._thread.require(ShareFeature.RENEW)
-        return ack_type
 
     def commit_sync(
         self, timeout: float | None = None
@@ -627,11 +240,7 @@ class ShareConsumer(Generic[K, V]):
         """
         timeout_ms = _timeout_ms(timeout, self._config.default_api_timeout_ms, "commit_sync")
         with self._owned():
-            self._handle_completions()
-            if not self._explicit:
-                self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-            self._in_flight.settle_failed()
-            acks = self._take_acks()
+            acks = self._commit_acks()
             if not acks:
                 return {}
             event = AcknowledgeSyncEvent(deadline_ms=_now_ms() + timeout_ms, acks=acks)
@@ -639,32 +248,6 @@ class ShareConsumer(Generic[K, V]):
             self._handle_completions()
             assert isinstance(result, dict)
             return result
-
-    def commit_async(self) -> None:
-        """Send pending acknowledgements without waiting; results reach the callback."""
-        with self._owned():
-            self._handle_completions()
-            if not self._explicit:
-                self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-            self._in_flight.settle_failed()
-            acks = self._take_acks()
-            if acks:
-                self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
-
-    def set_acknowledgement_commit_callback(
-        self, callback: AcknowledgementCommitCallback | None
-    ) -> None:
-        """Set (or clear with ``None``) the callback told about every acknowledgement
-        batch's outcome. It runs on the application thread, inside ``poll``,
-        ``commit_sync``, ``commit_async`` and ``close``. Exceptions it raises are
-        logged, not propagated. It must not call this consumer (except ``wakeup``).
-        """
-        with self._owned():
-            if callback is not None and not callable(callback):
-                raise TypeError(f"the callback must be callable, got {callback!r}")
-            # Completions always come back (RENEW needs them); without a callback
-            # they are simply not reported.
-            self._callback = callback
 
     # -- wakeup and close -------------------------------------------------------------
 
@@ -703,12 +286,10 @@ class ShareConsumer(Generic[K, V]):
             if self._state is not _State.OPEN:
                 return
         with self._owned(allow_closing=True):
-            self._state = _State.CLOSING
             deadline = _now_ms() + min(timeout_ms, self._config.request_timeout_ms)
             first_error: BaseException | None = None
             try:
-                self._in_flight.settle_failed(everything=True)
-                acks = self._take_acks()
+                acks = self._close_acks()
                 try:
                     self._call(AcknowledgeOnCloseEvent(deadline_ms=deadline, acks=acks),
                                wakeable=False)
@@ -724,28 +305,10 @@ class ShareConsumer(Generic[K, V]):
                 first_error = exc
             finally:
                 self._thread.stop(max(0, deadline - _now_ms()))
-                self._state = _State.CLOSED
-                self._in_flight.clear()
-                self._fetch_buffer.close()
+                self._closed()
             if first_error is not None:
                 raise first_error
 
-    # -- internals: thread ownership ----------------------------------------------------
-
-    def _owned(self, *, allow_closing: bool = False) -> _Ownership:
-        return _Ownership(self, allow_closing)
-
-    def _check_open(self) -> None:
-        if self._state is not _State.OPEN:
-            raise IllegalStateError("This consumer has already been closed.")
-
-    # -- internals: events ------------------------------------------------------------
-
-    def _api_deadline(self) -> int:
-        return _now_ms() + self._config.default_api_timeout_ms
-
-    def _submit(self, event: ApplicationEvent) -> None:
-        self._thread.submit(event)
 
     def _call(self, event: CompletableEvent, *, wakeable: bool = True) -> object:
         """Submit a completable event and wait for its result (bounded by its deadline).
@@ -764,45 +327,10 @@ class ShareConsumer(Generic[K, V]):
         give_up_ms = event.deadline_ms + 500
         while True:
             pipe.drain()  # before the checks: a byte written after them ends the wait
-            if event.future.done():
+            remaining_ms = self._call_wait_ms(event, give_up_ms, wakeable=wakeable)
+            if remaining_ms is None:
                 return event.future.result()
-            if wakeable:
-                self._maybe_raise_wakeup()
-            remaining_ms = give_up_ms - _now_ms()
-            if remaining_ms <= 0:
-                raise KafkaTimeoutError(
-                    f"{type(event).__name__} did not complete before its deadline"
-                )
             pipe.wait(remaining_ms / 1000.0)
-
-    def _maybe_raise_wakeup(self) -> None:
-        if self._close_requested:
-            raise WakeupError("the blocking call was interrupted by close() from another thread")
-        if self._wakeup_requested:
-            self._wakeup_requested = False
-            raise WakeupError("the blocking call was interrupted by wakeup()")
-
-    def _take_acks(self) -> AcksByPartition:
-        taken = self._in_flight.take_acknowledged()
-        out: AcksByPartition = {}
-        generations = self._in_flight.generations
-        for tip, (node_id, offsets) in taken.items():
-            out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(
-                offsets, session_generation=generations.get(tip)
-            ))
-        return out
-
-    def _ahead_on_drained(self, acquired: int, size: int) -> None:
-        """Collector hook: the last queued response was just taken, not decoded.
-
-        A small response means the consumer has caught up with the log: nothing
-        is waiting to be prefetched, and a fetch ahead would only come back empty
-        and delay the long-polling fetch that brings the next record. Such a
-        response is drained first, then fetched for as usual.
-        """
-        if self._ahead_acks is not None and self._ahead.ahead_on_drained(acquired, size):
-            acks, self._ahead_acks = self._ahead_acks, None
-            self._send_fetch_ahead(acks)
 
     def _send_fetch_ahead(self, acks: AcksByPartition) -> None:
         """Submit a fetch ahead and let the network thread send it before going on.
@@ -826,145 +354,4 @@ class ShareConsumer(Generic[K, V]):
         self._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=self._api_deadline(),
                                 max_records=self._ahead.max_records()))
         sent.wait(_FETCH_HANDOFF_S)
-
-    def _send_acks(self, acks: AcksByPartition, *, fetch: bool, linger: bool = False) -> None:
-        """Ride on a fetch, or go out as a ShareAcknowledge.
-
-        ``linger``: the buffer still holds records, so more acks follow within
-        milliseconds; the network thread keeps these for up to ``ACK_LINGER_MS``
-        and puts them on the next ShareFetch to their node if one goes out by then,
-        instead of a ShareAcknowledge each that the fetch would queue behind.
-        """
-        if fetch:
-            self._submit(FetchEvent(acks, max_records=self._ahead.max_records()))
-        elif acks:
-            self._submit(AcknowledgeAsyncEvent(
-                acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0
-            ))
-
-    def _drain_background(self) -> None:
-        for event in self._fetch_buffer.take_background():
-            if isinstance(event, ErrorEvent):
-                if event.fatal:
-                    if self._fatal_error is None:
-                        self._fatal_error = _unrecoverable(event.error)
-                else:
-                    self._deferred_errors.append(event.error)
-            elif isinstance(event, SessionReplaced):
-                self._collector.drop_stale(event.node_id, event.generation)
-            elif isinstance(event, LocksLost):
-                self._collector.drop_lost(event)
-            else:
-                assert isinstance(event, AcknowledgementCompletion)
-                self._completions.append(event)
-
-    def _raise_background(self) -> None:
-        """Raise the oldest error the network thread reported (fatal group errors...)."""
-        self._drain_background()
-        if self._deferred_errors:
-            raise self._deferred_errors.pop(0)
-        if self._fatal_error is not None:
-            # poll() waits before raising it again (see poll); a fresh traceback
-            # each time, or re-raising one object would grow it without bound.
-            self._fatal_raised = True
-            raise self._fatal_error.with_traceback(None)
-
-    def _handle_completions(self) -> None:
-        """Apply acknowledgement results: return renewed records, run the callback."""
-        self._drain_background()
-        completions, self._completions = self._completions, []
-        for c in completions:
-            if c.renewed_offsets or (c.error is not None and c.offsets):
-                failed = c.offsets - c.renewed_offsets if c.error is not None else frozenset()
-                self._in_flight.on_renew_completed(c.partition, c.renewed_offsets, failed)
-            if c.acquisition_lock_timeout_ms is not None and c.renewed_offsets:
-                self._note_lock_timeout(c.acquisition_lock_timeout_ms)
-            if self._callback is not None:
-                self._run_callback({c.partition: set(c.offsets)}, c.error)
-
-    def _run_callback(
-        self, offsets: dict[TopicIdPartition, set[int]], error: KafkaError | None
-    ) -> None:
-        assert self._callback is not None
-        self._in_callback = True
-        try:
-            self._callback(offsets, error)
-        except Exception:
-            self._log.exception("Exception thrown by acknowledgement commit callback")
-        finally:
-            self._in_callback = False
-
-    def _note_lock_timeout(self, timeout_ms: int | None) -> None:
-        if timeout_ms is not None and timeout_ms > 0:
-            self._acquisition_lock_timeout_ms = timeout_ms
-            self._ahead.note_lock_timeout(timeout_ms)
-
-    def __repr__(self) -> str:
-        return (
-            f"ShareConsumer(client_id={self._client_id!r}, group_id={self._config.group_id!r}, "
-            f"state={self._state.value})"
-        )
-
-
-def _merge_acks(
-    first: AcksByPartition, second: AcksByPartition
-) -> tuple[AcksByPartition, AcksByPartition]:
-    """``second`` merged into ``first`` where both go to the same node, and the
-    acks of ``second`` bound for another node than ``first``'s for that partition
-    (records delivered by a new leader after a leader move): those go apart."""
-    if not second:
-        return first, {}
-    merged = dict(first)
-    elsewhere: AcksByPartition = {}
-    for tip, node_acks in second.items():
-        existing = merged.get(tip)
-        if existing is None:
-            merged[tip] = node_acks
-        elif existing.node_id != node_acks.node_id:
-            elsewhere[tip] = node_acks
-        else:
-            existing.acknowledgements.merge(node_acks.acknowledgements)
-    return merged, elsewhere
-
-
-class _Ownership:
-    """The single-thread guard (Java's "light lock").
-
-    Re-entrant for the owning thread; another thread gets an error instead of
-    corrupting state. Calls from inside the commit callback are refused.
-    """
-
-    __slots__ = ("_allow_closing", "_consumer")
-
-    def __init__(self, consumer: ShareConsumer[Any, Any], allow_closing: bool) -> None:
-        self._consumer = consumer
-        self._allow_closing = allow_closing
-
-    def __enter__(self) -> None:
-        c = self._consumer
-        me = threading.get_ident()
-        with c._guard:
-            if c._owner is not None and c._owner != me:
-                raise IllegalStateError(
-                    "ShareConsumer is not safe for multi-threaded access: it is in use by "
-                    "another thread (only wakeup() may be called from other threads)"
-                )
-            if c._in_callback:
-                raise IllegalStateError(
-                    "ShareConsumer methods are not accessible from the acknowledgement "
-                    "commit callback (except wakeup())."
-                )
-            if c._state is not _State.OPEN and not (
-                self._allow_closing and c._state is _State.CLOSING
-            ):
-                raise IllegalStateError("This consumer has already been closed.")
-            c._owner = me
-            c._owner_depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        c = self._consumer
-        with c._guard:
-            c._owner_depth -= 1
-            if c._owner_depth == 0:
-                c._owner = None
 

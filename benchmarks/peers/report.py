@@ -17,6 +17,8 @@ LABELS = {
     "confluent-share-explicit": "confluent ShareConsumer explicit",
     "java-share-perf": "Java ShareConsumerPerformance",
     "confluent-classic": "confluent classic Consumer",
+    "kafka-share-async-implicit": "kafka-share AsyncShareConsumer implicit",
+    "kafka-share-async-explicit": "kafka-share AsyncShareConsumer explicit",
 }
 
 # (kafka-share client, peer, what the ratio compares)
@@ -26,6 +28,8 @@ RATIO_PAIRS = (
     ("kafka-share-implicit", "java-share-perf"),
     ("kafka-share-implicit", "confluent-classic"),
     ("kafka-share-explicit", "kafka-share-implicit"),
+    ("kafka-share-async-implicit", "kafka-share-implicit"),
+    ("kafka-share-async-explicit", "kafka-share-explicit"),
 )
 
 

@@ -34,7 +34,7 @@ from peers.worker import peak_rss_bytes
 __all__ = ["DataSet", "main", "run_benchmark"]
 
 JAVA_CLIENT = "java-share-perf"
-ALL_CLIENTS = (*PY_CLIENTS[:4], JAVA_CLIENT, PY_CLIENTS[4])
+ALL_CLIENTS = (*PY_CLIENTS[:4], JAVA_CLIENT, *PY_CLIENTS[4:])
 WORKER = Path(__file__).with_name("worker.py")
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 

@@ -16,7 +16,9 @@ alone. The worker also measures itself:
   with the producer's ``time.time_ns()`` (8 bytes, big-endian).
 
 Clients: ``kafka-share-implicit``, ``kafka-share-explicit`` (one ``acknowledge``
-per record), ``confluent-share-implicit``, ``confluent-share-explicit`` (the
+per record), ``kafka-share-async-implicit``, ``kafka-share-async-explicit`` (the
+same through ``AsyncShareConsumer`` on an asyncio event loop),
+``confluent-share-implicit``, ``confluent-share-explicit`` (the
 same with librdkafka's preview share consumer), ``confluent-classic``
 (a classic consumer group, the non-share ceiling).
 """
@@ -42,6 +44,8 @@ CLIENTS = (
     "confluent-share-implicit",
     "confluent-share-explicit",
     "confluent-classic",
+    "kafka-share-async-implicit",
+    "kafka-share-async-explicit",
 )
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -107,6 +111,51 @@ def _kafka_share(args: argparse.Namespace, explicit: bool) -> tuple[Callable[[],
         if explicit:
             consumer.commit_sync()
         consumer.close()
+
+    return close, batches()
+
+
+def _kafka_share_async(
+    args: argparse.Namespace, explicit: bool
+) -> tuple[Callable[[], None], Batches]:
+    """``AsyncShareConsumer`` on an asyncio loop; each batch is one awaited poll.
+
+    The loop runs only inside ``run_until_complete``, as in an application whose
+    per-record work runs on the loop between polls (the consumer's I/O runs in
+    the loop's callbacks during the polls)."""
+    import asyncio
+
+    from kafka_share.aio import AsyncShareConsumer
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap_servers,
+        "group.id": args.group,
+        "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+    }
+    config.update(args.config)
+    loop = asyncio.new_event_loop()
+
+    async def create() -> AsyncShareConsumer[bytes, bytes]:
+        return AsyncShareConsumer(config)
+
+    consumer = loop.run_until_complete(create())
+
+    def batches() -> Batches:
+        loop.run_until_complete(consumer.subscribe([args.topic]))
+        while True:
+            records = loop.run_until_complete(consumer.poll(timeout=0.5))
+            values: list[bytes | None] = []
+            for record in records:
+                values.append(record.value)
+                if explicit:
+                    consumer.acknowledge(record)
+            yield values
+
+    def close() -> None:
+        if explicit:
+            loop.run_until_complete(consumer.commit_sync())
+        loop.run_until_complete(consumer.close())
+        loop.close()
 
     return close, batches()
 
@@ -186,6 +235,10 @@ def make_client(args: argparse.Namespace) -> tuple[Callable[[], None], Batches]:
         return _kafka_share(args, explicit=False)
     if args.client == "kafka-share-explicit":
         return _kafka_share(args, explicit=True)
+    if args.client == "kafka-share-async-implicit":
+        return _kafka_share_async(args, explicit=False)
+    if args.client == "kafka-share-async-explicit":
+        return _kafka_share_async(args, explicit=True)
     if args.client == "confluent-share-implicit":
         return _confluent_share(args, explicit=False)
     if args.client == "confluent-share-explicit":

@@ -29,7 +29,7 @@ import logging
 import operator
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
@@ -90,6 +90,11 @@ _KEY_SIZE_FIELD = operator.itemgetter(10)
 _VALUE_SIZE_FIELD = operator.itemgetter(11)
 
 
+#: sliced decoding: a record batch larger than this is decoded in pieces this big
+#: (about 1 ms of CPU each for small records)
+_DECODE_CHUNK_RECORDS = 500
+
+
 def _payload_size(records: list[Any]) -> int:
     """Key + value bytes of ConsumerRecord tuples (a null counts as 0)."""
     keys: list[int] = list(map(_KEY_SIZE_FIELD, records))
@@ -108,6 +113,7 @@ class _PartitionData:
     __slots__ = (
         "acquired_count",
         "bytes_left",
+        "decoder",
         "errors_at",
         "gaps",
         "generation",
@@ -137,6 +143,8 @@ class _PartitionData:
         #: fetch's delivery starts (not at decoding: see FetchCollector.collect)
         self.gaps: list[int] = []
         self.next_index = 0
+        #: decoding in slices: the decoder of the batches not decoded yet (None: done)
+        self.decoder: Iterator[int] | None = None
 
     @property
     def undelivered(self) -> int:
@@ -144,8 +152,10 @@ class _PartitionData:
 
     @property
     def exhausted(self) -> bool:
-        return self.next_index >= len(self.pending) and not any(
-            i >= self.next_index for i in self.errors_at
+        return (
+            self.decoder is None
+            and self.next_index >= len(self.pending)
+            and not any(i >= self.next_index for i in self.errors_at)
         )
 
 
@@ -159,12 +169,20 @@ class FetchCollector(Generic[K, V]):
         value_deserializer: Deserializer | None,
         check_crcs: bool,
         max_poll_records: int,
+        sliced_decoding: bool = False,
         metrics: ShareConsumerMetrics | None = None,
         drop_expired: bool = True,
         clock: Callable[[], int] = _monotonic_ms,
         logger: Logger | None = None,
     ) -> None:
         self._buffer = buffer
+        #: decode a fetch a slice at a time (a record batch, or
+        #: _DECODE_CHUNK_RECORDS of a large one), about _DECODE_CHUNK_RECORDS
+        #: per collect call at most, only as far as delivery needs: an event loop
+        #: must not stop for a whole large response at once
+        self._sliced = sliced_decoding
+        #: decoding slices run so far (a caller sees progress without records)
+        self.decode_steps = 0
         self._metrics = metrics
         #: drop records whose lock ran out before delivery (off under share.auto.renew:
         #: the network thread renews them, and reports those it gives up on)
@@ -192,6 +210,7 @@ class FetchCollector(Generic[K, V]):
         kept: deque[_PartitionData] = deque()
         for d in self._decoded:
             if stale(d.node_id, d.generation):
+                self._decode_rest(d)
                 records += d.undelivered
             else:
                 kept.append(d)
@@ -228,6 +247,8 @@ class FetchCollector(Generic[K, V]):
         for d in self._decoded:
             if not mine(d.partition, d.node_id, d.generation):
                 continue
+            # Records of the offsets may still be in batches not decoded yet.
+            self._decode_rest(d)
             dropped += _drop_offsets(d, offsets)
             d.gaps = [g for g in d.gaps if g not in offsets]
 
@@ -275,9 +296,10 @@ class FetchCollector(Generic[K, V]):
         return self._decoded[0].acquired_count if self._decoded else None
 
     def collect(
-        self, on_drained: Callable[[int, int], None] | None = None
+        self, on_drained: Callable[[int, int], None] | None = None, *, limit: int | None = None
     ) -> CollectResult[K, V]:
-        """Take up to ``max.poll.records`` records from the buffered fetches.
+        """Take up to ``max.poll.records`` records (or ``limit``, if fewer) from the
+        buffered fetches.
 
         ``on_drained(acquired, size)`` is called (at most once) when this takes
         the last queued fetch, before decoding it: the moment to ask for the next
@@ -291,7 +313,7 @@ class FetchCollector(Generic[K, V]):
         acknowledged without the application having seen it.
         """
         out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
-        budget = self._max_poll_records
+        budget = self._max_poll_records if limit is None else min(limit, self._max_poll_records)
         size = 0
         lock_timeout: int | None = None
         error: KafkaError | None = None
@@ -303,6 +325,8 @@ class FetchCollector(Generic[K, V]):
         nodes: dict[TopicIdPartition, tuple[int, int]] = {}
         fetch: CompletedShareFetch | None = None
         now_ms = self._clock() if self._drop_expired else 0
+        #: records decoded in this call (sliced decoding; a slice counts 1 at least)
+        decoded_now = 0
         try:
             while budget > 0 and error is None:
                 if not decoded:
@@ -327,6 +351,7 @@ class FetchCollector(Generic[K, V]):
                     # records available again (probably to another consumer already).
                     # Handing them out would have them worked on twice, and their
                     # acknowledgements (GAPs included) would fail.
+                    self._decode_rest(data)
                     self._count_expired(data.undelivered, tip, "while buffered")
                     decoded.popleft()
                     continue
@@ -340,6 +365,10 @@ class FetchCollector(Generic[K, V]):
                     # holds anything of the old node (its acks must go there).
                     break
                 nodes[tip] = (data.node_id, data.generation)
+                if data.decoder is not None and len(data.pending) - data.next_index < budget:
+                    if decoded_now >= _DECODE_CHUNK_RECORDS:
+                        break  # enough for one call: the caller yields, then asks again
+                    decoded_now += max(1, self._decode_more(data))
                 if data.gaps:
                     self._in_flight.add_gaps(tip, data.node_id, data.gaps, data.generation)
                     data.gaps = []
@@ -376,10 +405,41 @@ class FetchCollector(Generic[K, V]):
 
     def _decode(self, fetch: CompletedShareFetch) -> _PartitionData:
         data = _PartitionData(fetch)
-        tip = fetch.partition
         acquired = AcquiredRecords.from_ranges(fetch.acquired)
         if not acquired:
             return data
+        data.decoder = self._decoding(data, fetch, acquired)
+        if not self._sliced:
+            self._decode_more(data)  # all of it
+        return data
+
+    def _decode_rest(self, data: _PartitionData) -> None:
+        """Finish a fetch decoded in slices, before its records are dropped or
+        counted (a rare path, so the decoding cost does not matter)."""
+        while data.decoder is not None:
+            self._decode_more(data)
+
+    def _decode_more(self, data: _PartitionData) -> int:
+        """Decode the next slice of ``data`` (sliced), or all of it; returns how
+        many records that slice decoded."""
+        assert data.decoder is not None
+        self.decode_steps += 1
+        try:
+            return next(data.decoder)
+        except StopIteration:
+            data.decoder = None
+            return 0
+        except BaseException:
+            data.decoder = None  # a generator that raised cannot go on
+            raise
+
+    def _decoding(
+        self, data: _PartitionData, fetch: CompletedShareFetch, acquired: AcquiredRecords
+    ) -> Iterator[int]:
+        """Decode ``fetch`` into ``data``; in sliced mode, yield after each batch
+        (and each piece of a large one) how many records it decoded."""
+        tip = fetch.partition
+        sliced = self._sliced
         cursor = acquired.cursor()
         gaps: list[int] = []
         pending = data.pending
@@ -390,7 +450,17 @@ class FetchCollector(Generic[K, V]):
         topic, partition = tip.topic, tip.partition
         size = 0
         batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
+        decoded_upto = 0
         while True:
+            if sliced and (len(pending) != decoded_upto or gaps):
+                # A slice is done: hand over what it found, let delivery go on.
+                found = len(pending) - decoded_upto
+                decoded_upto = len(pending)
+                data.bytes_left += size
+                size = 0
+                data.gaps.extend(gaps)
+                gaps.clear()
+                yield found
             try:
                 batch = next(batches)
             except StopIteration:
@@ -429,10 +499,18 @@ class FetchCollector(Generic[K, V]):
                 # The common case: the whole batch lies in one acquired range, so
                 # every record has that range's delivery count and the decoder
                 # builds the ConsumerRecords itself.
+                shape = RecordShape(
+                    record_type, topic, partition, ts_type, leader_epoch, span_count
+                )
                 try:
-                    shaped = batch.shaped_records(RecordShape(
-                        record_type, topic, partition, ts_type, leader_epoch, span_count
-                    ))
+                    if sliced and batch.record_count > _DECODE_CHUNK_RECORDS:
+                        shaped = []
+                        for piece in batch.shaped_record_chunks(shape, _DECODE_CHUNK_RECORDS):
+                            shaped.extend(piece)
+                            if len(shaped) < batch.record_count:
+                                yield len(piece)  # a large batch: let the caller breathe
+                    else:
+                        shaped = batch.shaped_records(shape)
                 except CorruptBatchError as exc:
                     self._reject_batch(data, cursor, exc)
                     continue
@@ -468,10 +546,9 @@ class FetchCollector(Generic[K, V]):
                     -1 if key is None else len(key), -1 if value is None else len(value),
                 )))
             size += _payload_size(pending[first_new:])
-        data.bytes_left = size
+        data.bytes_left += size
         cursor.finish(gaps)
         data.gaps.extend(gaps)
-        return data
 
     def _reject_batch(
         self,

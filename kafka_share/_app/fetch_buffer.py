@@ -46,6 +46,9 @@ class FetchBuffer(Generic[T]):
         #: the application thread is (about to be) asleep on the pipe: producers
         #: write a byte only then, so a busy consumer costs them no syscall
         self._waiting = False
+        #: called (by the producer) after every addition: an event-loop shell
+        #: learns there is something to wake the application for
+        self.on_add: Callable[[], None] | None = None
 
     @property
     def wake_pipe(self) -> WakePipe:
@@ -56,6 +59,8 @@ class FetchBuffer(Generic[T]):
         # After the item is in (under the lock): if the waiter set _waiting
         # after that, its re-check under the lock sees the item; if before, we
         # see _waiting and write.
+        if self.on_add is not None:
+            self.on_add()
         if self._waiting:
             self._wake.wake()
 

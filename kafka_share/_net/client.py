@@ -1,7 +1,17 @@
-"""The network client: connections by (node, purpose), one selector, one wake pipe.
+"""The network client: connections by (node, purpose) and their readiness poller.
 
-Only the network thread calls into this module, except :meth:`NetworkClient.wakeup`,
-which any thread may call to end a blocking :meth:`NetworkClient.poll` early.
+Only the thread driving the client calls into this module, except
+:meth:`NetworkClient.wakeup`, which any thread may call to end a blocking
+:meth:`NetworkClient.poll` early (or, under an event loop, to schedule a round).
+
+*How* the client waits for socket readiness is pluggable (:class:`Poller`): the
+network thread uses :class:`SelectorPoller` (one ``selectors`` selector and a
+wake socketpair) and blocks in :meth:`NetworkClient.poll`; the asyncio shell
+(``kafka_share._net.aio``) registers the same sockets with the event loop's
+reader/writer callbacks and calls the three steps of ``poll`` itself:
+:meth:`NetworkClient.prepare` (send parked requests, compute how long it may
+wait), :meth:`NetworkClient.on_ready` (one ready connection) and
+:meth:`NetworkClient.finish` (timeouts, idle and closed connections).
 
 Connections are kept per *purpose* as well as per node. Share traffic (ShareFetch,
 ShareAcknowledge) gets its own connection because the broker ties a share session
@@ -34,7 +44,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -47,7 +57,7 @@ from .connection import BrokerConnection, ConnectionState, ResponseHandler
 from .resolver import Resolver
 from .security import ConnectionSecurity
 
-__all__ = ["NetworkClient", "Purpose", "monotonic_ms"]
+__all__ = ["NetworkClient", "Poller", "Purpose", "SelectorPoller", "monotonic_ms"]
 
 log = logging.getLogger("kafka_share.net")
 
@@ -93,6 +103,87 @@ class Purpose(enum.Enum):
 AddressLookup = Callable[[int], tuple[str, int] | None]
 
 
+class Poller(Protocol):
+    """Tells the client's driver when a connection's socket is ready."""
+
+    def register(self, conn: BrokerConnection) -> None:
+        """Watch ``conn.sock`` (readable and writable until told otherwise)."""
+
+    def update(self, conn: BrokerConnection, write: bool) -> None:
+        """Watch ``conn.sock`` for readability, and for writability if ``write``."""
+
+    def unregister(self, conn: BrokerConnection, sock: socket.socket) -> None:
+        """Stop watching ``sock`` (still open; unknown sockets are ignored)."""
+
+    def wakeup(self) -> None:
+        """End the driver's wait early. Safe from any thread."""
+
+    def close(self) -> None:
+        """Release what the poller holds."""
+
+
+class SelectorPoller:
+    """A ``selectors`` selector plus a wake socketpair, for a thread blocking in
+    :meth:`select`."""
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+
+    def register(self, conn: BrokerConnection) -> None:
+        self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+
+    def update(self, conn: BrokerConnection, write: bool) -> None:
+        events = selectors.EVENT_READ | selectors.EVENT_WRITE if write else selectors.EVENT_READ
+        try:
+            key = self._selector.get_key(conn.sock)
+        except (KeyError, ValueError):
+            return
+        if key.events != events:
+            self._selector.modify(conn.sock, events, conn)
+
+    def unregister(self, conn: BrokerConnection, sock: socket.socket) -> None:
+        try:
+            self._selector.unregister(sock)
+        except (KeyError, ValueError):
+            pass
+
+    def select(self, timeout_ms: int) -> list[tuple[BrokerConnection, bool, bool]]:
+        """Wait up to ``timeout_ms``; the ready connections as (conn, readable, writable)."""
+        ready: list[tuple[BrokerConnection, bool, bool]] = []
+        for key, mask in self._selector.select(max(0.0, timeout_ms / 1000.0)):
+            conn = key.data
+            if conn is None:
+                self._drain_wakeups()
+                continue
+            ready.append(
+                (conn, bool(mask & selectors.EVENT_READ), bool(mask & selectors.EVENT_WRITE))
+            )
+        return ready
+
+    def wakeup(self) -> None:
+        try:
+            self._wake_w.send(b"\x00")
+        except (BlockingIOError, OSError):
+            # A full pipe already guarantees a wakeup; a closed one means shutdown.
+            pass
+
+    def _drain_wakeups(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
 class NetworkClient:
     """Owns every socket of one consumer."""
 
@@ -112,6 +203,7 @@ class NetworkClient:
         dns_lookup: str = "use_all_dns_ips",
         logger: Logger | None = None,
         security: ConnectionSecurity | None = None,
+        poller: Poller | None = None,
     ) -> None:
         self._client_id = client_id
         #: TLS context and SASL credentials of every connection (None: PLAINTEXT).
@@ -128,11 +220,7 @@ class NetworkClient:
         self._connect_timeout = ExponentialBackoff(
             connect_timeout_ms, max(connect_timeout_ms, connect_timeout_max_ms or 0)
         )
-        self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._poller: Poller = poller if poller is not None else SelectorPoller()
         self._resolver = Resolver(self.wakeup, dns_lookup=dns_lookup)
         if security is not None and security.token_source is not None:
             # A connection waiting for an OAUTHBEARER token goes on when it arrives.
@@ -224,21 +312,15 @@ class NetworkClient:
         self._connections[(node_id, purpose)] = conn
         conn.on_close = self._unregister
         conn.on_socket_change = self._reregister
-        self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        self._poller.register(conn)
         return conn
 
     def _unregister(self, conn: BrokerConnection) -> None:
-        try:
-            self._selector.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
+        self._poller.unregister(conn, conn.sock)
 
     def _reregister(self, conn: BrokerConnection, old: socket.socket) -> None:
-        try:
-            self._selector.unregister(old)
-        except (KeyError, ValueError):
-            pass
-        self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        self._poller.unregister(conn, old)
+        self._poller.register(conn)
 
     def send(
         self,
@@ -330,9 +412,7 @@ class NetworkClient:
         for conn in list(self._connections.values()):
             conn.close(NetworkError("the consumer is closing"))
         self._reap_closed(monotonic_ms())
-        self._selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._poller.close()
 
     def has_in_flight(self) -> bool:
         return any(c.in_flight_count for c in self._connections.values()) or any(
@@ -343,14 +423,22 @@ class NetworkClient:
 
     def wakeup(self) -> None:
         """Make a blocked :meth:`poll` return early. Safe from any thread."""
-        try:
-            self._wake_w.send(b"\x00")
-        except (BlockingIOError, OSError):
-            # A full pipe already guarantees a wakeup; a closed one means shutdown.
-            pass
+        self._poller.wakeup()
 
     def poll(self, timeout_ms: int) -> None:
-        """Wait for I/O up to ``timeout_ms`` and run every ready connection's handlers."""
+        """Wait for I/O up to ``timeout_ms`` and run every ready connection's handlers
+        (a :class:`SelectorPoller` only; an event loop calls the steps itself)."""
+        poller = self._poller
+        assert isinstance(poller, SelectorPoller)
+        ready = poller.select(self.prepare(timeout_ms))
+        now = monotonic_ms()
+        for conn, readable, writable in ready:
+            self.on_ready(conn, readable, writable, now)
+        self.finish(now)
+
+    def prepare(self, timeout_ms: int) -> int:
+        """Send parked requests that may go now and bring every socket's interest up
+        to date; returns how long the driver may wait (at most ``timeout_ms``)."""
         now = monotonic_ms()
         self._unpark(now)
         parked = self._next_parked_ms(now)
@@ -362,24 +450,26 @@ class NetworkClient:
                 timeout_ms = min(timeout_ms, max(0, deadline - now))
         for conn in self._connections.values():
             self._update_interest(conn)
-        events = self._selector.select(max(0.0, timeout_ms / 1000.0))
-        now = monotonic_ms()
-        for key, mask in events:
-            conn = key.data
-            if conn is None:
-                self._drain_wakeups()
-                continue
-            assert isinstance(conn, BrokerConnection)
-            if mask & selectors.EVENT_WRITE and conn.state is not ConnectionState.CLOSED:
-                conn.on_writable(now)
-            if mask & selectors.EVENT_READ and conn.state is not ConnectionState.CLOSED:
-                conn.on_readable(now)
+        return timeout_ms
+
+    def on_ready(
+        self, conn: BrokerConnection, readable: bool, writable: bool, now_ms: int
+    ) -> None:
+        """Run one ready connection's I/O (and the handlers of its responses)."""
+        if writable and conn.state is not ConnectionState.CLOSED:
+            conn.on_writable(now_ms)
+        if readable and conn.state is not ConnectionState.CLOSED:
+            conn.on_readable(now_ms)
+
+    def finish(self, now_ms: int) -> None:
+        """After I/O: request and connect timeouts, idle and closed connections,
+        parked requests whose node may be connected to now."""
         for conn in list(self._connections.values()):
             if conn.state is not ConnectionState.CLOSED:
-                conn.check_timeouts(now)
-        self._close_idle(now)
-        self._reap_closed(now)
-        self._unpark(now)
+                conn.check_timeouts(now_ms)
+        self._close_idle(now_ms)
+        self._reap_closed(now_ms)
+        self._unpark(now_ms)
 
     def _close_idle(self, now_ms: int) -> None:
         """``connections.max.idle.ms``: close a connection with nothing in flight that
@@ -399,25 +489,10 @@ class NetworkClient:
                 conn.close(NetworkError(f"connection to node {conn.node_id} closed: idle"))
     # -- internals ----------------------------------------------------------------
 
-    def _drain_wakeups(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
     def _update_interest(self, conn: BrokerConnection) -> None:
         if conn.state is ConnectionState.CLOSED:
             return
-        events = selectors.EVENT_READ
-        if conn.wants_write():
-            events |= selectors.EVENT_WRITE
-        try:
-            key = self._selector.get_key(conn.sock)
-        except (KeyError, ValueError):
-            return
-        if key.events != events:
-            self._selector.modify(conn.sock, events, conn)
+        self._poller.update(conn, conn.wants_write())
 
     def _note_failure(self, node_id: int, address: str, error: str, now_ms: int) -> None:
         health = self._health.setdefault(node_id, _NodeHealth())
@@ -455,10 +530,6 @@ class NetworkClient:
                     self._note_ready(conn, now_ms)
                 continue
             del self._connections[key]
-            try:
-                self._selector.unregister(conn.sock)
-            except (KeyError, ValueError):
-                pass
             if not conn.was_ready or conn.responses < 2:
                 # Never got ready (TLS, SASL or ApiVersions failures included), or
                 # closed before answering anything else: reconnecting at once would

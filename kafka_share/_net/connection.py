@@ -223,12 +223,15 @@ class BrokerConnection:
             self.sock = self._open_next_socket()
         except NetworkError:
             return False
+        # The hook first: a poller must forget the old socket while it is open
+        # (an event loop's selector cannot unregister a closed descriptor, and
+        # the new socket may get the same number).
+        if self.on_socket_change is not None:
+            self.on_socket_change(self, old)
         try:
             old.close()
         except OSError:
             pass
-        if self.on_socket_change is not None:
-            self.on_socket_change(self, old)
         return True
 
     def _open_socket(self, family: Any, socktype: Any, proto: int, addr: Any) -> socket.socket:

@@ -81,6 +81,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Iterator
 from typing import Any, NamedTuple, NoReturn
 
 import attrs
@@ -399,7 +400,32 @@ class RecordBatch:
             raise ValueError("shaped_records() needs a v2 record batch")
         return self._decode(shape)
 
-    def _decode(self, shape: RecordShape | None) -> list[Any]:
+    def shaped_record_chunks(self, shape: RecordShape, chunk_records: int) -> Iterator[list[Any]]:
+        """:meth:`shaped_records` in lists of at most ``chunk_records`` records,
+        each decoded when it is asked for: an event loop can decode a large batch
+        in slices, running other work in between.
+
+        Raises:
+            CorruptBatchError: as :meth:`shaped_records`, when the bad record's
+                chunk is asked for; ValueError for a legacy batch.
+        """
+        if self._legacy_records is not None:
+            raise ValueError("shaped_record_chunks() needs a v2 record batch")
+        section = self._records_section()
+        count = section[3]
+        pos = section[1]
+        done = 0
+        while True:
+            n = min(chunk_records, count - done)
+            # The records' lengths say where the chunk ends (the last ends the batch).
+            records, pos = self._decode_section(section, shape, pos, n, last=done + n >= count)
+            done += n
+            yield records
+            if done >= count:
+                return
+
+    def _records_section(self) -> tuple[bytes, int, int, int, int | None]:
+        """(buffer, start, end, record count, append timestamp) of the records."""
         data = self._data
         pos = self._start + BATCH_HEADER_SIZE
         end = self._end
@@ -423,7 +449,24 @@ class RecordBatch:
         if count > end - pos:
             raise self._corrupt(f"record count {count} cannot fit in {end - pos} bytes of records")
         log_append = bool(self.attributes & _ATTR_LOG_APPEND_TIME)
-        start = pos
+        return buf, pos, end, count, self.max_timestamp if log_append else None
+
+    def _decode(self, shape: RecordShape | None) -> list[Any]:
+        section = self._records_section()
+        return self._decode_section(section, shape, section[1], section[3], last=True)[0]
+
+    def _decode_section(
+        self,
+        section: tuple[bytes, int, int, int, int | None],
+        shape: RecordShape | None,
+        pos: int,
+        count: int,
+        *,
+        last: bool,
+    ) -> tuple[list[Any], int]:
+        """``count`` records from ``pos`` of the records section, and the position
+        after them (``last``: they end the section)."""
+        buf, start, end, _, append_timestamp = section
         try:
             return _decode_v2_records(
                 buf,
@@ -432,8 +475,9 @@ class RecordBatch:
                 count,
                 base_offset=self.base_offset,
                 base_timestamp=self.base_timestamp,
-                append_timestamp=self.max_timestamp if log_append else None,
+                append_timestamp=append_timestamp,
                 shape=shape,
+                to_end=last,
             )
         except _RecordError as exc:
             where = exc.args[1] - start
@@ -515,7 +559,10 @@ def _decode_v2_records(
     base_timestamp: int,
     append_timestamp: int | None,
     shape: RecordShape | None = None,
-) -> list[Any]:
+    to_end: bool = True,
+) -> tuple[list[Any], int]:
+    """``count`` records from ``pos``, and the position after them; ``to_end``:
+    they must end exactly at ``end`` (the whole records section)."""
     # The hot loop. Varints are decoded inline with 1- and 2-byte fast paths
     # (almost every length, delta and size in practice), falling back to
     # _read_varint for longer ones; zig-zag decode is (u >> 1) ^ -(u & 1).
@@ -631,9 +678,9 @@ def _decode_v2_records(
                 base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
                 s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
             )))
-    if pos != end:
+    if to_end and pos != end:
         raise _RecordError(f"{end - pos} bytes left over after {count} records", pos)
-    return records
+    return records, pos
 
 
 # ---------------------------------------------------------------------- iteration

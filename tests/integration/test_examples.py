@@ -206,3 +206,34 @@ def test_explicit_poison_rejects_undeserializable_records_by_coordinates(
     again = run_example("explicit_poison.py", kafka_bootstrap, share_group, topic,
                         "--timeout", "5")
     assert summary_of(again)["rejected"] == "0"
+
+
+# -- asyncio_worker.py -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_asyncio_worker_acknowledges_each_record_after_its_awaited_call(
+    loop: str, topic_factory: Callable[..., str], share_group: str, kafka_bootstrap: str,
+    kafka_produce: Callable[..., Any],
+) -> None:
+    topic = topic_factory(partitions=2)
+    values = [(b"fail-once-%d" if i % 50 == 7 else b"job-%d") % i for i in range(300)]
+    produced = kafka_produce(topic, values)
+    expected = {(r.partition, r.offset) for r in produced}
+    flaky = {(r.partition, r.offset) for r in produced if r.value.startswith(b"fail-once")}
+    extra = ["--uvloop"] if loop == "uvloop" else []
+
+    out = run_example("asyncio_worker.py", kafka_bootstrap, share_group, topic,
+                      "--max-records", "300", "--timeout", "60", *extra)
+
+    coords = processed_coordinates(out)
+    counts = Counter((p, o) for p, o, _ in coords)
+    assert set(counts) == expected, "records missing or foreign"
+    assert max(counts.values()) == 1, "a record was processed twice"
+    released = {(int(m[1]), int(m[2])) for m in map(_RELEASED.match, out.splitlines()) if m}
+    assert released == flaky, "each flaky record is RELEASEd once, then processed"
+    assert {(p, o) for p, o, d in coords if d == 2} == flaky
+    assert summary_of(out) == {"processed": "300"}
+    again = run_example("asyncio_worker.py", kafka_bootstrap, share_group, topic,
+                        "--timeout", "4", *extra)
+    assert summary_of(again) == {"processed": "0"}

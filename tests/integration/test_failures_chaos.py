@@ -11,12 +11,12 @@ behind a :class:`TcpProxy` advertised as the broker's address.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from share_helpers import proxied_cluster
 
 from kafka_share import AcknowledgeType, ShareConsumer, TopicIdPartition
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
@@ -93,28 +93,10 @@ MARGIN_S = 1.0
 CHAOS_S = 20.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def proxied() -> Iterator[tuple[LocalKafkaCluster, TcpProxy]]:
-    broker_port = _free_port()
-    proxy = TcpProxy(("127.0.0.1", broker_port), max_lifetime_s=600, seed=20250).start()
-    cluster = LocalKafkaCluster(
-        num_nodes=1,
-        broker_ports=[broker_port],
-        # Clients learn the broker's address from metadata: advertise the proxy.
-        extra_config={"advertised.listeners": f"PLAINTEXT://{proxy.bootstrap}"},
-    )
-    try:
-        cluster.start()
-        yield cluster, proxy
-    finally:
-        cluster.stop()
-        proxy.stop()
+    with proxied_cluster(seed=20250) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")

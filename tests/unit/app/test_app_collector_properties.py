@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafka_share._app import collector as collector_module
 from kafka_share._app.collector import FetchCollector
 from kafka_share._app.events import CompletedShareFetch
 from kafka_share._app.fetch_buffer import FetchBuffer
@@ -129,11 +131,31 @@ def reference(
     fetch=fetches(),
     max_poll_records=st.sampled_from([1, 2, 3, 7, 500]),
     deserialize=st.booleans(),
+    sliced=st.booleans(),
+    limit=st.sampled_from([None, 1, 2, 100]),
+    chunk=st.sampled_from([1, 2, 3, 1000]),
 )
 def test_collector_matches_the_reference_model(
     fetch: tuple[bytes, set[int], list[tuple[int, int, int]]],
     max_poll_records: int,
     deserialize: bool,
+    sliced: bool,
+    limit: int | None,
+    chunk: int,
+) -> None:
+    """Also decoding a batch at a time (the asyncio consumer) and collecting in
+    slices of ``limit`` records, large batches in pieces of ``chunk`` records:
+    the same records, GAPs and acks."""
+    with mock.patch.object(collector_module, "_DECODE_CHUNK_RECORDS", chunk):
+        _check_against_the_model(fetch, max_poll_records, deserialize, sliced, limit)
+
+
+def _check_against_the_model(
+    fetch: tuple[bytes, set[int], list[tuple[int, int, int]]],
+    max_poll_records: int,
+    deserialize: bool,
+    sliced: bool,
+    limit: int | None,
 ) -> None:
     data, present, ranges = fetch
     buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
@@ -142,13 +164,13 @@ def test_collector_matches_the_reference_model(
         buffer=buffer, in_flight=in_flight,
         key_deserializer=None,
         value_deserializer=(lambda b: b) if deserialize else None,
-        check_crcs=True, max_poll_records=max_poll_records,
+        check_crcs=True, max_poll_records=max_poll_records, sliced_decoding=sliced,
     )
     buffer.add_all([CompletedShareFetch(NODE, TIP, memoryview(data), ranges)])
     delivered: list[tuple[int, int]] = []
     acks: dict[int, int] = {}
     for _ in range(1000):
-        result = collector.collect()
+        result = collector.collect(limit=limit)
         assert result.error is None
         assert len(result.records) <= max_poll_records
         for r in result.records:

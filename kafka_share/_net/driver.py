@@ -1,0 +1,319 @@
+"""What both I/O shells of the consumer do around the sans-IO engine.
+
+An I/O shell owns a :class:`~kafka_share.share.engine.ConsumerEngine` and a
+:class:`~kafka_share._net.client.NetworkClient`, turns application events into
+engine calls, the engine's requests into ``NetworkClient.send`` (each handler
+isolated), and the engine's results into the fetch buffer and the futures of the
+application's waiting calls, which it completes by their deadlines.
+
+:class:`EngineDriver` is all of that, with no opinion on *where* it runs: the
+network thread (``_net/thread.py``) drives it from its own loop, blocking in
+``select``; the asyncio shell (``_net/aio.py``) from event-loop callbacks.
+One round is :meth:`EngineDriver._round`: send what the engine wants now,
+expire waiting calls, and say how long the driver may wait for I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from kafka_share._app.events import (
+    AcknowledgeAsyncEvent,
+    AcknowledgementCompletion,
+    AcknowledgeOnCloseEvent,
+    AcknowledgeSyncEvent,
+    AcksByPartition,
+    ApplicationEvent,
+    CompletableEvent,
+    CompletedShareFetch,
+    ErrorEvent,
+    FetchEvent,
+    LeaveGroupEvent,
+    PollEvent,
+    StopEvent,
+    SubscriptionChangeEvent,
+)
+from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._log import ContextLogger, Logger, consumer_log_prefix
+from kafka_share.config import ShareConsumerConfig
+from kafka_share.errors import KafkaError, KafkaTimeoutError
+from kafka_share.metrics import ShareConsumerMetrics
+from kafka_share.protocol.api_keys import ApiKey
+from kafka_share.share.acknowledgements import Acknowledgements
+from kafka_share.share.capabilities import ShareFeature
+from kafka_share.share.consume_manager import ACK_LINGER_MS
+from kafka_share.share.engine import MAX_WAIT_MS, ConsumerEngine
+from kafka_share.share.membership import generate_member_id
+from kafka_share.share.results import LocksLost, SessionReplaced
+from kafka_share.share.unsent import AckResults, Channel, ResponseHandler, UnsentRequest
+
+from .client import NetworkClient, Poller, Purpose, monotonic_ms
+from .connection import ResponseHandler as ConnectionHandler
+from .security import security_from_config
+
+__all__ = ["EngineDriver"]
+
+log = logging.getLogger("kafka_share.network")
+
+_PURPOSE = {Channel.SHARE: Purpose.SHARE, Channel.CONTROL: Purpose.CONTROL}
+_CHANNEL = {Purpose.SHARE: Channel.SHARE, Purpose.CONTROL: Channel.CONTROL}
+
+
+class _Sink:
+    """Delivers engine results to the application thread and completes its futures."""
+
+    def __init__(self, thread: EngineDriver) -> None:
+        self._thread = thread
+        self._buffer = thread._buffer
+
+    def add_fetches(self, fetches: list[CompletedShareFetch]) -> None:
+        self._buffer.add_all(fetches)
+
+    def ack_completed(self, completion: AcknowledgementCompletion) -> None:
+        self._buffer.add_background(completion)
+
+    def commit_completed(self, token: object, results: AckResults, *, timed_out: bool) -> None:
+        assert isinstance(token, AcknowledgeSyncEvent | AcknowledgeOnCloseEvent)
+        if token.future.done():
+            return
+        if timed_out:
+            # Acknowledgements not sent by now stay pending: a retried commit_sync
+            # (or the next poll) sends them, so the error says it is safe to retry.
+            token.future.set_exception(KafkaTimeoutError(
+                f"{_call_name(token)} did not complete within its timeout; acknowledgements "
+                "not answered by then are still pending and go with the next poll or "
+                "commit (calling commit_sync again is safe)"
+            ))
+        else:
+            token.future.set_result(results)
+
+    def session_replaced(self, node_id: int, generation: int) -> None:
+        self._buffer.add_background(SessionReplaced(node_id, generation))
+
+    def locks_lost(self, lost: LocksLost) -> None:
+        self._buffer.add_background(lost)
+
+    def leave_completed(self) -> None:
+        self._thread._complete_leaves()
+
+    def error(self, error: KafkaError, *, fatal: bool = False) -> None:
+        self._buffer.add_background(ErrorEvent(error, fatal))
+
+
+def _call_name(event: CompletableEvent) -> str:
+    if isinstance(event, AcknowledgeSyncEvent):
+        return "commit_sync()"
+    if isinstance(event, AcknowledgeOnCloseEvent):
+        return "close()"
+    if isinstance(event, LeaveGroupEvent):
+        return "unsubscribe()"
+    return "subscribe()"
+
+
+class EngineDriver:
+    """The engine, its network client and the application's waiting calls (see the
+    module docstring); subclasses decide when rounds run."""
+
+    def __init__(
+        self,
+        *,
+        config: ShareConsumerConfig,
+        client_id: str,
+        fetch_buffer: FetchBuffer[CompletedShareFetch],
+        metrics: ShareConsumerMetrics | None = None,
+        poller: Poller | None = None,
+    ) -> None:
+        self._config = config
+        self._client_id = client_id
+        self._buffer = fetch_buffer
+        self.member_id = generate_member_id()
+        self._log: Logger = ContextLogger(
+            log, consumer_log_prefix(client_id, config.group_id, self.member_id)
+        )
+        self._engine = ConsumerEngine(
+            config,
+            member_id=self.member_id,
+            sink=_Sink(self),
+            share_fetch_version=self._share_fetch_version,
+            metrics=metrics,
+            logger=self._log,
+        )
+        self._client = NetworkClient(
+            client_id=client_id,
+            address_of=self._engine.cluster.address_of,
+            connect_timeout_ms=config.socket_connection_setup_timeout_ms,
+            connect_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            reconnect_backoff_ms=config.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+            receive_buffer_bytes=config.receive_buffer_bytes,
+            send_buffer_bytes=config.send_buffer_bytes,
+            connections_max_idle_ms=config.connections_max_idle_ms,
+            dns_lookup=config.client_dns_lookup,
+            logger=self._log,
+            security=security_from_config(config),
+            poller=poller,
+        )
+        self._client.on_disconnect = self._on_disconnect
+        self._pending: list[CompletableEvent] = []
+        #: FetchEvent.sent flags to set once this round's requests are written
+        self._fetch_waiters: list[threading.Event] = []
+        self._leave_events: list[LeaveGroupEvent] = []
+
+    def require(self, feature: ShareFeature) -> None:
+        """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:
+        the engine checks again before sending)."""
+        caps = self._engine.capabilities
+        if caps is not None:
+            caps.require(feature)
+
+    def _on_stop(self) -> None:
+        """A StopEvent was applied (close has flushed what it could)."""
+
+    # -- one round -----------------------------------------------------------------------
+
+    def _round(self, now: int) -> int:
+        """Send what the engine wants now, expire waiting calls; returns how long
+        the driver may wait for I/O (the network client may shorten it)."""
+        for req in self._engine.poll(now):
+            self._send(req, now)
+        if self._fetch_waiters:
+            # The fetches these events asked for are written (or queued for a
+            # node being connected); the waiting application thread may go on.
+            for sent in self._fetch_waiters:
+                sent.set()
+            self._fetch_waiters.clear()
+        self._expire_pending(now)
+        wait = self._engine.time_until_next_ms(now)
+        for event in self._pending:
+            wait = min(wait, max(0, event.deadline_ms - now))
+        return max(0, min(MAX_WAIT_MS, wait))
+
+    def _after_io(self) -> None:
+        """After I/O: learn the share protocol version from the first negotiation."""
+        if self._engine.capabilities is None:
+            table = self._client.any_api_versions()
+            if table is not None:
+                self._engine.on_share_fetch_versions(table.max_version(ApiKey.SHARE_FETCH))
+
+    def _send(self, req: UnsentRequest, now_ms: int) -> None:
+        self._client.send(
+            req.node_id, _PURPOSE[req.channel], req.request, self._isolated(req.handler), now_ms
+        )
+
+    def _isolated(self, handler: ResponseHandler) -> ConnectionHandler:
+        """Wrap an engine handler: pass it the time, and keep a bug in it from
+        closing a healthy connection (dropping the responses buffered on it) or
+        killing this thread. The request whose handler failed is the only casualty."""
+
+        def call(response: Any, error: KafkaError | None) -> None:
+            try:
+                handler(response, error, monotonic_ms())
+            except Exception as exc:
+                name = type(response).__name__ if response is not None else "failed request"
+                self._log.exception("internal error while handling a %s", name)
+                failure = KafkaError(
+                    f"internal error in kafka-share while handling a {name}: "
+                    f"{type(exc).__name__}: {exc} (the request failed; please report this)"
+                )
+                failure.__cause__ = exc
+                self._buffer.add_background(ErrorEvent(failure))
+
+        return call
+
+    # -- application events --------------------------------------------------------------
+
+    def _apply(self, event: ApplicationEvent, now_ms: int) -> None:
+        engine = self._engine
+        if isinstance(event, PollEvent):
+            engine.on_app_poll(event.now_ms)
+        elif isinstance(event, FetchEvent):
+            if event.ahead and not self._buffer.is_empty():
+                # A response arrived after the application asked: fetching more
+                # now would put a third response's records under lock.
+                if event.acks:
+                    engine.acknowledge_async(
+                        _node_acks(event.acks), event.ack_deadline_ms, now_ms + ACK_LINGER_MS
+                    )
+            else:
+                engine.fetch(
+                    _node_acks(event.acks), ahead=event.ahead, max_records=event.max_records
+                )
+            if event.sent is not None:
+                self._fetch_waiters.append(event.sent)
+        elif isinstance(event, AcknowledgeAsyncEvent):
+            engine.acknowledge_async(
+                _node_acks(event.acks), event.deadline_ms,
+                now_ms + event.linger_ms if event.linger_ms else 0,
+            )
+        elif isinstance(event, AcknowledgeSyncEvent):
+            self._pending.append(event)
+            engine.commit_sync(_node_acks(event.acks), event.deadline_ms, event)
+        elif isinstance(event, AcknowledgeOnCloseEvent):
+            self._pending.append(event)
+            engine.close(_node_acks(event.acks), event.deadline_ms, event)
+        elif isinstance(event, SubscriptionChangeEvent):
+            engine.subscribe(event.topics)
+            event.future.set_result(None)
+        elif isinstance(event, LeaveGroupEvent):
+            if engine.unsubscribe():
+                self._leave_events.append(event)
+                self._pending.append(event)
+            else:
+                event.future.set_result(None)
+        elif isinstance(event, StopEvent):
+            self._on_stop()
+
+    def _complete_leaves(self) -> None:
+        leaves, self._leave_events = self._leave_events, []
+        for event in leaves:
+            if not event.future.done():
+                event.future.set_result(None)
+
+    # -- connections -------------------------------------------------------------------
+
+    def _share_fetch_version(self, node_id: int) -> int | None:
+        table = self._client.api_versions(node_id, Purpose.SHARE)
+        return None if table is None else table.max_version(ApiKey.SHARE_FETCH)
+
+    def _on_disconnect(self, node_id: int, purpose: Purpose, reason: KafkaError) -> None:
+        self._engine.on_disconnect(node_id, _CHANNEL[purpose], reason)
+
+    # -- deadlines -------------------------------------------------------------------------
+
+    def _expire_pending(self, now_ms: int) -> None:
+        still: list[CompletableEvent] = []
+        for event in self._pending:
+            if event.future.done():
+                continue
+            if isinstance(event, AcknowledgeOnCloseEvent) and self._engine.close_done:
+                event.future.set_result({})
+                continue
+            if now_ms >= event.deadline_ms:
+                if isinstance(event, LeaveGroupEvent):
+                    event.future.set_result(None)  # a leave that cannot be confirmed is done
+                    continue
+                if isinstance(event, AcknowledgeSyncEvent | AcknowledgeOnCloseEvent):
+                    # The engine reports these through the sink when it sees the deadline.
+                    self._engine.poll(now_ms)
+                    if event.future.done():
+                        continue
+                event.future.set_exception(KafkaTimeoutError(
+                    f"{_call_name(event)} did not complete before its deadline"
+                ))
+                continue
+            still.append(event)
+        self._pending = still
+
+    def _fail_calls(self, error: KafkaError) -> None:
+        """Fail every waiting call with ``error`` (the shell is going away)."""
+        for event in self._pending:
+            if not event.future.done():
+                event.future.set_exception(error)
+        self._pending = []
+
+
+def _node_acks(acks: AcksByPartition) -> dict[Any, tuple[int, Acknowledgements]]:
+    return {tip: (na.node_id, na.acknowledgements) for tip, na in acks.items()}

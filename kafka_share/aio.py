@@ -1,0 +1,524 @@
+"""``AsyncShareConsumer``: a Kafka share-group consumer for asyncio applications.
+
+The same consumer as :class:`~kafka_share.ShareConsumer` (configuration,
+deserializers, errors, metrics, acknowledgement semantics: the application-side
+logic is shared, :mod:`kafka_share._app.core`), with no thread: the sans-IO
+engine is driven by the event loop the consumer was created on
+(:mod:`kafka_share._net.aio`). Sockets are watched with the loop's reader and
+writer callbacks, timers are ``call_at``, and the calls that wait for the
+broker are coroutines.
+
+Cancellation never loses a record or an acknowledgement: a cancelled ``poll``
+keeps what it had collected for the next ``poll``; a cancelled ``commit_sync``
+leaves its acknowledgements with the engine, which still sends them (their
+outcome reaches the acknowledgement commit callback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from typing import Any
+
+from kafka_share._app.core import (
+    _COMPLETABLE,
+    _DEFAULT_CLOSE_TIMEOUT_S,
+    _FATAL_REPEAT_WAIT_MS,
+    _FOREVER_MS,
+    ConsumerCore,
+    K,
+    V,
+    _now_ms,
+    _State,
+    _timeout_ms,
+)
+from kafka_share._app.events import (
+    AcknowledgeOnCloseEvent,
+    AcknowledgeSyncEvent,
+    AcksByPartition,
+    CompletableEvent,
+    FetchEvent,
+    LeaveGroupEvent,
+    SubscriptionChangeEvent,
+)
+from kafka_share._net.aio import AsyncEngineShell
+from kafka_share.errors import IllegalStateError, KafkaError, WakeupError
+from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
+
+__all__ = ["AsyncShareConsumer"]
+
+#: A poll collects at most this many records between two yields to the loop.
+SLICE_RECORDS = 500
+#: ... and yields only once it has run this long since the last yield, so a
+#: small batch costs no extra loop iteration.
+SLICE_MS = 2
+
+
+class AsyncShareConsumer(ConsumerCore[K, V]):
+    """A consumer in a Kafka share group (KIP-932) for asyncio.
+
+    Created inside a running event loop, and used from that loop's thread::
+
+        async with AsyncShareConsumer({"bootstrap.servers": "localhost:9092",
+                                       "group.id": "workers"}) as consumer:
+            await consumer.subscribe(["orders"])
+            async for record in consumer:
+                await handle(record)
+
+    It takes the same configuration, deserializers and acknowledgement modes
+    as :class:`~kafka_share.ShareConsumer`, raises the same errors and keeps the
+    same metrics. ``subscribe``, ``unsubscribe``, ``poll``, ``commit_sync`` and
+    ``close`` are coroutines; ``acknowledge``, ``acknowledge_offset``,
+    ``commit_async`` and ``wakeup`` are plain methods.
+
+    One task uses it at a time: while a coroutine of the consumer is awaiting
+    (say ``poll``), another task calling it gets ``IllegalStateError``, except
+    :meth:`wakeup` (from any thread) and :meth:`close` (which ends the pending
+    call with ``WakeupError`` and then closes).
+
+    Network I/O runs in the event loop's callbacks, so heartbeats and
+    acknowledgements keep flowing while the application awaits other work;
+    code that *blocks* the loop stops them. A loop blocked longer than the
+    heartbeat interval is logged at WARNING; longer than the group's session
+    timeout (``group.share.session.timeout.ms`` on the broker, 45 s by default),
+    and the broker fences this member and gives its records to other consumers.
+
+    Raises:
+        ConfigError: a configuration key or value is invalid; the message names it.
+        RuntimeError: no event loop is running in this thread.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, object] | None = None,
+        /,
+        *,
+        key_deserializer: Callable[[bytes], K] | None = None,
+        value_deserializer: Callable[[bytes], V] | None = None,
+        **kwargs: object,
+    ) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._state = _State.CLOSED
+            raise RuntimeError(
+                "AsyncShareConsumer must be created inside a running event loop (in a "
+                "coroutine); use ShareConsumer outside asyncio"
+            ) from None
+        super().__init__(
+            config, key_deserializer, value_deserializer, kwargs, sliced_decoding=True
+        )
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._shell = AsyncEngineShell(
+            config=self._config,
+            client_id=self._client_id,
+            fetch_buffer=self._fetch_buffer,
+            metrics=self._metrics,
+            loop=loop,
+        )
+        self._attach(self._shell)
+        #: the task inside an awaiting call, and the call's name
+        self._busy: asyncio.Task[Any] | None = None
+        self._busy_call = ""
+        self._idle = asyncio.Event()
+        self._idle.set()
+        #: records a cancelled poll had collected: the next poll returns them first
+        self._carry: ConsumerRecords[K, V] | None = None
+        #: ``async for``: the batch being iterated and the record handed out last
+        self._iter: Iterator[ConsumerRecord[K, V]] | None = None
+        self._iter_last: ConsumerRecord[K, V] | None = None
+        #: the poll running is the one ``async for`` asked for
+        self._iterating = False
+        self._shell.start()
+        self._state = _State.OPEN
+        self._log.debug("async share consumer created")
+
+    # -- context manager and iteration -------------------------------------------------
+
+    async def __aenter__(self) -> AsyncShareConsumer[K, V]:
+        self._check_open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        # Dropped without close(): do not leave sockets registered with the loop.
+        if getattr(self, "_state", _State.CLOSED) is _State.OPEN:
+            try:
+                if threading.get_ident() == self._loop_thread:
+                    self._shell.stop()
+                else:
+                    self._loop.call_soon_threadsafe(self._shell.stop)
+            except Exception:
+                pass
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord[K, V]]:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord[K, V]:
+        """The next record, polling (without a timeout) when the batch is used up.
+
+        In implicit mode the record handed out before is accepted when the
+        iteration moves on (so a loop left with ``break`` or an exception does not
+        accept the record it was processing: ``close`` releases it). In explicit
+        mode each record must be acknowledged before the next ``poll``, as usual.
+        The iteration ends when the consumer is closed (also by another task).
+        """
+        last, self._iter_last = self._iter_last, None
+        if last is not None and not self._explicit and self._state is _State.OPEN:
+            with self._owned():
+                self._in_flight.acknowledge(last, AcknowledgeType.ACCEPT)
+        while True:
+            if self._iter is not None:
+                record = next(self._iter, None)
+                if record is not None:
+                    self._iter_last = record
+                    return record
+                self._iter = None
+            if self._state is not _State.OPEN:
+                raise StopAsyncIteration
+            self._iterating = True
+            try:
+                records = await self.poll()
+            except WakeupError:
+                if self._close_requested or self._state is not _State.OPEN:
+                    raise StopAsyncIteration from None
+                raise
+            finally:
+                self._iterating = False
+            self._iter = iter(records)
+
+    # -- the single-task guard ------------------------------------------------------------
+
+    def _owned(self, *, allow_closing: bool = False) -> _TaskOwnership:
+        return _TaskOwnership(self, allow_closing)
+
+    def _awaiting(self, call: str, *, allow_closing: bool = False) -> _AwaitingCall:
+        return _AwaitingCall(self, call, allow_closing)
+
+    # -- subscription -----------------------------------------------------------------------
+
+    async def subscribe(self, topics: Collection[str]) -> None:
+        """Subscribe to ``topics``, replacing the previous subscription (an empty
+        collection unsubscribes). The group is joined on the next :meth:`poll`.
+
+        Raises:
+            InvalidTopicError: a name is not a legal Kafka topic name; the message names it.
+        """
+        async with self._awaiting("subscribe"):
+            new = self._check_topics(topics)
+            if not new:
+                await self._unsubscribe_locked()
+                return
+            await self._call(SubscriptionChangeEvent(deadline_ms=self._api_deadline(), topics=new))
+            self._subscription = new
+
+    async def unsubscribe(self) -> None:
+        """Clear the subscription and leave the group."""
+        async with self._awaiting("unsubscribe"):
+            await self._unsubscribe_locked()
+
+    async def _unsubscribe_locked(self) -> None:
+        self._subscription = frozenset()
+        await self._call(LeaveGroupEvent(deadline_ms=self._api_deadline()))
+
+    # -- polling ---------------------------------------------------------------------------
+
+    async def poll(self, timeout: float | None = None) -> ConsumerRecords[K, V]:
+        """Fetch records, waiting up to ``timeout`` seconds for some to arrive
+        (without a timeout: until records arrive, :meth:`wakeup` or :meth:`close`).
+
+        In implicit mode the records of the previous poll are accepted first.
+        A large batch is decoded in slices, yielding to the loop in between.
+        Cancelling the poll loses nothing: records it had collected come back
+        from the next poll.
+
+        Raises:
+            IllegalStateError: not subscribed; in explicit mode, records of the
+                previous poll are not all acknowledged; another task is awaiting
+                a call of this consumer.
+            WakeupError: :meth:`wakeup` was called, or :meth:`close` by another task.
+            RecordDeserializationError, CorruptRecordError, KafkaError: as
+                :meth:`ShareConsumer.poll <kafka_share.ShareConsumer.poll>`.
+        """
+        timeout_ms = self._poll_timeout_ms(timeout)
+        async with self._awaiting("poll"):
+            if not self._iterating:
+                # A poll of its own ends an ``async for``'s batch: the next
+                # iteration starts with this poll's records.
+                self._iter = None
+                self._iter_last = None
+            started = self._poll_begin()
+            records: ConsumerRecords[K, V] = ConsumerRecords()
+            try:
+                if self._carry is not None:
+                    records, self._carry = self._carry, None
+                    return records
+                if self._fatal_error is not None and self._fatal_raised:
+                    await self._wait_until(
+                        started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
+                    )
+                records = await self._poll(
+                    started + (_FOREVER_MS if timeout_ms is None else timeout_ms)
+                )
+            finally:
+                self._poll_end(records)
+            return records
+
+    async def _wait_until(self, deadline_ms: int) -> None:
+        while True:
+            self._maybe_raise_wakeup()
+            remaining_ms = deadline_ms - _now_ms()
+            if remaining_ms <= 0:
+                return
+            await self._shell.wait(remaining_ms)
+
+    async def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
+        self._start_poll()
+        self._fetch_sent = False
+        while True:
+            self._maybe_raise_wakeup()
+            records, remaining = self._poll_outcome(await self._poll_sliced(), deadline)
+            if records is not None:
+                return records
+            if not self._fetch_buffer.has_data() and not self._fetch_buffer.has_background():
+                waited_from = _now_ms()
+                await self._shell.wait(min(remaining, 1000))
+                self._poll_waited_ms += _now_ms() - waited_from
+            self._raise_background()
+            self._handle_completions()
+
+    async def _poll_sliced(self) -> ConsumerRecords[K, V] | None:
+        """Collect this poll's records in slices of :data:`SLICE_RECORDS` (decoding
+        one record batch, or a piece of a large one, per slice), yielding to the
+        loop between slices once :data:`SLICE_MS` have passed. If the poll is
+        cancelled at a yield, what it collected waits for the next poll."""
+        first: ConsumerRecords[K, V] | None = None
+        parts: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
+        total = 0
+        max_records = self._config.max_poll_records
+        slice_start = time.monotonic()  # not loop.time(): uvloop caches it per iteration
+        collector = self._collector
+        while True:
+            steps = collector.decode_steps
+            got = self._poll_once(min(SLICE_RECORDS, max_records - total), have_records=total > 0)
+            # A slice of a large record batch decoded, no record to hand out yet.
+            decoding = got is None and collector.decode_steps != steps
+            if got is not None:
+                if first is None:
+                    first = got  # the common case: one slice, returned as it is
+                else:
+                    if not parts:
+                        _merge_into(parts, first)
+                    _merge_into(parts, got)
+                total += got.count()
+            if (
+                (got is None and not decoding)
+                or total >= max_records
+                or self._pending_error is not None
+                or self._in_flight.has_renewing()
+                or not self._collector.has_buffered()
+            ):
+                break
+            if (time.monotonic() - slice_start) * 1000 >= SLICE_MS:
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    self._carry = ConsumerRecords(parts) if parts else first
+                    raise
+                slice_start = time.monotonic()
+        return ConsumerRecords(parts) if parts else first
+
+    # -- committing ------------------------------------------------------------------------
+
+    async def commit_sync(
+        self, timeout: float | None = None
+    ) -> dict[TopicIdPartition, KafkaError | None]:
+        """Send pending acknowledgements and wait for the broker's answer.
+
+        As :meth:`ShareConsumer.commit_sync <kafka_share.ShareConsumer.commit_sync>`.
+        Cancelling it loses no acknowledgement: they are on their way already, and
+        their outcome reaches the acknowledgement commit callback.
+
+        Raises:
+            WakeupError: :meth:`wakeup` was called.
+            KafkaTimeoutError: no answer within ``timeout`` seconds
+                (default ``default.api.timeout.ms``).
+        """
+        timeout_ms = _timeout_ms(timeout, self._config.default_api_timeout_ms, "commit_sync")
+        async with self._awaiting("commit_sync"):
+            acks = self._commit_acks()
+            if not acks:
+                return {}
+            result = await self._call(
+                AcknowledgeSyncEvent(deadline_ms=_now_ms() + timeout_ms, acks=acks)
+            )
+            self._handle_completions()
+            assert isinstance(result, dict)
+            return result
+
+    # -- wakeup and close ------------------------------------------------------------------
+
+    def wakeup(self) -> None:
+        """Make the pending (or next) ``poll`` or ``commit_sync`` raise ``WakeupError``.
+        Safe from any thread and from a signal handler."""
+        self._wakeup_requested = True
+        self._shell.wake()
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send pending acknowledgements, close share sessions and leave the group,
+        within ``timeout`` seconds (default 30, capped by ``request.timeout.ms``).
+
+        A call of this consumer awaiting in another task (typically ``poll``) ends
+        first with ``WakeupError``. Records of the last poll that were not
+        acknowledged are released by the broker. Closing twice is harmless.
+        """
+        timeout_ms = _timeout_ms(timeout, int(_DEFAULT_CLOSE_TIMEOUT_S * 1000), "close")
+        if self._state is not _State.OPEN:
+            return
+        budget_ms = min(timeout_ms, self._config.request_timeout_ms)
+        if self._busy is not None and self._busy is not asyncio.current_task():
+            self._close_requested = True
+            self._shell.wake()
+            try:
+                await asyncio.wait_for(self._idle.wait(), budget_ms / 1000)
+            except TimeoutError:
+                pass
+            if self._state is not _State.OPEN:
+                return
+        async with self._awaiting("close", allow_closing=True):
+            deadline = _now_ms() + budget_ms
+            try:
+                acks = self._close_acks()
+                for event, what in (
+                    (AcknowledgeOnCloseEvent(deadline_ms=deadline, acks=acks),
+                     "acknowledgements on close"),
+                    (LeaveGroupEvent(deadline_ms=deadline, on_close=True),
+                     "leaving the group on close"),
+                ):
+                    try:
+                        await self._call(event, wakeable=False)
+                    except KafkaError as exc:
+                        self._log.info("%s did not complete: %s", what, exc)
+                self._handle_completions()
+            finally:
+                self._shell.stop()
+                self._closed()
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _call(self, event: CompletableEvent, *, wakeable: bool = True) -> object:
+        """Submit a completable event and await its result (bounded by its deadline;
+        the shell completes it by then, the slack only guards against a bug)."""
+        assert isinstance(event, _COMPLETABLE)
+        self._submit(event)
+        give_up_ms = event.deadline_ms + 500
+        while True:
+            remaining_ms = self._call_wait_ms(event, give_up_ms, wakeable=wakeable)
+            if remaining_ms is None:
+                return event.future.result()
+            await self._shell.wait(remaining_ms)
+
+    def _maybe_raise_wakeup(self) -> None:
+        if self._close_requested:
+            raise WakeupError(f"{self._busy_call}() was interrupted by close() from another task")
+        super()._maybe_raise_wakeup()
+
+    def _send_fetch_ahead(self, acks: AcksByPartition) -> None:
+        """The fetch ahead goes on the wire now, before this task decodes the
+        response it holds (nothing to hand over: the loop runs on this thread)."""
+        self._shell.submit(FetchEvent(acks, ahead=True, ack_deadline_ms=self._api_deadline(),
+                       max_records=self._ahead.max_records()))
+
+    @property
+    def blocked_loop_max_ms(self) -> int:
+        """The longest the event loop was seen blocked (ms, 0 if never), as
+        measured by the consumer's timer."""
+        return self._shell.max_blocked_ms
+
+
+def _merge_into(
+    parts: dict[TopicIdPartition, list[ConsumerRecord[K, V]]], records: ConsumerRecords[K, V]
+) -> None:
+    for tip in records.partitions():
+        parts.setdefault(tip, []).extend(records.records(tip))
+
+
+def _task_or_none() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
+
+
+class _TaskOwnership:
+    """The guard of the plain calls: the loop's thread, no other task awaiting a call,
+    not from the commit callback, not closed."""
+
+    __slots__ = ("_allow_closing", "_consumer")
+
+    def __init__(self, consumer: AsyncShareConsumer[Any, Any], allow_closing: bool) -> None:
+        self._consumer = consumer
+        self._allow_closing = allow_closing
+
+    def __enter__(self) -> None:
+        c = self._consumer
+        if threading.get_ident() != c._loop_thread:
+            raise IllegalStateError(
+                "AsyncShareConsumer must be used from its event loop's thread (only "
+                "wakeup() may be called from other threads)"
+            )
+        if c._in_callback:
+            raise IllegalStateError(
+                "AsyncShareConsumer methods are not accessible from the acknowledgement "
+                "commit callback (except wakeup())."
+            )
+        if c._state is not _State.OPEN and not (
+            self._allow_closing and c._state is _State.CLOSING
+        ):
+            raise IllegalStateError("This consumer has already been closed.")
+        if c._busy is not None and c._busy is not _task_or_none():
+            raise IllegalStateError(
+                f"AsyncShareConsumer is in use by another task (awaiting {c._busy_call}()): "
+                "one task at a time may use it (wakeup() and close() excepted)"
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+class _AwaitingCall:
+    """Marks the consumer busy while a coroutine of it awaits (after the checks of
+    :class:`_TaskOwnership`)."""
+
+    __slots__ = ("_allow_closing", "_call", "_consumer", "_outer")
+
+    def __init__(self, consumer: AsyncShareConsumer[Any, Any], call: str,
+                 allow_closing: bool) -> None:
+        self._consumer = consumer
+        self._call = call
+        self._allow_closing = allow_closing
+        self._outer = False
+
+    async def __aenter__(self) -> None:
+        c = self._consumer
+        _TaskOwnership(c, self._allow_closing).__enter__()
+        if c._busy is None:
+            self._outer = True
+            c._busy = asyncio.current_task()
+            c._busy_call = self._call
+            # Plain calls from other tasks take the checked path (see acknowledge).
+            c._owner = -1
+            c._idle.clear()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._outer:
+            c = self._consumer
+            c._busy = None
+            c._busy_call = ""
+            c._owner = None
+            c._idle.set()

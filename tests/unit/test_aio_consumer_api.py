@@ -1,0 +1,322 @@
+"""AsyncShareConsumer without a broker: the asyncio shell and the facade's contract.
+
+The broker address is unreachable; where records are needed the test plays the
+network's part by adding completed fetches to the fetch buffer (as the
+synchronous facade's unit tests do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from kafka_share import AcknowledgeType, IllegalStateError, WakeupError
+from kafka_share._app.events import AcknowledgeSyncEvent, CompletedShareFetch
+from kafka_share._net import aio as aio_shell
+from kafka_share.aio import AsyncShareConsumer
+from kafka_share.models import TopicIdPartition
+from kafka_share.records.builder import NewRecord, build_batch
+
+TIP = TopicIdPartition(uuid.UUID(int=21), "jobs", 0)
+NODE = 1
+T = TypeVar("T")
+LOOPS = ["asyncio", "uvloop"]
+
+
+def _refusing_address() -> str:
+    """An address on which connections are refused at once (nothing listens)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"127.0.0.1:{port}"
+
+
+def run(main: Coroutine[Any, Any, T], loop: str = "asyncio") -> T:
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.run(main)  # type: ignore[no-any-return]
+    return asyncio.run(main)
+
+
+def fetch(base: int, count: int, per_batch: int = 50) -> CompletedShareFetch:
+    """``count`` records from ``base``, in batches of ``per_batch``."""
+    data = bytearray()
+    for start in range(base, base + count, per_batch):
+        n = min(per_batch, base + count - start)
+        data += build_batch(
+            [NewRecord(key=None, value=f"v{start + i}".encode()) for i in range(n)],
+            base_offset=start,
+        )
+    return CompletedShareFetch(NODE, TIP, memoryview(bytes(data)), [(base, base + count - 1, 1)])
+
+
+async def consumer(**config: Any) -> AsyncShareConsumer[Any, Any]:
+    c: AsyncShareConsumer[Any, Any] = AsyncShareConsumer(
+        bootstrap_servers=_refusing_address(), group_id="g", **config
+    )
+    await c.subscribe(["jobs"])
+    return c
+
+
+def test_creating_it_outside_an_event_loop_says_so() -> None:
+    with pytest.raises(RuntimeError, match="inside a running event loop"):
+        AsyncShareConsumer(bootstrap_servers="127.0.0.1:9", group_id="g")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", LOOPS)
+def test_unreachable_brokers_do_not_busy_loop_the_event_loop(loop: str) -> None:
+    """Every retry has a backoff on the loop's timer too: polling for 5 s with no
+    broker costs almost no CPU, and the loop stays free for other tasks."""
+
+    async def main() -> tuple[float, float, int]:
+        c: AsyncShareConsumer[Any, Any] = AsyncShareConsumer(
+            bootstrap_servers=f"{_refusing_address()},{_refusing_address()}", group_id="g",
+            reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000,
+        )
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        tick = asyncio.create_task(ticker())
+        try:
+            await c.subscribe(["t"])
+            cpu0, wall0 = time.process_time(), time.monotonic()
+            deadline = wall0 + 5.0
+            while time.monotonic() < deadline:
+                assert (await c.poll(max(0.0, deadline - time.monotonic()))).count() == 0
+            cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+        finally:
+            tick.cancel()
+            await c.close(timeout=1.0)
+        return cpu, wall, ticks
+
+    cpu, wall, ticks = run(main(), loop)
+    print(f"CPU while unreachable ({loop}): {cpu:.3f} s in {wall:.1f} s")
+    # Includes the ticker's 500 wake-ups; a spinning shell would use the whole core.
+    assert cpu < 0.10 * wall, f"{cpu:.2f} s of CPU in {wall:.1f} s"
+    assert ticks > 300, "the ticker was starved"
+
+
+def test_a_poll_cancelled_between_slices_loses_no_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("kafka_share.aio.SLICE_MS", 0)  # yield after every slice
+    monkeypatch.setattr("kafka_share.aio.SLICE_RECORDS", 100)
+
+    async def main() -> list[int]:
+        c = await consumer(max_poll_records=500)
+        c._fetch_buffer.add_all([fetch(0, 1000)])
+        task = asyncio.create_task(c.poll(1.0))
+        await asyncio.sleep(0)  # the poll collected its first slice and yielded
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        offsets: list[int] = []
+        for _ in range(4):
+            offsets.extend(r.offset for r in await c.poll(0.2))
+        await c.close(timeout=0.5)
+        return offsets
+
+    offsets = run(main())
+    assert offsets == list(range(1000)), "records lost or delivered twice"
+
+
+def test_a_cancelled_waiting_poll_leaves_the_consumer_usable() -> None:
+    async def main() -> list[int]:
+        c = await consumer()
+        task = asyncio.create_task(c.poll(10.0))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        c._fetch_buffer.add_all([fetch(0, 3)])
+        got = [r.offset for r in await c.poll(1.0)]
+        await c.close(timeout=0.5)
+        return got
+
+    assert run(main()) == [0, 1, 2]
+
+
+def test_a_cancelled_commit_sync_keeps_its_acknowledgements_with_the_engine() -> None:
+    async def main() -> None:
+        c = await consumer(share_acknowledgement_mode="explicit")
+        c._fetch_buffer.add_all([fetch(0, 2)])
+        records = list(await c.poll(1.0))
+        for r in records:
+            c.acknowledge(r, AcknowledgeType.ACCEPT)
+        task = asyncio.create_task(c.commit_sync(timeout=30.0))
+        await asyncio.sleep(0.2)  # waiting for the (unreachable) broker
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The acks left the batch for the engine, which still holds the commit.
+        (event,) = [e for e in c._shell._pending if isinstance(e, AcknowledgeSyncEvent)]
+        assert event.acks[TIP].acknowledgements.as_dict() == {0: 1, 1: 1}
+        assert c._in_flight.take_acknowledged() == {}
+        # Usable afterwards: the next poll goes on (the batch is all acknowledged).
+        assert (await c.poll(0)).count() == 0
+        await c.close(timeout=0.5)
+
+    run(main())
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_close_from_another_task_ends_a_pending_poll_with_a_clear_error(loop: str) -> None:
+    async def main() -> None:
+        c = await consumer()
+        pending = asyncio.create_task(c.poll())
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        await c.close(timeout=2.0)
+        with pytest.raises(WakeupError, match=r"poll\(\) was interrupted by close\(\)"):
+            await pending
+        assert time.monotonic() - started < 2.5
+        with pytest.raises(IllegalStateError, match="closed"):
+            await c.poll(0)
+
+    run(main(), loop)
+
+
+def test_wakeup_from_another_thread_ends_a_pending_poll() -> None:
+    async def main() -> None:
+        c = await consumer()
+        threading.Timer(0.2, c.wakeup).start()
+        with pytest.raises(WakeupError, match="wakeup"):
+            await c.poll(10.0)
+        assert (await c.poll(0)).count() == 0  # the wakeup was consumed
+        await c.close(timeout=0.5)
+
+    run(main())
+
+
+def test_another_task_cannot_use_the_consumer_while_a_call_awaits() -> None:
+    async def main() -> None:
+        c = await consumer(share_acknowledgement_mode="explicit")
+        pending = asyncio.create_task(c.poll(5.0))
+        await asyncio.sleep(0.05)
+        with pytest.raises(IllegalStateError, match=r"another task \(awaiting poll\(\)\)"):
+            await c.poll(0)
+        with pytest.raises(IllegalStateError, match="another task"):
+            c.commit_async()
+        c.wakeup()
+        with pytest.raises(WakeupError):
+            await pending
+        await c.close(timeout=0.5)
+
+    run(main())
+
+
+def test_async_for_accepts_a_record_when_the_iteration_moves_on() -> None:
+    async def main() -> dict[int, int]:
+        c = await consumer()
+        c._fetch_buffer.add_all([fetch(0, 5)])
+        seen = []
+        async for record in c:
+            seen.append(record.offset)
+            if record.offset == 2:
+                break  # 0 and 1 accepted; 2 (being processed) and 3, 4 not
+        assert seen == [0, 1, 2]
+        (_, acks), = c._in_flight.take_acknowledged().values()
+        await c.close(timeout=0.5)
+        return acks
+
+    assert run(main()) == {0: int(AcknowledgeType.ACCEPT), 1: int(AcknowledgeType.ACCEPT)}
+
+
+def test_async_for_ends_when_another_task_closes_the_consumer() -> None:
+    async def main() -> list[int]:
+        c = await consumer()
+        c._fetch_buffer.add_all([fetch(0, 2)])
+        seen: list[int] = []
+
+        async def iterate() -> None:
+            async for record in c:
+                seen.append(record.offset)
+
+        task = asyncio.create_task(iterate())
+        await asyncio.sleep(0.2)
+        await c.close(timeout=1.0)
+        await asyncio.wait_for(task, 2.0)  # ended, without an error
+        return seen
+
+    assert run(main()) == [0, 1]
+
+
+def test_a_blocked_loop_is_reported_at_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(aio_shell, "DEFAULT_BLOCKED_WARN_MS", 200)
+
+    async def main() -> int:
+        c = await consumer()
+        await c.poll(0.1)
+        time.sleep(1.5)  # blocks the loop: the shell's timer is due within 1 s
+        await c.poll(0.1)
+        blocked = c.blocked_loop_max_ms
+        await c.close(timeout=0.5)
+        return blocked
+
+    with caplog.at_level(logging.WARNING, logger="kafka_share"):
+        blocked = run(main())
+    assert blocked >= 400
+    [warning] = [r for r in caplog.records if "event loop was blocked" in r.getMessage()]
+    assert warning.levelno == logging.WARNING
+    assert "session timeout" in warning.getMessage()
+
+
+def test_a_bug_in_the_shell_fails_the_consumer_instead_of_hanging_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def main() -> None:
+        c = await consumer()
+
+        def crash(now_ms: int) -> int:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(c._shell._engine, "time_until_next_ms", crash)
+        c._shell._schedule_round()
+        with pytest.raises(Exception, match=r"event-loop driver failed.*boom"):
+            await c.poll(2.0)
+        # Raised again by every later poll, after its timeout, without spinning.
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        with pytest.raises(Exception, match=r"event-loop driver failed.*boom"):
+            await c.poll(0.5)
+        assert time.monotonic() - wall0 >= 0.45
+        assert time.process_time() - cpu0 < 0.2, "the repeated fatal error spun the loop"
+        await c.close(timeout=0.5)
+
+    run(main())
+
+
+def test_a_poll_of_its_own_ends_an_async_for_batch() -> None:
+    async def main() -> tuple[list[int], list[int]]:
+        c = await consumer()
+        c._fetch_buffer.add_all([fetch(0, 5)])
+        async for record in c:
+            if record.offset == 1:
+                break
+        c._fetch_buffer.add_all([fetch(5, 3)])
+        polled = [r.offset for r in await c.poll(1.0)]  # accepts 0..4 (implicit mode)
+        c._fetch_buffer.add_all([fetch(8, 2)])
+        iterated = []
+        async for record in c:
+            iterated.append(record.offset)
+            if record.offset == 9:
+                break
+        await c.close(timeout=0.5)
+        return polled, iterated
+
+    assert run(main()) == ([5, 6, 7], [8, 9])
