@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
+
 from kafka_share._app.collector import FetchCollector
 from kafka_share._app.events import CompletedShareFetch
 from kafka_share._app.fetch_buffer import FetchBuffer
@@ -26,7 +28,9 @@ class Clock:
         return self.now_ms
 
 
-def _harness(*, drop_expired: bool = True, max_poll_records: int = 500) -> tuple[
+def _harness(
+    *, drop_expired: bool = True, max_poll_records: int = 500, sliced: bool = False
+) -> tuple[
     FetchCollector[Any, Any], FetchBuffer[CompletedShareFetch], InFlightBatch, Clock,
     ShareConsumerMetrics,
 ]:
@@ -37,7 +41,7 @@ def _harness(*, drop_expired: bool = True, max_poll_records: int = 500) -> tuple
     collector: FetchCollector[Any, Any] = FetchCollector(
         buffer=buffer, in_flight=in_flight, key_deserializer=None, value_deserializer=None,
         check_crcs=True, max_poll_records=max_poll_records, metrics=metrics,
-        drop_expired=drop_expired, clock=clock,
+        drop_expired=drop_expired, clock=clock, sliced_decoding=sliced,
     )
     return collector, buffer, in_flight, clock, metrics
 
@@ -107,3 +111,59 @@ def test_records_of_a_lost_session_are_counted() -> None:
     assert [r.offset for r in collector.collect().records] == [0, 1]
     assert collector.drop_stale(NODE, 2) == 2
     assert _dropped(metrics, "session-lost") == 6
+
+
+def _multi_batch_fetch(batches: int, per_batch: int, expires_ms: int | None) -> CompletedShareFetch:
+    data = b"".join(
+        build_batch(
+            [NewRecord(value=f"v{b * per_batch + i}".encode()) for i in range(per_batch)],
+            base_offset=b * per_batch,
+        )
+        for b in range(batches)
+    )
+    last = batches * per_batch - 1
+    return CompletedShareFetch(NODE, TIP, memoryview(data), [(0, last, 1)], 1_000, 1, expires_ms)
+
+
+def _drain(collector: FetchCollector[Any, Any]) -> list[int]:
+    offsets: list[int] = []
+    for _ in range(100):
+        result = collector.collect()
+        offsets += [r.offset for r in result.records]
+        if not collector.has_buffered():
+            break
+    return offsets
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_lost_locks_in_batches_not_decoded_yet_are_dropped(sliced: bool) -> None:
+    # Sliced decoding (the asyncio consumer) leaves later batches undecoded: the
+    # records of lost locks among them must not be delivered once decoded.
+    collector, buffer, _in_flight, _clock, metrics = _harness(
+        drop_expired=False, max_poll_records=2, sliced=sliced
+    )
+    buffer.add_all([_multi_batch_fetch(4, 3, expires_ms=None)])
+    assert [r.offset for r in collector.collect().records] == [0, 1]
+    collector.drop_lost(LocksLost(TIP, NODE, 1, frozenset({2, 7, 10})))
+    assert _drain(collector) == [3, 4, 5, 6, 8, 9, 11]
+    assert _dropped(metrics, "lock-expired") == 3
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_records_of_a_lost_session_not_decoded_yet_are_counted(sliced: bool) -> None:
+    collector, buffer, _in_flight, _clock, metrics = _harness(max_poll_records=2, sliced=sliced)
+    buffer.add_all([_multi_batch_fetch(4, 3, expires_ms=None)])
+    assert [r.offset for r in collector.collect().records] == [0, 1]
+    collector.drop_stale(NODE, 2)
+    assert _dropped(metrics, "session-lost") == 10
+    assert not collector.has_buffered()
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_a_partly_decoded_response_whose_lock_ran_out_counts_every_record(sliced: bool) -> None:
+    collector, buffer, _in_flight, clock, metrics = _harness(max_poll_records=2, sliced=sliced)
+    buffer.add_all([_multi_batch_fetch(4, 3, expires_ms=950)])
+    assert [r.offset for r in collector.collect().records] == [0, 1]
+    clock.now_ms = 950
+    assert collector.collect().records.count() == 0
+    assert _dropped(metrics, "lock-expired") == 10
