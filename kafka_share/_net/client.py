@@ -49,13 +49,14 @@ from typing import Any, Protocol
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kafka_share.protocol.api_keys import ApiVersionsTable
 from kafka_share.share.backoff import ExponentialBackoff
 
 from .connection import BrokerConnection, ConnectionState, ResponseHandler
 from .resolver import Resolver
-from .security import ConnectionSecurity
+from .security import ConnectionSecurity, security_from_config
 
 __all__ = ["NetworkClient", "Poller", "Purpose", "SelectorPoller", "monotonic_ms"]
 
@@ -186,6 +187,35 @@ class SelectorPoller:
 
 class NetworkClient:
     """Owns every socket of one consumer."""
+
+    @classmethod
+    def from_config(
+        cls,
+        config: ShareConsumerConfig,
+        *,
+        client_id: str,
+        address_of: AddressLookup,
+        logger: Logger | None = None,
+        poller: Poller | None = None,
+    ) -> NetworkClient:
+        """A client with the connection settings of ``config``, security (TLS, SASL)
+        included: the one transport the consumers and the admin client share."""
+        return cls(
+            client_id=client_id,
+            address_of=address_of,
+            connect_timeout_ms=config.socket_connection_setup_timeout_ms,
+            connect_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            reconnect_backoff_ms=config.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+            receive_buffer_bytes=config.receive_buffer_bytes,
+            send_buffer_bytes=config.send_buffer_bytes,
+            connections_max_idle_ms=config.connections_max_idle_ms,
+            dns_lookup=config.client_dns_lookup,
+            logger=logger,
+            security=security_from_config(config),
+            poller=poller,
+        )
 
     def __init__(
         self,

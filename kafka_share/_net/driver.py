@@ -51,7 +51,6 @@ from kafka_share.share.unsent import AckResults, Channel, ResponseHandler, Unsen
 
 from .client import NetworkClient, Poller, Purpose, monotonic_ms
 from .connection import ResponseHandler as ConnectionHandler
-from .security import security_from_config
 
 __all__ = ["EngineDriver"]
 
@@ -140,20 +139,11 @@ class EngineDriver:
             metrics=metrics,
             logger=self._log,
         )
-        self._client = NetworkClient(
+        self._client = NetworkClient.from_config(
+            config,
             client_id=client_id,
             address_of=self._engine.cluster.address_of,
-            connect_timeout_ms=config.socket_connection_setup_timeout_ms,
-            connect_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
-            request_timeout_ms=config.request_timeout_ms,
-            reconnect_backoff_ms=config.reconnect_backoff_ms,
-            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
-            receive_buffer_bytes=config.receive_buffer_bytes,
-            send_buffer_bytes=config.send_buffer_bytes,
-            connections_max_idle_ms=config.connections_max_idle_ms,
-            dns_lookup=config.client_dns_lookup,
             logger=self._log,
-            security=security_from_config(config),
             poller=poller,
         )
         self._client.on_disconnect = self._on_disconnect

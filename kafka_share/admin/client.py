@@ -18,7 +18,6 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
-from kafka_share._net.security import security_from_config
 from kafka_share.admin import requests as rq
 from kafka_share.admin.calls import AdminRpc, Route, Routing
 from kafka_share.admin.types import (
@@ -65,26 +64,6 @@ def _timeout_ms(timeout: float | None, default_ms: int) -> int:
     return int(timeout * 1000)
 
 
-def _network_client(
-    config: ShareConsumerConfig, client_id: str, cluster: ClusterMetadata
-) -> NetworkClient:
-    # The same transport as the consumer's, security (TLS, SASL) included.
-    return NetworkClient(
-        client_id=client_id,
-        address_of=cluster.address_of,
-        connect_timeout_ms=config.socket_connection_setup_timeout_ms,
-        connect_timeout_max_ms=config.socket_connection_setup_timeout_max_ms,
-        request_timeout_ms=config.request_timeout_ms,
-        reconnect_backoff_ms=config.reconnect_backoff_ms,
-        reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
-        receive_buffer_bytes=config.receive_buffer_bytes,
-        send_buffer_bytes=config.send_buffer_bytes,
-        connections_max_idle_ms=config.connections_max_idle_ms,
-        dns_lookup=config.client_dns_lookup,
-        security=security_from_config(config),
-    )
-
-
 class Admin:
     """A synchronous admin client for share groups, their configs, and topics.
 
@@ -121,7 +100,10 @@ class Admin:
         )
         self._routing = Routing(self._cluster)
         self._backoff = ExponentialBackoff(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
-        self._net = _network_client(cfg, self._client_id, self._cluster)
+        # The same transport as the consumer's, security (TLS, SASL) included.
+        self._net = NetworkClient.from_config(
+            cfg, client_id=self._client_id, address_of=self._cluster.address_of
+        )
         self._lock = threading.Lock()
         self._closed = False
 
