@@ -51,12 +51,8 @@ def single(proxied: tuple[LocalKafkaCluster, TcpProxy]) -> tuple[LocalKafkaClust
 
 
 @pytest.fixture(scope="module")
-def admin(proxied: tuple[LocalKafkaCluster, TcpProxy]) -> Iterator[KafkaAdmin]:
-    a = KafkaAdmin(proxied[0].bootstrap_servers)
-    try:
-        yield a
-    finally:
-        a.close()
+def admin(proxied: tuple[LocalKafkaCluster, TcpProxy]) -> KafkaAdmin:
+    return proxied[0].admin()  # closed when the cluster stops
 
 
 async def _poll_batch(

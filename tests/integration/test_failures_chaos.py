@@ -100,12 +100,8 @@ def proxied() -> Iterator[tuple[LocalKafkaCluster, TcpProxy]]:
 
 
 @pytest.fixture(scope="module")
-def admin(proxied: tuple[LocalKafkaCluster, TcpProxy]) -> Iterator[KafkaAdmin]:
-    a = KafkaAdmin(proxied[0].bootstrap_servers)
-    try:
-        yield a
-    finally:
-        a.close()
+def admin(proxied: tuple[LocalKafkaCluster, TcpProxy]) -> KafkaAdmin:
+    return proxied[0].admin()  # closed when the cluster stops
 
 
 class _Timed:
