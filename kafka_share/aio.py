@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from typing import Any
 
+from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.core import (
     _COMPLETABLE,
     _DEFAULT_CLOSE_TIMEOUT_S,
@@ -247,27 +248,45 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         """
         timeout_ms = self._poll_timeout_ms(timeout)
         async with self._awaiting("poll"):
-            if not self._iterating:
-                # A poll of its own ends an ``async for``'s batch: the next
-                # iteration starts with this poll's records.
-                self._iter = None
-                self._iter_last = None
-            started = self._poll_begin()
-            records: ConsumerRecords[K, V] = ConsumerRecords()
-            try:
-                if self._carry is not None:
-                    records, self._carry = self._carry, None
-                    return records
-                if self._fatal_error is not None and self._fatal_raised:
-                    await self._wait_until(
-                        started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
-                    )
-                records = await self._poll(
-                    started + (_FOREVER_MS if timeout_ms is None else timeout_ms)
+            self._check_poll_kind("poll")
+            return await self._poll_call(timeout_ms)
+
+    async def poll_arrow(self, timeout: float | None = None, *, view_types: bool = False) -> Any:
+        """Like :meth:`poll`, but the records come as one ``pyarrow.RecordBatch``
+        built without a Python object per record (needs the ``arrow`` extra).
+
+        Columns and rules as
+        :meth:`ShareConsumer.poll_arrow <kafka_share.ShareConsumer.poll_arrow>`;
+        acknowledge rows with :meth:`acknowledge_arrow` in explicit mode.
+        """
+        timeout_ms = self._poll_timeout_ms(timeout)
+        async with self._awaiting("poll_arrow"):
+            self._check_poll_kind("poll_arrow")
+            records: Any = await self._poll_call(timeout_ms)
+            return _columnar().to_record_batch(records, view_types=view_types)
+
+    async def _poll_call(self, timeout_ms: int | None) -> ConsumerRecords[K, V]:
+        if not self._iterating:
+            # A poll of its own ends an ``async for``'s batch: the next
+            # iteration starts with this poll's records.
+            self._iter = None
+            self._iter_last = None
+        started = self._poll_begin()
+        records: ConsumerRecords[K, V] = self._no_records()
+        try:
+            if self._carry is not None:
+                records, self._carry = self._carry, None
+                return records
+            if self._fatal_error is not None and self._fatal_raised:
+                await self._wait_until(
+                    started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
                 )
-            finally:
-                self._poll_end(records)
-            return records
+            records = await self._poll(
+                started + (_FOREVER_MS if timeout_ms is None else timeout_ms)
+            )
+        finally:
+            self._poll_end(records)
+        return records
 
     async def _wait_until(self, deadline_ms: int) -> None:
         while True:
@@ -328,10 +347,10 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                 try:
                     await asyncio.sleep(0)
                 except asyncio.CancelledError:
-                    self._carry = ConsumerRecords(parts) if parts else first
+                    self._carry = type(first)(parts) if parts and first is not None else first
                     raise
                 slice_start = time.monotonic()
-        return ConsumerRecords(parts) if parts else first
+        return type(first)(parts) if parts and first is not None else first
 
     # -- committing ------------------------------------------------------------------------
 

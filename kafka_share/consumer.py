@@ -29,7 +29,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
+from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.core import (
     _COMPLETABLE,
     _DEFAULT_CLOSE_TIMEOUT_S,
@@ -181,17 +183,56 @@ class ShareConsumer(ConsumerCore[K, V]):
         """
         timeout_ms = self._poll_timeout_ms(timeout)
         with self._owned():
-            started = self._poll_begin()
-            records: ConsumerRecords[K, V] = ConsumerRecords()
-            try:
-                if self._fatal_error is not None and self._fatal_raised:
-                    self._wait_until(
-                        started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
-                    )
-                records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
-            finally:
-                self._poll_end(records)
-            return records
+            self._check_poll_kind("poll")
+            return self._poll_call(timeout_ms)
+
+    def poll_arrow(self, timeout: float | None = None, *, view_types: bool = False) -> Any:
+        """Like :meth:`poll`, but the records come as one ``pyarrow.RecordBatch``,
+        built without a Python object per record (needs the ``arrow`` extra).
+
+        Columns: ``topic`` (string), ``partition`` (int32), ``offset`` (int64),
+        ``timestamp`` (timestamp[ms, UTC], null when the record has none),
+        ``timestamp_type`` (int8: 0 create time, 1 log append time), ``key`` and
+        ``value`` (``binary``), ``headers`` (list of key/value structs) and
+        ``delivery_count`` (int32).
+
+        ``view_types=True`` returns ``key`` and ``value`` as ``binary_view``
+        columns pointing into the fetched bytes instead of copying them: the
+        fastest form, read natively by Polars and DuckDB, but pyarrow 26's
+        compute kernels (``filter``, ``take``) do not take view types yet.
+        Rows are in partition order, then offset order. An empty batch (0 rows)
+        when nothing arrived in time.
+
+        In implicit mode the previous batch is accepted first, as by
+        :meth:`poll`. In explicit mode acknowledge the rows with
+        :meth:`acknowledge_arrow` before the next poll. A consumer uses either
+        ``poll`` or ``poll_arrow``, not both. Deserializers do not apply (keys
+        and values stay bytes): a consumer configured with one refuses.
+
+        Raises:
+            IllegalStateError: as :meth:`poll`; also the consumer was polled with
+                ``poll()`` before, or has a key or value deserializer.
+            ImportError: pyarrow or numpy is not installed.
+            WakeupError, CorruptRecordError, KafkaError: as :meth:`poll`.
+        """
+        timeout_ms = self._poll_timeout_ms(timeout)
+        with self._owned():
+            self._check_poll_kind("poll_arrow")
+            records: Any = self._poll_call(timeout_ms)
+            return _columnar().to_record_batch(records, view_types=view_types)
+
+    def _poll_call(self, timeout_ms: int | None) -> ConsumerRecords[K, V]:
+        started = self._poll_begin()
+        records: ConsumerRecords[K, V] = self._no_records()
+        try:
+            if self._fatal_error is not None and self._fatal_raised:
+                self._wait_until(
+                    started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
+                )
+            records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
+        finally:
+            self._poll_end(records)
+        return records
 
 
     def _wait_until(self, deadline_ms: int) -> None:

@@ -95,12 +95,28 @@ _VALUE_SIZE_FIELD = operator.itemgetter(11)
 _DECODE_CHUNK_RECORDS = 500
 
 
+def _record_count(pieces: list[Any]) -> int:
+    """Records in columnar pieces."""
+    return sum(piece.count for piece in pieces)
+
+
 def _payload_size(records: list[Any]) -> int:
     """Key + value bytes of ConsumerRecord tuples (a null counts as 0)."""
     keys: list[int] = list(map(_KEY_SIZE_FIELD, records))
     values: list[int] = list(map(_VALUE_SIZE_FIELD, records))
     # Null keys/values carry size -1; count them back to 0 (all loops in C).
     return sum(keys) + sum(values) + keys.count(-1) + values.count(-1)
+
+
+def columnar_helpers() -> Any:
+    """The columnar-mode (``poll_arrow``) helpers, :mod:`kafka_share._app.columnar`,
+    imported on first use: they need pyarrow and numpy (the ``arrow`` extra)."""
+    from kafka_share._app import columnar  # noqa: PLC0415
+
+    return columnar
+
+
+_columnar = columnar_helpers
 
 
 def _acquired_count(fetch: CompletedShareFetch) -> int:
@@ -132,8 +148,9 @@ class _PartitionData:
         self.generation = fetch.session_generation
         self.lock_timeout_ms = fetch.acquisition_lock_timeout_ms
         self.lock_expires_ms = fetch.lock_expires_ms
-        #: records as decoded (key and value still bytes), in offset order
-        self.pending: list[ConsumerRecord[Any, Any]] = []
+        #: records as decoded (key and value still bytes), in offset order; in
+        #: columnar mode a ColumnarPending (pieces of columns, indexed the same way)
+        self.pending: Any = []
         #: key + value bytes of the records not delivered yet (bytes-consumed metric)
         self.bytes_left = 0
         #: index in ``pending`` -> error to report when delivery reaches it, and
@@ -197,6 +214,9 @@ class FetchCollector(Generic[K, V]):
         self._max_poll_records = max_poll_records
         #: decoded fetches with records still to deliver; the first is being delivered
         self._decoded: deque[_PartitionData] = deque()
+        #: decode into columns for ``poll_arrow`` instead of one ConsumerRecord per
+        #: record (set once, before the first collect: the consumer never mixes them)
+        self.columnar = False
 
     def drop_stale(self, node_id: int, generation: int) -> int:
         """Drop fetched records of ``node_id``'s share sessions older than
@@ -380,7 +400,7 @@ class FetchCollector(Generic[K, V]):
                 if records:
                     out.setdefault(data.partition, []).extend(records)
                     delivered.append((data, records))
-                    budget -= len(records)
+                    budget -= _record_count(records) if self.columnar else len(records)
                 if data.exhausted:
                     decoded.popleft()
         except BaseException:
@@ -393,6 +413,10 @@ class FetchCollector(Generic[K, V]):
                 data.bytes_left = bytes_left
                 decoded.appendleft(data)
             raise
+        if self.columnar:
+            for data, pieces in delivered:
+                self._in_flight.add_rows(data.partition, data.node_id, pieces, data.generation)
+            return CollectResult(_columnar().ColumnarRecords(out), error, lock_timeout, size)
         add_records = self._in_flight.add_records
         for data, records in delivered:
             add_records(data.partition, data.node_id, records, data.generation)
@@ -408,7 +432,11 @@ class FetchCollector(Generic[K, V]):
         acquired = AcquiredRecords.from_ranges(fetch.acquired)
         if not acquired:
             return data
-        data.decoder = self._decoding(data, fetch, acquired)
+        if self.columnar:
+            data.pending = _columnar().ColumnarPending()
+            data.decoder = self._decoding_columns(data, fetch, acquired)
+        else:
+            data.decoder = self._decoding(data, fetch, acquired)
         if not self._sliced:
             self._decode_more(data)  # all of it
         return data
@@ -550,6 +578,100 @@ class FetchCollector(Generic[K, V]):
         cursor.finish(gaps)
         data.gaps.extend(gaps)
 
+    def _decoding_columns(
+        self, data: _PartitionData, fetch: CompletedShareFetch, acquired: AcquiredRecords
+    ) -> Iterator[int]:
+        """:meth:`_decoding` for columnar mode: each record batch becomes a
+        :class:`~kafka_share._app.columnar.Piece` of columns, decoded without a
+        Python object per record; in sliced mode it yields after each batch."""
+        columnar = _columnar()
+        np = columnar.np
+        piece_type = columnar.Piece
+        tip = fetch.partition
+        sliced = self._sliced
+        cursor = acquired.cursor()
+        gaps: list[int] = []
+        pending = data.pending
+        size = 0
+        decoded_upto = 0
+        batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
+        while True:
+            if sliced and (len(pending) != decoded_upto or gaps):
+                found = len(pending) - decoded_upto
+                decoded_upto = len(pending)
+                data.bytes_left += size
+                size = 0
+                data.gaps.extend(gaps)
+                gaps.clear()
+                yield found
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except CorruptBatchError as exc:
+                self._reject_batch(data, cursor, exc)
+                continue
+            except CorruptMessageError as exc:
+                first = cursor.next_offset
+                rest: list[int] = []
+                cursor.finish(rest)
+                _report_at(data, CorruptRecordError(
+                    f"Record batch for partition {tip.topic}-{tip.partition} at offset "
+                    f"{first} is corrupt and its acquired records are rejected: {exc}"
+                ), rest)
+                break
+            next_offset = cursor.next_offset
+            if next_offset is None:
+                break
+            if batch.last_offset < next_offset or batch.is_control:
+                continue  # a control batch's acquired offsets become GAPs
+            ts_type = int(batch.timestamp_type)
+            base, last = batch.base_offset, batch.last_offset
+            try:
+                if batch.magic >= 2:
+                    columns = columnar.decode_columns(batch)
+                else:
+                    columns = columnar.columns_from_records(batch.records())
+            except CorruptBatchError as exc:
+                self._reject_batch(data, cursor, exc)
+                continue
+            offsets = columns.offsets
+            span_count = cursor.span_count(base, last) if batch.magic >= 2 else None
+            if span_count is not None and (
+                columns.count == 0
+                or (offsets[0] >= base and offsets[-1] <= last
+                    and bool(np.all(offsets[1:] > offsets[:-1])))
+            ):
+                # The common case: the whole batch in one acquired range.
+                cursor.take_span(base, last, gaps)
+                if columns.count != last - base + 1:
+                    present = set(offsets.tolist())
+                    gaps.extend(o for o in range(base, last + 1) if o not in present)
+                piece = piece_type(
+                    columns, np.full(columns.count, span_count, dtype=np.int32), ts_type
+                )
+            else:
+                # Several acquired ranges (or a broken batch's offsets): matched one
+                # by one, as in row mode.
+                keep: list[int] = []
+                counts: list[int] = []
+                for i, offset in enumerate(offsets.tolist()):
+                    count = cursor.take(offset, gaps)
+                    if count is not None:
+                        keep.append(i)
+                        counts.append(count)
+                if not keep:
+                    continue
+                piece = piece_type(
+                    columns.take(np.array(keep, dtype=np.int64)),
+                    np.array(counts, dtype=np.int32), ts_type,
+                )
+            pending.append(piece)
+            size += piece.payload_size()
+        data.bytes_left += size
+        cursor.finish(gaps)
+        data.gaps.extend(gaps)
+
     def _reject_batch(
         self,
         data: _PartitionData,
@@ -581,9 +703,12 @@ class FetchCollector(Generic[K, V]):
         if errors_at:
             stop = min(stop, min((k for k in errors_at if k >= i), default=stop))
         kd, vd = self._key_deserializer, self._value_deserializer
-        out: list[ConsumerRecord[Any, Any]]
+        out: list[Any]
         error: KafkaError | None = None
-        if kd is None and vd is None:
+        if self.columnar:
+            out = pending.rows(i, stop)  # no deserializers in columnar mode
+            i = stop
+        elif kd is None and vd is None:
             out = pending[i:stop]
             i = stop
         else:
@@ -660,17 +785,27 @@ def _drop_offsets(data: _PartitionData, offsets: frozenset[int]) -> int:
     """Remove the undelivered records of ``data`` at ``offsets``; returns how many
     (errors recorded at later indices move with their records)."""
     start = data.next_index
-    rest = data.pending[start:]
-    kept = [r for r in rest if r[2] not in offsets]
-    removed = len(rest) - len(kept)
+    columnar = not isinstance(data.pending, list)
+    mask: Any
+    if columnar:
+        mask = data.pending.removal_mask(start, offsets)
+        removed = int(mask.sum())
+    else:
+        mask = [r[2] in offsets for r in data.pending[start:]]
+        removed = sum(mask)
     if not removed:
         return 0
     if data.errors_at:
         # Re-index the errors: each moves back by the records removed before it.
-        removed_before = list(itertools.accumulate(r[2] in offsets for r in rest))
+        removed_before = list(itertools.accumulate(int(m) for m in mask))
         data.errors_at = {
             (i - removed_before[i - start - 1] if i > start else i): e
             for i, e in data.errors_at.items()
         }
-    data.pending[start:] = kept
+    if columnar:
+        data.pending.remove(start, mask)
+    else:
+        data.pending[start:] = [
+            r for r, drop in zip(data.pending[start:], mask, strict=True) if not drop
+        ]
     return removed

@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from kafka_share._app.collector import CollectResult, FetchCollector
+from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.events import (
     AcknowledgeAsyncEvent,
     AcknowledgementCompletion,
@@ -227,6 +228,8 @@ class ConsumerCore(Generic[K, V]):
         self._close_requested = False
         self._completions: list[AcknowledgementCompletion] = []
         self._acquisition_lock_timeout_ms: int | None = None
+        #: "poll" or "poll_arrow", fixed by the first poll (None: not polled yet)
+        self._poll_kind: str | None = None
 
     def _attach(self, shell: EngineShell) -> None:
         """Take the I/O shell (created with this core's buffer and metrics)."""
@@ -308,8 +311,110 @@ class ConsumerCore(Generic[K, V]):
         remaining = deadline_ms - _now_ms()
         if remaining <= 0:
             self._handle_completions()
-            return ConsumerRecords(), 0
+            return self._no_records(), 0
         return None, remaining
+
+    def _no_records(self) -> ConsumerRecords[K, V]:
+        """An empty poll result of this consumer's kind."""
+        if self._poll_kind == "poll_arrow":
+            return _columnar().ColumnarRecords()  # type: ignore[no-any-return]
+        return ConsumerRecords()
+
+    def _check_poll_kind(self, kind: str) -> None:
+        """A consumer delivers either ConsumerRecords (``poll``) or Arrow record
+        batches (``poll_arrow``), fixed by its first poll: the two keep their
+        in-flight records differently, and mixing them in one batch of
+        acknowledgements would be an accident waiting to happen."""
+        if self._poll_kind == kind:
+            return
+        if self._poll_kind is not None:
+            raise IllegalStateError(
+                f"this consumer was polled with {self._poll_kind}(); {kind}() cannot be "
+                "mixed with it on the same consumer (use one consumer per style)"
+            )
+        if kind == "poll_arrow":
+            cfg = self._config
+            if cfg.key_deserializer is not None or cfg.value_deserializer is not None:
+                raise IllegalStateError(
+                    "poll_arrow() returns keys and values as raw bytes: create the "
+                    "consumer without key_deserializer/value_deserializer to use it"
+                )
+            try:
+                _columnar()
+            except ImportError as exc:
+                raise ImportError(
+                    "poll_arrow() needs pyarrow and numpy: pip install 'kafka-share[arrow]' "
+                    f"({exc})"
+                ) from exc
+            self._collector.columnar = True
+        self._poll_kind = kind
+
+    def _acknowledge_arrow_rows(self, batch: object, type: object) -> None:
+        """Check and record acknowledgements of ``poll_arrow`` rows (see the
+        facades' ``acknowledge_arrow``)."""
+        np = _columnar().np
+        ack_types = self._arrow_ack_types(batch, type)
+        names = getattr(batch, "schema", None)
+        missing = [
+            c for c in ("topic", "partition", "offset", "delivery_count")
+            if names is None or c not in names.names
+        ]
+        if missing:
+            raise ValueError(
+                f"acknowledge_arrow() needs a record batch or table from poll_arrow() "
+                f"(columns topic, partition, offset, delivery_count); missing {missing}"
+            )
+        topics = batch.column("topic").to_pylist()  # type: ignore[attr-defined]
+        partitions = np.asarray(batch.column("partition"))  # type: ignore[attr-defined]
+        offsets = np.asarray(batch.column("offset")).tolist()  # type: ignore[attr-defined]
+        counts = np.asarray(batch.column("delivery_count")).tolist()  # type: ignore[attr-defined]
+        groups: dict[tuple[str, int], tuple[list[int], list[int], list[int]]] = {}
+        for topic, partition, offset, count, t in zip(
+            topics, partitions.tolist(), offsets, counts, ack_types, strict=True
+        ):
+            g = groups.get((topic, partition))
+            if g is None:
+                g = groups[(topic, partition)] = ([], [], [])
+            g[0].append(offset)
+            g[1].append(count)
+            g[2].append(t)
+        self._in_flight.acknowledge_rows(
+            [(t, p, o, c, ty) for (t, p), (o, c, ty) in groups.items()]
+        )
+
+    def _arrow_ack_types(self, batch: object, type: object) -> list[int]:
+        """One wire type per row: ``type`` is one AcknowledgeType for every row,
+        or a sequence (list, numpy or Arrow array) with one per row."""
+        if not self._explicit:
+            self._check_ack_type(AcknowledgeType.ACCEPT)  # raises: implicit mode
+        n = len(batch)  # type: ignore[arg-type]
+        if isinstance(type, AcknowledgeType | int) and not isinstance(type, bool):
+            types = [int(self._check_row_type(type))] * n
+        else:
+            values: list[Any] = (
+                type.to_pylist() if hasattr(type, "to_pylist") else list(type)  # type: ignore[call-overload]
+            )
+            if len(values) != n:
+                raise ValueError(
+                    f"acknowledge_arrow() got {len(values)} acknowledge types for {n} rows"
+                )
+            types = [int(self._check_row_type(v)) for v in values]
+        return types
+
+    def _check_row_type(self, type: object) -> AcknowledgeType:
+        try:
+            ack_type = AcknowledgeType(type)  # type: ignore[arg-type]
+        except (ValueError, TypeError):
+            raise ValueError(
+                f"invalid acknowledge type {type!r}: use AcknowledgeType.ACCEPT, RELEASE "
+                "or REJECT"
+            ) from None
+        if ack_type is AcknowledgeType.RENEW:
+            raise ValueError(
+                "RENEW is not available for poll_arrow() rows: set share.auto.renew=true "
+                "to keep their locks while the application works on them"
+            )
+        return ack_type
 
     def _start_poll(self) -> None:
         """What every poll does first: errors, the last batch's acks, the checks."""
@@ -497,6 +602,28 @@ class ConsumerCore(Generic[K, V]):
         with self._owned():
             ack_type = self._check_ack_type(type)
             self._in_flight.acknowledge_offset(topic, partition, offset, ack_type)
+
+    def acknowledge_arrow(
+        self, batch: Any, type: Any = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Acknowledge rows returned by ``poll_arrow`` (explicit mode only).
+
+        ``batch`` is the record batch ``poll_arrow`` returned, or any record batch
+        or table with its ``topic``, ``partition``, ``offset`` and
+        ``delivery_count`` columns (a filtered or sliced part of it, for
+        example). ``type`` is one AcknowledgeType for every row (ACCEPT, RELEASE
+        or REJECT), or a sequence (list, numpy or Arrow array) with one type per
+        row. All or nothing: if one row cannot be acknowledged nothing is.
+        Acknowledging a row again before it is sent keeps the last type.
+
+        Raises:
+            IllegalStateError: implicit mode, or a row is not a record of the
+                last ``poll_arrow`` still awaiting its acknowledgement.
+            ValueError: a bad type, RENEW (use ``share.auto.renew``), a wrong
+                number of types, or a batch without the columns above.
+        """
+        with self._owned():
+            self._acknowledge_arrow_rows(batch, type)
 
     def _check_ack_type(self, type: object) -> AcknowledgeType:
         if not self._explicit:

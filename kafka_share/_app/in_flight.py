@@ -27,7 +27,7 @@ _OFFSET = operator.attrgetter("offset")
 class _PartitionInFlight:
     __slots__ = (
         "acks", "failed_offsets", "generation", "node_id", "raised", "ready", "records",
-        "renewing",
+        "renewing", "rows",
     )
 
     def __init__(self, node_id: int, generation: int) -> None:
@@ -36,6 +36,9 @@ class _PartitionInFlight:
         self.generation = generation
         #: offset -> record still awaiting (or holding) an acknowledgement
         self.records: dict[int, ConsumerRecord[Any, Any]] = {}
+        #: offset -> delivery count of a record handed out by ``poll_arrow`` (a
+        #: row of its record batch: no ConsumerRecord exists for it)
+        self.rows: dict[int, int] = {}
         #: offset -> wire acknowledge type (GAP=0 included)
         self.acks: dict[int, int] = {}
         #: offset -> default wire type of a record that could not be returned
@@ -73,7 +76,7 @@ class InFlightBatch:
     ) -> _PartitionInFlight:
         p = self._partitions.get(tip)
         if p is None or p.node_id != node_id or p.generation != generation:
-            if p is not None and (p.records or p.acks or p.renewing or p.ready):
+            if p is not None and (p.records or p.rows or p.acks or p.renewing or p.ready):
                 # Records of one partition from a new node (or a new share session
                 # with it): the old ones' acks must still go where they belong, so
                 # keep them apart.
@@ -97,6 +100,18 @@ class InFlightBatch:
     ) -> None:
         p = self._partition(tip, node_id, generation)
         p.records.update(zip(map(_OFFSET, records), records, strict=True))
+
+    def add_rows(
+        self, tip: TopicIdPartition, node_id: int, pieces: list[Any], generation: int = 0
+    ) -> None:
+        """Records handed out by ``poll_arrow``: columnar pieces (see
+        :mod:`kafka_share._app.columnar`), kept as offset -> delivery count."""
+        p = self._partition(tip, node_id, generation)
+        rows = p.rows
+        for piece in pieces:
+            rows.update(
+                zip(piece.columns.offsets.tolist(), piece.delivery_counts.tolist(), strict=True)
+            )
 
     def add_gaps(
         self, tip: TopicIdPartition, node_id: int, offsets: list[int], generation: int = 0
@@ -155,6 +170,26 @@ class InFlightBatch:
             raise IllegalStateError(self._refusal(record[0], record[1], offset, record[9]))
         p.acks[offset] = int(ack_type)
 
+    def acknowledge_rows(
+        self,
+        rows: list[tuple[str, int, list[int], list[int], list[int]]],
+    ) -> None:
+        """Acknowledge ``poll_arrow`` rows: ``(topic, partition, offsets,
+        delivery_counts, wire types)`` per partition. All or nothing: every row is
+        checked before any acknowledgement is recorded."""
+        checked: list[tuple[_PartitionInFlight, list[int], list[int]]] = []
+        for topic, partition, offsets, counts, types in rows:
+            entry = self._by_name.get((topic, partition))
+            held = entry[1].rows if entry is not None else {}
+            for offset, count in zip(offsets, counts, strict=True):
+                if held.get(offset) != count:
+                    raise IllegalStateError(self._refusal(topic, partition, offset, count))
+            assert entry is not None or not offsets
+            if entry is not None:
+                checked.append((entry[1], offsets, types))
+        for p, offsets, types in checked:
+            p.acks.update(zip(offsets, types, strict=True))
+
     def acknowledge_offset(
         self, topic: str, partition: int, offset: int, ack_type: AcknowledgeType
     ) -> None:
@@ -168,11 +203,14 @@ class InFlightBatch:
         """Implicit mode: every record not yet acknowledged gets ``ack_type``."""
         value = int(ack_type)
         for p in self._partitions.values():
-            if not p.acks:
-                p.acks = dict.fromkeys(p.records, value)
-            else:
-                for offset in p.records:
-                    p.acks.setdefault(offset, value)
+            for held in (p.records, p.rows):
+                if not held:
+                    continue
+                if not p.acks:
+                    p.acks = dict.fromkeys(held, value)
+                else:
+                    for offset in held:
+                        p.acks.setdefault(offset, value)
 
     def _refusal(self, topic: str, partition: int, offset: int, delivery_count: int) -> str:
         """Why ``acknowledge`` refused a record (error path only)."""
@@ -181,11 +219,12 @@ class InFlightBatch:
         p = entry[1] if entry is not None else None
         if p is not None:
             held = p.records.get(offset)
-            if held is not None:
+            held_count = held[9] if held is not None else p.rows.get(offset)
+            if held_count is not None:
                 return (
                     f"{_CANNOT}this {where} is from an earlier delivery (delivery count "
                     f"{delivery_count}); the last poll returned it again with delivery "
-                    f"count {held[9]}: acknowledge that record"
+                    f"count {held_count}: acknowledge that record"
                 )
             if offset in p.renewing:
                 return (
@@ -210,7 +249,7 @@ class InFlightBatch:
     def _offset_refusal(self, topic: str, partition: int, offset: int) -> str:
         where = f"{topic}-{partition} offset {offset}"
         entry = self._by_name.get((topic, partition))
-        if entry is not None and offset in entry[1].records:
+        if entry is not None and (offset in entry[1].records or offset in entry[1].rows):
             return (
                 f"{_CANNOT}{where} was returned by poll(): acknowledge_offset() only takes "
                 "records poll() could not return; use acknowledge(record)"
@@ -230,26 +269,30 @@ class InFlightBatch:
 
     def all_acknowledged(self) -> bool:
         return all(
-            all(o in p.acks for o in p.records) for p in self._partitions.values()
+            all(o in p.acks for o in p.records) and all(o in p.acks for o in p.rows)
+            for p in self._partitions.values()
         )
 
     def unacknowledged_count(self) -> int:
         return sum(
-            sum(1 for o in p.records if o not in p.acks) for p in self._partitions.values()
+            sum(1 for o in p.records if o not in p.acks)
+            + sum(1 for o in p.rows if o not in p.acks)
+            for p in self._partitions.values()
         )
 
     def has_renewing(self) -> bool:
         return any(p.renewing or p.ready for p in self._partitions.values())
 
     def has_records(self) -> bool:
-        return any(p.records for p in self._partitions.values())
+        return any(p.records or p.rows for p in self._partitions.values())
 
     def has_pending_acks(self) -> bool:
         return any(p.acks for p in self._partitions.values())
 
     def is_empty(self) -> bool:
         return not any(
-            p.records or p.acks or p.renewing or p.ready for p in self._partitions.values()
+            p.records or p.rows or p.acks or p.renewing or p.ready
+            for p in self._partitions.values()
         )
 
     # -- hand-off to the network thread ------------------------------------------------
@@ -267,15 +310,21 @@ class InFlightBatch:
             acks = p.acks
             p.acks = {}
             if (
-                len(acks) >= len(p.records)
+                len(acks) >= len(p.records) + len(p.rows)
                 and not p.failed_offsets
                 and AcknowledgeType.RENEW not in acks.values()
                 and acks.keys() >= p.records.keys()
+                and acks.keys() >= p.rows.keys()
             ):
-                p.records = {}  # the common case: everything acknowledged, no RENEW
+                # the common case: everything acknowledged, no RENEW
+                p.records = {}
+                p.rows = {}
             else:
                 failed = p.failed_offsets
+                rows = p.rows
                 for offset, t in acks.items():
+                    if rows:
+                        rows.pop(offset, None)
                     record = p.records.pop(offset, None)
                     if t == AcknowledgeType.RENEW and record is not None:
                         p.renewing[offset] = record
@@ -334,7 +383,8 @@ class InFlightBatch:
 
     def _compact(self) -> None:
         for tip in [t for t, p in self._partitions.items()
-                    if not (p.records or p.acks or p.renewing or p.ready or p.failed_offsets)]:
+                    if not (p.records or p.rows or p.acks or p.renewing or p.ready
+                            or p.failed_offsets)]:
             del self._partitions[tip]
             entry = self._by_name.get((tip.topic, tip.partition))
             if entry is not None and entry[0] == tip:

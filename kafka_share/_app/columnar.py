@@ -1,0 +1,252 @@
+"""Columnar delivery: what ``poll_arrow`` collects, and its Arrow record batch.
+
+Application thread only; imported only once a consumer polls with
+``poll_arrow`` (it needs the ``arrow`` extra: pyarrow and numpy).
+
+In columnar mode the collector decodes each record batch into
+:class:`~kafka_share.records.columnar.RecordColumns` (numpy arrays and Arrow
+arrays whose keys and values point into the fetched bytes) instead of one
+``ConsumerRecord`` per record. A :class:`Piece` is such a run of records with
+their delivery counts; :class:`ColumnarPending` is a fetch's pieces in offset
+order with a record index across them (what the collector's ``pending`` list
+is in row mode); :class:`ColumnarRecords` is what one poll hands out, turned
+into one ``pyarrow.RecordBatch`` by :func:`to_record_batch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from kafka_share.models import TopicIdPartition
+from kafka_share.records.batch import Record
+from kafka_share.records.columnar import RecordColumns, decode_columns
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "ColumnarPending",
+    "ColumnarRecords",
+    "Piece",
+    "columns_from_records",
+    "decode_columns",
+    "to_record_batch",
+]
+
+HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+
+#: The columns of ``poll_arrow``'s record batches (keys and values as views; with
+#: ``view_types=False`` they are ``binary``).
+ARROW_SCHEMA = pa.schema([
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
+    pa.field("timestamp_type", pa.int8(), nullable=False),
+    pa.field("key", pa.binary_view()),
+    pa.field("value", pa.binary_view()),
+    pa.field("headers", pa.list_(pa.field("item", HEADER_TYPE)), nullable=False),
+    pa.field("delivery_count", pa.int32(), nullable=False),
+])
+
+
+class Piece:
+    """Consecutive records of one record batch, with their delivery counts."""
+
+    __slots__ = ("columns", "delivery_counts", "timestamp_type")
+
+    def __init__(self, columns: RecordColumns, delivery_counts: Any, timestamp_type: int) -> None:
+        self.columns = columns
+        #: int32 array, one per record
+        self.delivery_counts = delivery_counts
+        self.timestamp_type = timestamp_type
+
+    @property
+    def count(self) -> int:
+        return int(self.columns.count)
+
+    def slice(self, start: int, stop: int) -> Piece:
+        return Piece(
+            self.columns.slice(start, stop), self.delivery_counts[start:stop],
+            self.timestamp_type,
+        )
+
+    def take(self, indices: Any) -> Piece:
+        return Piece(
+            self.columns.take(indices), self.delivery_counts[indices], self.timestamp_type
+        )
+
+    def payload_size(self) -> int:
+        """Key + value bytes (a null counts as 0)."""
+        c = self.columns
+        return int(np.maximum(c.key_sizes, 0).sum() + np.maximum(c.value_sizes, 0).sum())
+
+
+class ColumnarPending:
+    """A fetch's decoded records as pieces, indexed like one list of records."""
+
+    __slots__ = ("_pieces", "_starts", "_total")
+
+    def __init__(self) -> None:
+        self._pieces: list[Piece] = []
+        #: index of each piece's first record
+        self._starts: list[int] = []
+        self._total = 0
+
+    def __len__(self) -> int:
+        return self._total
+
+    def append(self, piece: Piece) -> None:
+        if piece.count:
+            self._pieces.append(piece)
+            self._starts.append(self._total)
+            self._total += piece.count
+
+    def rows(self, start: int, stop: int) -> list[Piece]:
+        """Records ``start`` to ``stop`` (exclusive) as zero-copy piece slices."""
+        out: list[Piece] = []
+        for piece, first in zip(self._pieces, self._starts, strict=True):
+            last = first + piece.count
+            if last <= start:
+                continue
+            if first >= stop:
+                break
+            lo, hi = max(start, first) - first, min(stop, last) - first
+            out.append(piece if lo == 0 and hi == piece.count else piece.slice(lo, hi))
+        return out
+
+    def removal_mask(self, start: int, offsets: frozenset[int]) -> Any:
+        """For the records from ``start`` on: True where the offset is in ``offsets``."""
+        rest = self.rows(start, self._total)
+        if not rest:
+            return np.zeros(0, dtype=bool)
+        wanted = np.fromiter(offsets, dtype=np.int64, count=len(offsets))
+        return np.concatenate([np.isin(p.columns.offsets, wanted) for p in rest])
+
+    def remove(self, start: int, mask: Any) -> None:
+        """Remove the records from ``start`` on where ``mask`` is True."""
+        kept = self.rows(0, start)
+        rest = self.rows(start, self._total)
+        at = 0
+        for piece in rest:
+            drop = mask[at : at + piece.count]
+            at += piece.count
+            kept.append(piece.take(np.flatnonzero(~drop)) if drop.any() else piece)
+        self._pieces, self._starts, self._total = [], [], 0
+        for piece in kept:
+            self.append(piece)
+
+
+class ColumnarRecords:
+    """The records one ``poll_arrow`` hands out, by partition (the columnar
+    counterpart of ``ConsumerRecords``)."""
+
+    __slots__ = ("_by_partition", "_count")
+
+    def __init__(self, by_partition: dict[TopicIdPartition, list[Piece]] | None = None) -> None:
+        self._by_partition = by_partition or {}
+        self._count = sum(p.count for pieces in self._by_partition.values() for p in pieces)
+
+    def partitions(self) -> frozenset[TopicIdPartition]:
+        return frozenset(self._by_partition)
+
+    def records(self, partition: TopicIdPartition) -> list[Piece]:
+        return self._by_partition.get(partition, [])
+
+    def count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def items(self) -> Iterator[tuple[TopicIdPartition, list[Piece]]]:
+        return iter(self._by_partition.items())
+
+
+def columns_from_records(records: Sequence[Record]) -> RecordColumns:
+    """Columns of already decoded ``(offset, timestamp, key, value, headers)``
+    records: legacy (v0/v1) message sets, and batches whose offsets must be
+    matched one by one (rare paths, so a Python loop is fine)."""
+    keys = [r[2] for r in records]
+    values = [r[3] for r in records]
+    headers = None
+    if any(r[4] for r in records):
+        headers = pa.array(
+            [[{"key": k, "value": v} for k, v in r[4]] for r in records],
+            type=pa.list_(pa.field("item", HEADER_TYPE)),
+        )
+    return RecordColumns.from_parts(
+        offsets=np.array([r[0] for r in records], dtype=np.int64),
+        timestamps=np.array([r[1] for r in records], dtype=np.int64),
+        keys=pa.array(keys, type=pa.binary()).cast(pa.binary_view()),
+        values=pa.array(values, type=pa.binary()).cast(pa.binary_view()),
+        key_sizes=np.array([-1 if k is None else len(k) for k in keys], dtype=np.int32),
+        value_sizes=np.array([-1 if v is None else len(v) for v in values], dtype=np.int32),
+        headers=headers,
+    )
+
+
+def _string_column(value: str, n: int) -> Any:
+    """``n`` times the same string, built from buffers (no Python object per row)."""
+    data = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
+    )
+
+
+def _no_headers(n: int) -> Any:
+    return pa.ListArray.from_arrays(
+        pa.array(np.zeros(n + 1, dtype=np.int32)),
+        pa.array([], type=HEADER_TYPE),
+        type=ARROW_SCHEMA.field("headers").type,
+    )
+
+
+def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:
+    """One ``pyarrow.RecordBatch`` of ``records``, in partition order then offset
+    order: schema :data:`ARROW_SCHEMA` with ``view_types``, else with keys and
+    values copied into ``binary`` arrays (what most Arrow tools take)."""
+    columns: dict[str, list[Any]] = {f.name: [] for f in ARROW_SCHEMA}
+    for tip, pieces in records.items():
+        for piece in pieces:
+            c = piece.columns
+            n = piece.count
+            columns["topic"].append(_string_column(tip.topic, n))
+            columns["partition"].append(np.full(n, tip.partition, dtype=np.int32))
+            columns["offset"].append(c.offsets)
+            columns["timestamp"].append(c.timestamps)
+            columns["timestamp_type"].append(np.full(n, piece.timestamp_type, dtype=np.int8))
+            columns["key"].append(c.keys)
+            columns["value"].append(c.values)
+            columns["headers"].append(c.headers if c.headers is not None else _no_headers(n))
+            columns["delivery_count"].append(piece.delivery_counts)
+    arrays: list[Any] = []
+    for f in ARROW_SCHEMA:
+        parts = columns[f.name]
+        if f.name == "timestamp":
+            ts = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            # Kafka's -1 (no timestamp) is null.
+            arrays.append(pa.array(ts, type=f.type, mask=ts < 0))
+        elif isinstance(f.type, pa.DataType) and pa.types.is_primitive(f.type):
+            joined = np.concatenate(parts) if parts else np.zeros(0)
+            arrays.append(pa.array(joined, type=f.type))
+        elif not parts:
+            arrays.append(pa.array([], type=f.type))
+        elif len(parts) == 1:
+            arrays.append(parts[0])
+        else:
+            arrays.append(pa.concat_arrays(parts))
+    schema = ARROW_SCHEMA
+    if not view_types:
+        arrays[5] = arrays[5].cast(pa.binary())
+        arrays[6] = arrays[6].cast(pa.binary())
+        schema = schema.set(5, pa.field("key", pa.binary())).set(
+            6, pa.field("value", pa.binary())
+        )
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
