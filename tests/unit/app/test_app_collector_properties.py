@@ -130,7 +130,7 @@ def reference(
 @given(
     fetch=fetches(),
     max_poll_records=st.sampled_from([1, 2, 3, 7, 500]),
-    deserialize=st.booleans(),
+    mode=st.sampled_from(["rows", "deserialize", "columnar"]),
     sliced=st.booleans(),
     limit=st.sampled_from([None, 1, 2, 100]),
     chunk=st.sampled_from([1, 2, 3, 1000]),
@@ -138,26 +138,42 @@ def reference(
 def test_collector_matches_the_reference_model(
     fetch: tuple[bytes, set[int], list[tuple[int, int, int]]],
     max_poll_records: int,
-    deserialize: bool,
+    mode: str,
     sliced: bool,
     limit: int | None,
     chunk: int,
 ) -> None:
     """Also decoding a batch at a time (the asyncio consumer) and collecting in
-    slices of ``limit`` records, large batches in pieces of ``chunk`` records:
-    the same records, GAPs and acks."""
+    slices of ``limit`` records, large batches in pieces of ``chunk`` records,
+    and in columnar mode (``poll_arrow``): the same records, GAPs and acks."""
     with mock.patch.object(collector_module, "_DECODE_CHUNK_RECORDS", chunk):
-        _check_against_the_model(fetch, max_poll_records, deserialize, sliced, limit)
+        _check_against_the_model(fetch, max_poll_records, mode, sliced, limit)
+
+
+def _rows(result: Any, columnar: bool) -> list[tuple[int, bytes | None, int]]:
+    """(offset, value, delivery count) of what one collect handed out."""
+    if not columnar:
+        return [(r.offset, r.value, r.delivery_count) for r in result.records]
+    out: list[tuple[int, bytes | None, int]] = []
+    for tip, pieces in result.records.items():
+        assert tip == TIP
+        for piece in pieces:
+            out.extend(zip(
+                piece.columns.offsets.tolist(), piece.columns.values.to_pylist(),
+                piece.delivery_counts.tolist(), strict=True,
+            ))
+    return out
 
 
 def _check_against_the_model(
     fetch: tuple[bytes, set[int], list[tuple[int, int, int]]],
     max_poll_records: int,
-    deserialize: bool,
+    mode: str,
     sliced: bool,
     limit: int | None,
 ) -> None:
     data, present, ranges = fetch
+    deserialize = mode == "deserialize"
     buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
     in_flight = InFlightBatch()
     collector: FetchCollector[Any, Any] = FetchCollector(
@@ -166,6 +182,7 @@ def _check_against_the_model(
         value_deserializer=(lambda b: b) if deserialize else None,
         check_crcs=True, max_poll_records=max_poll_records, sliced_decoding=sliced,
     )
+    collector.columnar = mode == "columnar"
     buffer.add_all([CompletedShareFetch(NODE, TIP, memoryview(data), ranges)])
     delivered: list[tuple[int, int]] = []
     acks: dict[int, int] = {}
@@ -173,9 +190,9 @@ def _check_against_the_model(
         result = collector.collect(limit=limit)
         assert result.error is None
         assert len(result.records) <= max_poll_records
-        for r in result.records:
-            assert r.value == value_of(r.offset)
-            delivered.append((r.offset, r.delivery_count))
+        for offset, value, count in _rows(result, collector.columnar):
+            assert value == value_of(offset)
+            delivered.append((offset, count))
         in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
         for tip, (node, taken) in in_flight.take_acknowledged().items():
             assert (tip, node) == (TIP, NODE)

@@ -212,3 +212,54 @@ def test_current_records_are_in_offset_order() -> None:
     b.add_records(TIP, 1, [rec(5), rec(2)])
     b.add_records(TIP, 1, [rec(3)])
     assert [r.offset for r in b.current_records()[TIP]] == [2, 3, 5]
+
+
+# -- poll_arrow rows ----------------------------------------------------------------
+
+
+def _piece(offsets: list[int], count: int = 1) -> Any:
+    np = pytest.importorskip("numpy")
+    from kafka_share._app.columnar import Piece, columns_from_records
+
+    columns = columns_from_records([(o, 0, None, b"v", ()) for o in offsets])
+    return Piece(columns, np.full(len(offsets), count, dtype=np.int32), 0)
+
+
+def rows_batch(*offsets: int, count: int = 1) -> InFlightBatch:
+    b = InFlightBatch()
+    b.add_rows(TIP, 1, [_piece(list(offsets), count)])
+    return b
+
+
+def test_rows_are_accepted_as_a_whole_in_implicit_mode() -> None:
+    b = rows_batch(3, 4, 5)
+    assert b.has_records() and not b.all_acknowledged()
+    b.acknowledge_all(ACCEPT)
+    assert b.take_acknowledged() == {TIP: (1, {3: 1, 4: 1, 5: 1})}
+    assert b.is_empty()
+
+
+def test_rows_are_acknowledged_all_or_nothing() -> None:
+    b = rows_batch(3, 4, count=2)
+    b.add_rows(TIP1, 1, [_piece([9])])
+    with pytest.raises(IllegalStateError, match="earlier delivery"):
+        b.acknowledge_rows([("t", 1, [9], [1], [1]), ("t", 0, [3, 4], [2, 1], [1, 2])])
+    with pytest.raises(IllegalStateError, match="not returned by the last poll"):
+        b.acknowledge_rows([("t", 1, [9], [1], [1]), ("t", 0, [7], [2], [1])])
+    assert not b.has_pending_acks()  # the refused calls recorded nothing
+    b.acknowledge_rows([("t", 0, [3, 4], [2, 2], [1, 3])])
+    assert b.unacknowledged_count() == 1
+    b.acknowledge_rows([("t", 1, [9], [1], [2])])
+    assert b.all_acknowledged()
+    assert b.take_acknowledged() == {TIP: (1, {3: 1, 4: 3}), TIP1: (1, {9: 2})}
+    with pytest.raises(IllegalStateError, match="already acknowledged"):
+        b.acknowledge_rows([("t", 0, [3], [2], [1])])
+
+
+def test_partly_acknowledged_rows_stay_in_the_batch() -> None:
+    b = rows_batch(0, 1, 2)
+    b.acknowledge_rows([("t", 0, [1], [1], [2])])
+    assert b.take_acknowledged() == {TIP: (1, {1: 2})}
+    assert b.unacknowledged_count() == 2 and not b.is_empty()
+    with pytest.raises(IllegalStateError, match="from node 1"):
+        b.add_rows(TIP, 2, [_piece([5])])  # another node while rows are in flight

@@ -29,7 +29,8 @@ class Clock:
 
 
 def _harness(
-    *, drop_expired: bool = True, max_poll_records: int = 500, sliced: bool = False
+    *, drop_expired: bool = True, max_poll_records: int = 500, sliced: bool = False,
+    columnar: bool = False,
 ) -> tuple[
     FetchCollector[Any, Any], FetchBuffer[CompletedShareFetch], InFlightBatch, Clock,
     ShareConsumerMetrics,
@@ -43,6 +44,7 @@ def _harness(
         check_crcs=True, max_poll_records=max_poll_records, metrics=metrics,
         drop_expired=drop_expired, clock=clock, sliced_decoding=sliced,
     )
+    collector.columnar = columnar
     return collector, buffer, in_flight, clock, metrics
 
 
@@ -87,20 +89,21 @@ def test_the_rest_of_a_response_being_delivered_is_dropped_when_its_lock_runs_ou
     assert not collector.has_buffered()
 
 
-def test_under_auto_renewal_only_records_reported_lost_are_dropped() -> None:
+@pytest.mark.parametrize("columnar", [False, True])
+def test_under_auto_renewal_only_records_reported_lost_are_dropped(columnar: bool) -> None:
     collector, buffer, _in_flight, clock, metrics = _harness(
-        drop_expired=False, max_poll_records=3
+        drop_expired=False, max_poll_records=3, columnar=columnar
     )
     buffer.add_all([_fetch(0, 6, expires_ms=950), _fetch(6, 4, expires_ms=950)])
     clock.now_ms = 5_000  # renewed meanwhile by the network thread
-    assert [r.offset for r in collector.collect().records] == [0, 1, 2]
+    assert _offsets(collector) == [0, 1, 2]
     collector.drop_lost(LocksLost(TIP, NODE, 1, frozenset({3, 4, 7, 8})))
     offsets = []
     while True:
-        records = collector.collect().records
-        if not records.count():
+        got = _offsets(collector)
+        if not got:
             break
-        offsets += [r.offset for r in records]
+        offsets += got
     assert offsets == [5, 6, 9]
     assert _dropped(metrics, "lock-expired") == 4
 
@@ -125,25 +128,34 @@ def _multi_batch_fetch(batches: int, per_batch: int, expires_ms: int | None) -> 
     return CompletedShareFetch(NODE, TIP, memoryview(data), [(0, last, 1)], 1_000, 1, expires_ms)
 
 
+def _offsets(collector: FetchCollector[Any, Any]) -> list[int]:
+    """Offsets handed out by one collect (records, or poll_arrow's columns)."""
+    records = collector.collect().records
+    if collector.columnar:
+        return [o for _, pieces in records.items() for p in pieces
+                for o in p.columns.offsets.tolist()]
+    return [r.offset for r in records]
+
+
 def _drain(collector: FetchCollector[Any, Any]) -> list[int]:
     offsets: list[int] = []
     for _ in range(100):
-        result = collector.collect()
-        offsets += [r.offset for r in result.records]
+        offsets += _offsets(collector)
         if not collector.has_buffered():
             break
     return offsets
 
 
+@pytest.mark.parametrize("columnar", [False, True])
 @pytest.mark.parametrize("sliced", [False, True])
-def test_lost_locks_in_batches_not_decoded_yet_are_dropped(sliced: bool) -> None:
+def test_lost_locks_in_batches_not_decoded_yet_are_dropped(sliced: bool, columnar: bool) -> None:
     # Sliced decoding (the asyncio consumer) leaves later batches undecoded: the
     # records of lost locks among them must not be delivered once decoded.
     collector, buffer, _in_flight, _clock, metrics = _harness(
-        drop_expired=False, max_poll_records=2, sliced=sliced
+        drop_expired=False, max_poll_records=2, sliced=sliced, columnar=columnar
     )
     buffer.add_all([_multi_batch_fetch(4, 3, expires_ms=None)])
-    assert [r.offset for r in collector.collect().records] == [0, 1]
+    assert _offsets(collector) == [0, 1]
     collector.drop_lost(LocksLost(TIP, NODE, 1, frozenset({2, 7, 10})))
     assert _drain(collector) == [3, 4, 5, 6, 8, 9, 11]
     assert _dropped(metrics, "lock-expired") == 3
