@@ -19,6 +19,8 @@ LABELS = {
     "confluent-classic": "confluent classic Consumer",
     "kafka-share-async-implicit": "kafka-share AsyncShareConsumer implicit",
     "kafka-share-async-explicit": "kafka-share AsyncShareConsumer explicit",
+    "kafka-share-arrow-implicit": "kafka-share poll_arrow implicit",
+    "kafka-share-arrow-explicit": "kafka-share poll_arrow explicit",
 }
 
 # (kafka-share client, peer, what the ratio compares)
@@ -30,6 +32,8 @@ RATIO_PAIRS = (
     ("kafka-share-explicit", "kafka-share-implicit"),
     ("kafka-share-async-implicit", "kafka-share-implicit"),
     ("kafka-share-async-explicit", "kafka-share-explicit"),
+    ("kafka-share-arrow-implicit", "confluent-share-implicit"),
+    ("kafka-share-arrow-explicit", "confluent-share-explicit"),
 )
 
 

@@ -29,6 +29,8 @@ CLIENTS = [
     "confluent-classic",
     "kafka-share-async-implicit",
     "kafka-share-async-explicit",
+    "kafka-share-arrow-implicit",
+    "kafka-share-arrow-explicit",
 ]
 DATA_SETS = ["100B-1p", "100B-6p", "1KiB-1p", "1KiB-6p", "10KiB-1p", "10KiB-6p"]
 FIGURES = ["records_per_s", "mb_per_s", "records_per_s_incl_join", "cpu_s_per_million",
