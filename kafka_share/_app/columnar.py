@@ -176,18 +176,41 @@ def columns_from_records(records: Sequence[Record]) -> RecordColumns:
     values = [r[3] for r in records]
     headers = None
     if any(r[4] for r in records):
-        headers = pa.array(
-            [[{"key": k, "value": v} for k, v in r[4]] for r in records],
-            type=pa.list_(pa.field("item", HEADER_TYPE)),
+        pairs = [h for r in records for h in r[4]]
+        ends = np.cumsum([0] + [len(r[4]) for r in records], dtype=np.int64)
+        headers = pa.ListArray.from_arrays(
+            _primitive(ends.astype(np.int32), pa.int32()),
+            pa.StructArray.from_arrays(
+                [_binary([k.encode() for k, _ in pairs]).cast(pa.string()),
+                 _binary([v for _, v in pairs])],
+                fields=list(HEADER_TYPE),
+            ),
+            type=ARROW_SCHEMA.field("headers").type,
         )
+    key_sizes = np.array([-1 if k is None else len(k) for k in keys], dtype=np.int32)
+    value_sizes = np.array([-1 if v is None else len(v) for v in values], dtype=np.int32)
     return RecordColumns.from_parts(
         offsets=np.array([r[0] for r in records], dtype=np.int64),
         timestamps=np.array([r[1] for r in records], dtype=np.int64),
-        keys=pa.array(keys, type=pa.binary()).cast(pa.binary_view()),
-        values=pa.array(values, type=pa.binary()).cast(pa.binary_view()),
-        key_sizes=np.array([-1 if k is None else len(k) for k in keys], dtype=np.int32),
-        value_sizes=np.array([-1 if v is None else len(v) for v in values], dtype=np.int32),
+        keys=_binary(keys).cast(pa.binary_view()),
+        values=_binary(values).cast(pa.binary_view()),
+        key_sizes=key_sizes,
+        value_sizes=value_sizes,
         headers=headers,
+    )
+
+
+def _binary(items: Sequence[bytes | None]) -> Any:
+    """A ``binary`` array of ``items`` (None is null), from buffers (see
+    :func:`_primitive` for why not ``pa.array``)."""
+    sizes = np.array([0 if b is None else len(b) for b in items], dtype=np.int64)
+    offsets = np.zeros(len(items) + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    null = np.array([b is None for b in items], dtype=bool)
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+    data = b"".join(b for b in items if b is not None)
+    return pa.Array.from_buffers(
+        pa.binary(), len(items), [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
     )
 
 
@@ -200,12 +223,33 @@ def _string_column(value: str, n: int) -> Any:
     )
 
 
+def _primitive(values: Any, type: Any, null: Any = None) -> Any:
+    """An Arrow array over a numpy array's memory (nulls where ``null`` is True).
+
+    Built from buffers rather than with ``pa.array``: that one imports pandas
+    on first use to recognise pandas objects, half a second of CPU in a
+    consumer that never needed pandas.
+    """
+    validity = None
+    if null is not None and null.any():
+        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    data = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(type, len(data), [validity, pa.py_buffer(data)])
+
+
 def _no_headers(n: int) -> Any:
     return pa.ListArray.from_arrays(
-        pa.array(np.zeros(n + 1, dtype=np.int32)),
+        _primitive(np.zeros(n + 1, dtype=np.int32), pa.int32()),
         pa.array([], type=HEADER_TYPE),
         type=ARROW_SCHEMA.field("headers").type,
     )
+
+
+#: the columns held as numpy arrays, with their dtypes
+_NUMPY_TYPES = {
+    "partition": np.int32, "offset": np.int64, "timestamp": np.int64,
+    "timestamp_type": np.int8, "delivery_count": np.int32,
+}
 
 
 def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:
@@ -229,15 +273,18 @@ def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:
     arrays: list[Any] = []
     for f in ARROW_SCHEMA:
         parts = columns[f.name]
-        if f.name == "timestamp":
-            ts = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-            # Kafka's -1 (no timestamp) is null.
-            arrays.append(pa.array(ts, type=f.type, mask=ts < 0))
-        elif isinstance(f.type, pa.DataType) and pa.types.is_primitive(f.type):
-            joined = np.concatenate(parts) if parts else np.zeros(0)
-            arrays.append(pa.array(joined, type=f.type))
+        if f.name in _NUMPY_TYPES:
+            joined = (
+                np.concatenate(parts) if len(parts) > 1 else parts[0] if parts
+                else np.zeros(0, dtype=_NUMPY_TYPES[f.name])
+            )
+            # Kafka's -1 timestamp (none) is null.
+            arrays.append(_primitive(
+                joined.astype(_NUMPY_TYPES[f.name], copy=False), f.type,
+                joined < 0 if f.name == "timestamp" else None,
+            ))
         elif not parts:
-            arrays.append(pa.array([], type=f.type))
+            arrays.append(pa.nulls(0, f.type))
         elif len(parts) == 1:
             arrays.append(parts[0])
         else:
