@@ -1,4 +1,4 @@
-"""Records to Arrow, and Arrow to input-partition payloads.
+"""``poll_arrow`` batches to the source's Arrow tables, and those to input-partition payloads.
 
 The source ships each micro-batch's records to the executors inside its input
 partitions, as Arrow IPC streams. Each payload travels inside a serialized
@@ -13,14 +13,12 @@ Spark schema (``pyspark`` compares them with ``Schema.equals``): ``int`` is
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 
-from kafka_share.models import ConsumerRecord
-
-__all__ = ["arrow_schema", "column_names", "read_ipc", "records_to_table", "split_ipc"]
+__all__ = ["arrow_schema", "column_names", "poll_batch_to_table", "read_ipc", "split_ipc"]
 
 _HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 
@@ -50,30 +48,21 @@ def arrow_schema(include_headers: bool) -> Any:
     return pa.schema([pa.field(n, types[n]) for n in column_names(include_headers)])
 
 
-def records_to_table(
-    records: Sequence[ConsumerRecord[Any, Any]], include_headers: bool
-) -> Any:
-    """One Arrow table holding ``records`` (keys and values must be bytes or None).
+#: the source's column -> the ``poll_arrow`` column it comes from
+_POLL_COLUMNS = {
+    "key": "key", "value": "value", "topic": "topic", "partition": "partition",
+    "offset": "offset", "timestamp": "timestamp", "timestampType": "timestamp_type",
+    "headers": "headers", "deliveryCount": "delivery_count",
+}
 
-    A timestamp of -1 (the record has none) becomes null.
-    """
-    columns: dict[str, list[Any]] = {
-        "key": [r.key for r in records],
-        "value": [r.value for r in records],
-        "topic": [r.topic for r in records],
-        "partition": [r.partition for r in records],
-        "offset": [r.offset for r in records],
-        # Kafka timestamps are milliseconds; Spark's are microseconds.
-        "timestamp": [r.timestamp * 1000 if r.timestamp >= 0 else None for r in records],
-        "timestampType": [int(r.timestamp_type) for r in records],
-        "deliveryCount": [r.delivery_count for r in records],
-    }
-    if include_headers:
-        columns["headers"] = [
-            [{"key": k, "value": v} for k, v in r.headers] for r in records
-        ]
+
+def poll_batch_to_table(batch: Any, include_headers: bool) -> Any:
+    """The source's Arrow table for a ``poll_arrow`` record batch (keys and
+    values as ``binary``): columns renamed and cast in Arrow, no Python object
+    per record. Kafka's millisecond timestamps become Spark's microseconds (a
+    record without one stays null)."""
     schema = arrow_schema(include_headers)
-    arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
+    arrays = [batch.column(_POLL_COLUMNS[f.name]).cast(f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 

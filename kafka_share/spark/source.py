@@ -64,8 +64,8 @@ from pyspark.sql.types import (
 
 from kafka_share.consumer import ShareConsumer
 from kafka_share.errors import WakeupError
-from kafka_share.models import AcknowledgeType, ConsumerRecord
-from kafka_share.spark._arrow import column_names, read_ipc, records_to_table, split_ipc
+from kafka_share.models import AcknowledgeType
+from kafka_share.spark._arrow import column_names, poll_batch_to_table, read_ipc, split_ipc
 from kafka_share.spark._options import SourceOptions, SparkOptionError, parse_source_options
 
 __all__ = ["ShareGroupDataSource", "ShareGroupStreamReader", "source_schema"]
@@ -132,10 +132,11 @@ class ArrowPartition(InputPartition):
 class _Held:
     """A polled micro-batch waiting for Spark to make it durable."""
 
-    __slots__ = ("payloads", "records")
+    __slots__ = ("batch", "payloads")
 
-    def __init__(self, records: list[ConsumerRecord[Any, Any]], payloads: list[bytes]) -> None:
-        self.records = records
+    def __init__(self, batch: Any, payloads: list[bytes]) -> None:
+        #: the ``poll_arrow`` record batch (acknowledged as a whole)
+        self.batch = batch
         self.payloads = payloads
 
 
@@ -203,7 +204,7 @@ class _Driver:
             return
         self.closed = True
         consumer, self.consumer = self.consumer, None
-        held = sum(len(h.records) for h in self.held.values())
+        held = sum(h.batch.num_rows for h in self.held.values())
         self.held.clear()
         if consumer is not None:
             log.info("kafka-share source stopping; releasing %d held records", held)
@@ -230,10 +231,9 @@ class _Driver:
         self.in_call = True
         try:
             for s in done:
-                batch = self.held.pop(s)
-                for record in batch.records:
-                    consumer.acknowledge(record, AcknowledgeType.ACCEPT)
-                count += len(batch.records)
+                batch = self.held.pop(s).batch
+                consumer.acknowledge_arrow(batch, AcknowledgeType.ACCEPT)
+                count += batch.num_rows
             results = consumer.commit_sync(timeout=_COMMIT_TIMEOUT_S)
         except WakeupError:
             results = {}
@@ -254,28 +254,29 @@ class _Driver:
 
     # -- polling ---------------------------------------------------------------
 
-    def poll(self, max_rows: int) -> list[ConsumerRecord[bytes | None, bytes | None]]:
+    def poll(self, max_rows: int) -> Any:
+        """One ``poll_arrow`` record batch of at most ``max_rows`` rows (None: none)."""
         consumer = self.ensure_consumer()
         timeout_ms = (
             self.options.poll_timeout_ms if self.polled
             else max(self.options.poll_timeout_ms, self.options.initial_poll_timeout_ms)
         )
         self.in_call = True
+        batch: Any = None
         try:
-            records = list(consumer.poll(timeout=timeout_ms / 1000))
+            batch = consumer.poll_arrow(timeout=timeout_ms / 1000)
             self.polled = True
-            if len(records) > max_rows:
+            if batch.num_rows > max_rows:
                 # Only when Spark asks for fewer rows than one poll may return:
                 # give the rest back now rather than hold them under a lock.
-                for record in records[max_rows:]:
-                    consumer.acknowledge(record, AcknowledgeType.RELEASE)
-                records = records[:max_rows]
+                consumer.acknowledge_arrow(batch.slice(max_rows), AcknowledgeType.RELEASE)
+                batch = batch.slice(0, max_rows)
         except WakeupError:
-            records = []
+            batch = None
         finally:
             self.in_call = False
         self.after_call()
-        return records
+        return batch if batch is not None and batch.num_rows else None
 
 
 class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -338,17 +339,19 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else (
             self._options.max_poll_records
         )
-        records = state.poll(max_rows)
-        if not records:
+        batch = state.poll(max_rows)
+        if batch is None:
             if state.draining:
                 state.drained = True  # availableNow: the queue is empty, finish
             return {"seq": seq}
-        table = records_to_table(records, self._options.include_headers)
-        parts = self._options.num_partitions or len({(r.topic, r.partition) for r in records})
+        table = poll_batch_to_table(batch, self._options.include_headers)
+        parts = self._options.num_partitions or table.group_by(
+            ["topic", "partition"]
+        ).aggregate([]).num_rows
         payloads = split_ipc(
             table, min_parts=parts, max_bytes=self._options.max_partition_bytes
         )
-        state.held[seq + 1] = _Held(records, payloads)
+        state.held[seq + 1] = _Held(batch, payloads)
         return {"seq": seq + 1}
 
     def reportLatestOffset(self) -> dict[str, int] | None:

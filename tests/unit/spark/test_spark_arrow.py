@@ -1,24 +1,40 @@
-"""Records to Arrow and the splitting of a batch into input-partition payloads."""
+"""poll_arrow batches to the source's tables, and the splitting of a table into
+input-partition payloads."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from kafka_share import ConsumerRecord, TimestampType
-from kafka_share.spark._arrow import arrow_schema, read_ipc, records_to_table, split_ipc
+from kafka_share import TopicIdPartition
+from kafka_share._app.columnar import ColumnarRecords, Piece, columns_from_records, to_record_batch
+from kafka_share.records.batch import Record
+from kafka_share.spark._arrow import arrow_schema, poll_batch_to_table, read_ipc, split_ipc
 from kafka_share.spark.source import source_schema
 
+TIP = TopicIdPartition(__import__("uuid").UUID(int=3), "t", 1)
 
-def record(offset: int, value: bytes | None = b"v", **kw: object) -> ConsumerRecord[bytes, bytes]:
-    fields: dict[str, object] = {
-        "topic": "t", "partition": 1, "offset": offset, "timestamp": 1_700_000_000_123,
-        "timestamp_type": TimestampType.CREATE_TIME, "key": b"k", "value": value,
-        "headers": (), "leader_epoch": 0, "delivery_count": 1,
-    }
-    fields.update(kw)
-    return ConsumerRecord(**fields)  # type: ignore[arg-type]
+
+def record(
+    offset: int, value: bytes | None = b"v", *, key: bytes | None = b"k",
+    timestamp: int = 1_700_000_000_123, headers: tuple[tuple[str, bytes | None], ...] = (),
+) -> Record:
+    return (offset, timestamp, key, value, headers)
+
+
+def records_to_table(
+    records: list[Record], include_headers: bool, *, delivery_count: int = 1,
+    timestamp_type: int = 0,
+) -> pa.Table:
+    """The source's table for ``records``, through poll_arrow's own batch builder."""
+    piece = Piece(
+        columns_from_records(records), np.full(len(records), delivery_count, np.int32),
+        timestamp_type,
+    )
+    batch = to_record_batch(ColumnarRecords({TIP: [piece]}), view_types=False)
+    return poll_batch_to_table(batch, include_headers)
 
 
 @pytest.mark.parametrize("headers", [False, True])
@@ -27,13 +43,12 @@ def test_arrow_schema_is_what_spark_expects_for_the_spark_schema(headers: bool) 
     assert arrow_schema(headers).equals(to_arrow_schema(source_schema(headers), timezone="UTC"))
 
 
-def test_records_to_table_values() -> None:
+def test_poll_batch_to_table_values() -> None:
     records = [
-        record(5, headers=(("h", b"1"), ("n", None)), delivery_count=3),
-        record(6, value=None, key=None, timestamp=-1,
-               timestamp_type=TimestampType.NO_TIMESTAMP_TYPE),
+        record(5, headers=(("h", b"1"), ("n", None))),
+        record(6, value=None, key=None, timestamp=-1),
     ]
-    rows = records_to_table(records, include_headers=True).to_pylist()
+    rows = records_to_table(records, True, delivery_count=3).to_pylist()
     assert rows[0]["offset"] == 5 and rows[0]["partition"] == 1 and rows[0]["topic"] == "t"
     assert rows[0]["deliveryCount"] == 3
     assert rows[0]["timestamp"].timestamp() == pytest.approx(1_700_000_000.123)
@@ -41,8 +56,10 @@ def test_records_to_table_values() -> None:
     assert rows[0]["headers"] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]
     assert rows[1]["value"] is None and rows[1]["key"] is None
     assert rows[1]["timestamp"] is None  # -1: the record has no timestamp
-    assert rows[1]["timestampType"] == -1
-    assert "headers" not in records_to_table(records, include_headers=False).column_names
+    assert rows[1]["headers"] == []
+    assert "headers" not in records_to_table(records, False).column_names
+    legacy = records_to_table([record(7, timestamp=-1)], False, timestamp_type=-1).to_pylist()
+    assert legacy[0]["timestampType"] == -1  # a v0 message set has no timestamp type
 
 
 def payload_rows(payloads: list[bytes]) -> list[int]:

@@ -6,12 +6,15 @@ pins down which batches get acknowledged when, without either.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+import numpy as np
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-from kafka_share import AcknowledgeType, ConsumerRecord, TimestampType
+from kafka_share import AcknowledgeType, TopicIdPartition
+from kafka_share._app.columnar import ColumnarRecords, Piece, columns_from_records, to_record_batch
 from kafka_share.spark._arrow import read_ipc
 from kafka_share.spark._options import SparkOptionError, parse_source_options
 from kafka_share.spark.source import ArrowPartition, ShareGroupStreamReader, source_schema
@@ -25,30 +28,30 @@ class StandInConsumer:
     def __init__(self, batches: list[int]) -> None:
         self.batches = list(batches)  # records per poll
         self.next_offset = 0
-        self.current: list[ConsumerRecord[bytes, bytes]] = []
+        self.current: list[int] = []  # offsets of the last poll
         self.acked: dict[int, AcknowledgeType] = {}
         self.pending: dict[int, AcknowledgeType] = {}
         self.commits = 0
         self.closed = False
 
-    def poll(self, timeout: float) -> list[ConsumerRecord[bytes, bytes]]:
+    def poll_arrow(self, timeout: float) -> Any:
         done = self.pending.keys() | self.acked.keys()
-        unacked = [r.offset for r in self.current if r.offset not in done]
+        unacked = [o for o in self.current if o not in done]
         assert not unacked, "explicit mode: poll with unacknowledged records"
         self.acked.update(self.pending)
         self.pending = {}
         n = self.batches.pop(0) if self.batches else 0
-        self.current = [
-            ConsumerRecord("t", 0, self.next_offset + i, 0, TimestampType.CREATE_TIME,
-                           None, b"v", (), None, 1)
-            for i in range(n)
-        ]
+        self.current = list(range(self.next_offset, self.next_offset + n))
         self.next_offset += n
-        return self.current
+        columns = columns_from_records([(o, 0, None, b"v", ()) for o in self.current])
+        piece = Piece(columns, np.ones(n, dtype=np.int32), 0)
+        tip = TopicIdPartition(uuid.UUID(int=1), "t", 0)
+        return to_record_batch(ColumnarRecords({tip: [piece]}), view_types=False)
 
-    def acknowledge(self, record: ConsumerRecord[bytes, bytes], type: AcknowledgeType) -> None:
-        assert record in self.current, "not a record of the current batch"
-        self.pending[record.offset] = type
+    def acknowledge_arrow(self, batch: Any, type: AcknowledgeType) -> None:
+        offsets = batch.column("offset").to_pylist()
+        assert set(offsets) <= set(self.current), "not records of the current batch"
+        self.pending.update(dict.fromkeys(offsets, type))
 
     def commit_sync(self, timeout: float) -> dict[Any, Any]:
         self.commits += 1
@@ -173,12 +176,12 @@ from kafka_share.spark.source import _Driver
 
 class Consumer:
     woken = False
-    def poll(self, timeout):
+    def poll_arrow(self, timeout):
         if sys.argv[1] == "during-poll":
             os.kill(os.getpid(), signal.SIGTERM)  # the handler runs inside this call
             if self.woken:
                 raise WakeupError("woken")
-        return []
+        return None
     def wakeup(self):
         self.woken = True
     def close(self, timeout):
