@@ -322,3 +322,41 @@ def test_acknowledging_an_earlier_delivery_of_a_record_says_so() -> None:
         c._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [redelivered])
         with pytest.raises(IllegalStateError, match=r"earlier delivery.*delivery count 1.*2"):
             c.acknowledge(_record())
+
+
+def test_poll_arrow_misuse_without_a_broker() -> None:
+    with (
+        ShareConsumer(
+            bootstrap_servers=NOWHERE, group_id="g", value_deserializer=bytes.decode
+        ) as consumer,
+        pytest.raises(IllegalStateError, match="without key_deserializer/value_deserializer"),
+    ):
+        consumer.poll_arrow(0)
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as consumer:
+        with pytest.raises(IllegalStateError, match="not subscribed"):
+            consumer.poll_arrow(0)
+        with pytest.raises(IllegalStateError, match=r"polled with poll_arrow\(\)"):
+            consumer.poll(0)  # the kind is fixed by the first poll, even a failed one
+        with pytest.raises(IllegalStateError, match="Implicit acknowledgement"):
+            consumer.acknowledge_arrow(object())
+
+
+def test_poll_arrow_without_pyarrow_names_the_extra() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['pyarrow'] = None\n"
+        "from kafka_share import ShareConsumer\n"
+        f"c = ShareConsumer(bootstrap_servers={NOWHERE!r}, group_id='g')\n"
+        "try:\n"
+        "    c.poll_arrow(0)\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+        "finally:\n"
+        "    c.close(timeout=1)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "pip install 'kafka-share[arrow]'" in proc.stdout, proc.stderr
