@@ -1,0 +1,587 @@
+"""Decode a v2 record batch into columns (numpy and pyarrow) without a Python object per record.
+
+The arrow path of the share consumer (``poll_arrow()``) turns every batch into
+a :class:`RecordColumns` with :func:`decode_columns`. This module is imported
+only by that path: it needs numpy and pyarrow (the ``arrow`` extra), which the
+rest of the package does not.
+
+Theory of operation
+===================
+
+A v2 records section is a sequence of records, each prefixed by its length as
+a zig-zag varint. Only the *starts* of the records are sequential: once they
+are known, every field of every record can be decoded at once, one numpy
+operation per field rather than per record.
+
+1. **Record starts.** If the first record's size times the record count is the
+   section's size, the records are guessed to be equally long and the guess is
+   checked vectorised (every length must match). Otherwise (or if the check
+   fails) one tight Python loop reads only the length varints.
+2. **Fields.** Position arrays advance field by field: attributes byte, timestamp
+   delta, offset delta, key length, key, value length, value, header count.
+   Varints are decoded vectorised a byte at a time, only the rows whose varint
+   continues being looked at past the first byte.
+3. **Keys and values** become ``binary_view`` arrays whose views point into the
+   records-section buffer (zero-copy): a value of at most 12 bytes is inlined in
+   its 16-byte view, a longer one stores its length, a 4-byte prefix, a buffer
+   index and an offset. The section bytes are wrapped with ``pyarrow.py_buffer``
+   so the arrays keep them alive. (For an uncompressed batch that buffer is the
+   whole fetch response's ``bytes``; a section over 2 GiB, possible only with a
+   raised decompression cap, is addressed as several overlapping buffers
+   because a view's offset is an int32.)
+4. **Headers** are decoded only when some record has any, with a Python loop
+   over those records only, into ``list<struct<key: string, value: binary>>``.
+
+Validation
+==========
+
+The row decoder (:meth:`RecordBatch.records`) is the reference: for every
+batch it decodes, :func:`decode_columns` gives the same rows, and wherever it
+raises, :func:`decode_columns` raises :class:`CorruptBatchError` (with the
+batch's offsets and a reason naming the record and the byte). Every check is
+vectorised: each varint ends inside its record and within 10 bytes, every
+record is at least 6 bytes and inside the section, lengths are >= -1 (header
+keys >= 0) and fit in the record, every record's fields end exactly at its
+declared length, the section holds exactly ``record_count`` records with no
+bytes left over. A header key must be valid UTF-8 (it is decoded with
+``bytes.decode``, exactly as the row decoder does); otherwise the batch is
+corrupt.
+
+Where the row decoder would return a number a column cannot hold, this module
+raises :class:`CorruptBatchError` instead (the row decoder uses Python ints;
+Kafka's own encoder can never write such a batch): an offset or a CREATE_TIME
+timestamp outside int64 (from an absurd delta varint), a varint whose value
+needs more than 64 bits (a record length, key or value length over 2**31-1 is
+rejected for the same reason).
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from kafka_share.records.batch import RecordBatch
+
+__all__ = ["HEADERS_TYPE", "RecordColumns", "decode_columns"]
+
+HEADERS_TYPE: Any = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+"""Arrow type of :attr:`RecordColumns.headers`."""
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
+_MIN_RECORD_BODY = 6  # attributes + 5 one-byte varints (as the row decoder)
+_MAX_VARINT_BYTES = 10
+_INLINE = 12  # binary_view: values up to 12 bytes live inside the view
+_LONG = _INLINE + 1  # class index of a value stored in the data buffer
+
+# A view's offset is an int32: a section larger than this is addressed as
+# overlapping buffers starting every 2**_BUFFER_SPAN_BITS bytes (module
+# globals so that tests can exercise the split with small sections).
+_MAX_SINGLE_BUFFER = _INT32_MAX
+_BUFFER_SPAN_BITS = 30
+
+
+def _view_masks() -> Any:
+    """``(14, 3)`` int32 masks over bytes 4..16 of a view, by size class.
+
+    Class ``n <= 12``: keep the first ``n`` inline bytes, zero the rest (arrow
+    requires zero padding). Class 13 (a long value): keep the 4-byte prefix,
+    zero the buffer index and offset words (filled in afterwards).
+    """
+    masks = np.zeros((_LONG + 1, _INLINE), np.uint8)
+    for n in range(_INLINE + 1):
+        masks[n, :n] = 0xFF
+    masks[_LONG, :4] = 0xFF
+    return masks.view(np.int32)
+
+
+_VIEW_MASKS = _view_masks()
+_EMPTY_I64: Any = np.zeros(0, np.int64)
+
+
+class _CorruptError(Exception):
+    """Internal: (reason, row mask or index, byte position array or int)."""
+
+
+def _first(rows: Any) -> int:
+    """Index of the first True in a boolean mask."""
+    return int(np.argmax(rows))
+
+
+class RecordColumns:
+    """The records of one batch, column by column.
+
+    Row ``i`` is record ``i`` of the batch, in offset order.
+    """
+
+    __slots__ = (
+        "count",
+        "headers",
+        "key_sizes",
+        "keys",
+        "offsets",
+        "timestamps",
+        "value_sizes",
+        "values",
+    )
+
+    #: number of records
+    count: int
+    #: int64 absolute offsets
+    offsets: Any
+    #: int64 milliseconds, as :meth:`RecordBatch.records` gives them (LOG_APPEND_TIME applied)
+    timestamps: Any
+    #: pyarrow ``binary_view``, null where the key is null
+    keys: Any
+    #: pyarrow ``binary_view``, null where the value is null
+    values: Any
+    #: int32 key sizes in bytes, -1 for a null key
+    key_sizes: Any
+    #: int32 value sizes in bytes, -1 for a null value
+    value_sizes: Any
+    #: :data:`HEADERS_TYPE` array (an empty list for a record without headers),
+    #: or ``None`` when no record of the batch has a header
+    headers: Any
+
+    def __init__(
+        self,
+        count: int,
+        offsets: Any,
+        timestamps: Any,
+        keys: Any,
+        values: Any,
+        key_sizes: Any,
+        value_sizes: Any,
+        headers: Any,
+    ) -> None:
+        self.count = count
+        self.offsets = offsets
+        self.timestamps = timestamps
+        self.keys = keys
+        self.values = values
+        self.key_sizes = key_sizes
+        self.value_sizes = value_sizes
+        self.headers = headers
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        span = f" offsets={int(self.offsets[0])}..{int(self.offsets[-1])}" if self.count else ""
+        return f"<RecordColumns count={self.count}{span}>"
+
+    def take(self, indices: Any) -> RecordColumns:
+        """The rows at ``indices`` (an integer array, or a boolean mask of ``count`` rows).
+
+        Keys and values still point into the same section buffer (only the
+        16-byte views are copied).
+
+        Raises:
+            IndexError: an index outside ``0 .. count - 1``.
+        """
+        idx = np.asarray(indices)
+        if idx.dtype == np.bool_:
+            if idx.shape != (self.count,):
+                raise IndexError(f"boolean mask of {idx.shape} for {self.count} rows")
+            idx = np.flatnonzero(idx)
+        elif idx.size == 0:
+            idx = _EMPTY_I64
+        elif idx.dtype.kind not in "iu":
+            raise IndexError(f"indices must be integers, not {idx.dtype}")
+        if idx.ndim != 1:
+            raise IndexError("indices must be one-dimensional")
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.count):
+            raise IndexError(f"row index out of range for {self.count} rows")
+        key_sizes = self.key_sizes[idx]
+        value_sizes = self.value_sizes[idx]
+        return RecordColumns(
+            len(idx),
+            self.offsets[idx],
+            self.timestamps[idx],
+            _take_views(self.keys, key_sizes, idx),
+            _take_views(self.values, value_sizes, idx),
+            key_sizes,
+            value_sizes,
+            None if self.headers is None else self.headers.take(pa.array(idx, pa.int64())),
+        )
+
+    def slice(self, start: int, stop: int) -> RecordColumns:
+        """Rows ``start`` .. ``stop - 1`` (Python slice rules), without copying anything."""
+        start, stop, _ = slice(start, stop).indices(self.count)
+        stop = max(start, stop)
+        n = stop - start
+        return RecordColumns(
+            n,
+            self.offsets[start:stop],
+            self.timestamps[start:stop],
+            self.keys.slice(start, n),
+            self.values.slice(start, n),
+            self.key_sizes[start:stop],
+            self.value_sizes[start:stop],
+            None if self.headers is None else self.headers.slice(start, n),
+        )
+
+
+def _take_views(arr: Any, sizes: Any, idx: Any) -> Any:
+    """``arr`` (binary_view) rows at ``idx``: new views, same data buffers."""
+    bufs = arr.buffers()
+    views = np.frombuffer(bufs[1], np.int32).reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
+    picked = views[idx]
+    return _view_array(len(idx), picked, sizes, bufs[2:])
+
+
+def _view_array(n: int, views: Any, sizes: Any, data_buffers: list[Any]) -> Any:
+    """A binary_view array from ``(n, 4)`` int32 views; null where ``sizes`` < 0."""
+    null_count = int(np.count_nonzero(sizes < 0)) if n else 0
+    validity = None
+    if null_count:
+        validity = pa.py_buffer(np.packbits(sizes >= 0, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.binary_view(), n, [validity, pa.py_buffer(views), *data_buffers], null_count=null_count
+    )
+
+
+# ---------------------------------------------------------------------- varints
+
+
+def _py_varint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
+    """One zig-zag varint at ``pos`` that must end before ``limit``; (value, next pos)."""
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= limit:
+            raise _CorruptError(f"{what} runs past the end of the record", None, start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise _CorruptError(f"{what} varint longer than 10 bytes", None, start)
+
+
+def _varints(a: Any, pos: Any, limit: Any, what: str, *, wide_ok: bool = False) -> tuple[Any, Any]:
+    """Zig-zag varints at every position of ``pos``; (int64 values, next positions).
+
+    Each must start and end before its ``limit`` (an array, or a scalar for
+    all) and take at most 10 bytes; unless ``wide_ok`` (the value is not
+    used), its unsigned value must fit in 64 bits.
+    """
+    short = pos >= limit
+    if short.any():
+        raise _CorruptError(f"{what} is missing: the record ends first", short, pos)
+    b = a[pos]
+    more = b >= 0x80
+    if not more.any():
+        u = b.astype(np.int64)
+        return (u >> 1) ^ -(u & 1), pos + 1
+    u64 = (b & 0x7F).astype(np.uint64)
+    nxt = pos + 1
+    rows = np.flatnonzero(more)
+    scalar_limit = not isinstance(limit, np.ndarray)
+    for k in range(1, _MAX_VARINT_BYTES):
+        p = pos[rows] + k
+        over = p >= (limit if scalar_limit else limit[rows])
+        if over.any():
+            raise _CorruptError(f"{what} runs past the end of the record", int(rows[over][0]), pos)
+        bk = a[p]
+        u64[rows] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        nxt[rows] += 1
+        cont = bk >= 0x80
+        if k == _MAX_VARINT_BYTES - 1:
+            if cont.any():
+                raise _CorruptError(f"{what} varint longer than 10 bytes", int(rows[cont][0]), pos)
+            # The tenth byte carries bit 63 only; more bits need over 64.
+            wide = (bk & 0x7E) != 0
+            if not wide_ok and wide.any():
+                raise _CorruptError(f"{what} does not fit in 64 bits", int(rows[wide][0]), pos)
+        rows = rows[cont]
+        if not rows.size:
+            break
+    values = (u64 >> np.uint64(1)).view(np.int64) ^ -((u64 & np.uint64(1)).view(np.int64))
+    return values, nxt
+
+
+# ---------------------------------------------------------------------- record starts
+
+
+def _uniform_starts(a: Any, buf: bytes, start: int, end: int, count: int) -> Any:
+    """Record starts if every record has the first one's size, else ``None``."""
+    try:
+        length, body = _py_varint(buf, start, end, "record length")
+    except _CorruptError:
+        return None
+    stride = body - start + length
+    if length < _MIN_RECORD_BODY or stride * count != end - start:
+        return None
+    starts = np.arange(start, end, stride, dtype=np.int64)
+    try:
+        lengths, bodies = _varints(a, starts, end, "record length")
+    except _CorruptError:
+        return None
+    if (lengths != length).any() or (bodies - starts != body - start).any():
+        return None
+    return starts
+
+
+def _scan_starts(buf: bytes, start: int, end: int, count: int) -> Any:
+    """Record starts found by following the length varints (validates them)."""
+    starts = array("q")
+    append = starts.append
+    pos = start
+    for i in range(count):
+        if pos >= end:
+            raise _CorruptError(f"the section ends after {i} of {count} records", None, pos)
+        append(pos)
+        b = buf[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = _py_varint(buf, pos, end, "record length")
+        if length < _MIN_RECORD_BODY or length > end - pos:
+            raise _CorruptError(f"record {i} length {length} does not fit", None, pos)
+        pos += length
+    if pos != end:
+        raise _CorruptError(f"{end - pos} bytes left over after {count} records", None, pos)
+    return np.frombuffer(starts, np.int64)
+
+
+# ---------------------------------------------------------------------- keys and values
+
+
+def _views(a: Any, buf: bytes, pos: Any, sizes: Any, rel: Any, long_index: Any) -> Any:
+    """``(n, 4)`` int32 binary_view views of the values at ``pos`` with ``sizes``.
+
+    ``rel`` is each value's offset in its data buffer, ``long_index`` its
+    buffer index (an int for all, or an array).
+    """
+    n = len(pos)
+    alen = len(a)
+    clipped = np.maximum(sizes, 0)
+    size_class = np.minimum(clipped, _LONG)
+    if alen >= _INLINE:
+        windows = np.ndarray(
+            shape=(alen - _INLINE + 1,), dtype=f"V{_INLINE}", buffer=buf, strides=(1,)
+        )
+        read = np.minimum(pos, alen - _INLINE)
+        raw = windows[read].view(np.uint8).reshape(n, _INLINE)
+        tail = np.flatnonzero(read != pos)
+    else:
+        raw = np.zeros((n, _INLINE), np.uint8)
+        tail = np.arange(n)
+    # Windows that would run past the buffer's end: read what exists (the
+    # value itself ends inside the buffer), zero the rest.
+    for i in tail.tolist():
+        p = int(pos[i])
+        chunk = buf[p : p + _INLINE]
+        raw[i] = 0
+        raw[i, : len(chunk)] = np.frombuffer(chunk, np.uint8)
+    views = np.empty((n, 4), np.int32)
+    views[:, 0] = clipped
+    views[:, 1:] = raw.view(np.int32) & _VIEW_MASKS[size_class]
+    long_rows = size_class == _LONG
+    if long_rows.any():
+        views[long_rows, 3] = rel[long_rows]
+        if not isinstance(long_index, int):
+            views[long_rows, 2] = long_index[long_rows]
+    return views
+
+
+# ---------------------------------------------------------------------- headers
+
+
+def _headers(buf: bytes, rows: Any, counts: Any, pos: Any, rec_end: Any, n: int) -> Any:
+    """Decode the headers of ``rows`` (the records whose header count is not 0);
+    advances ``pos`` of those rows past them."""
+    hkeys: list[str] = []
+    hvalues: list[bytes | None] = []
+    offsets = np.zeros(n + 1, np.int32)
+    for i in rows.tolist():
+        p = int(pos[i])
+        r_end = int(rec_end[i])
+        count = int(counts[i])
+        # Each header needs at least 2 bytes, which bounds a hostile count.
+        if count < 0 or count * 2 > r_end - p:
+            raise _CorruptError(f"header count {count} does not fit in the record", i, p)
+        for _ in range(count):
+            klen, p = _py_varint(buf, p, r_end, "header key length")
+            if klen < 0 or klen > r_end - p:
+                raise _CorruptError(f"bad header key length {klen}", i, p)
+            try:
+                hkeys.append(buf[p : p + klen].decode())
+            except UnicodeDecodeError as exc:
+                raise _CorruptError(f"header key is not UTF-8 ({exc})", i, p) from None
+            p += klen
+            vlen, p = _py_varint(buf, p, r_end, "header value length")
+            if vlen < 0:
+                if vlen != -1:
+                    raise _CorruptError(f"bad header value length {vlen}", i, p)
+                hvalues.append(None)
+            else:
+                if vlen > r_end - p:
+                    raise _CorruptError(f"header value length {vlen} overruns the record", i, p)
+                hvalues.append(buf[p : p + vlen])
+                p += vlen
+        pos[i] = p
+        offsets[i + 1] = count
+    np.cumsum(offsets, out=offsets)
+    items = pa.StructArray.from_arrays(
+        [pa.array(hkeys, pa.string()), pa.array(hvalues, pa.binary())], names=["key", "value"]
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets), items, type=HEADERS_TYPE)
+
+
+# ---------------------------------------------------------------------- decode
+
+
+def decode_columns(batch: RecordBatch) -> RecordColumns:
+    """Decode ``batch`` into :class:`RecordColumns`.
+
+    Row ``i`` equals ``batch.records()[i]``. Keys and values are zero-copy
+    views into the batch's (decompressed) records section. A legacy (magic
+    0/1) batch is converted from its rows instead.
+
+    Raises:
+        CorruptBatchError: wherever :meth:`RecordBatch.records` raises, and for
+            offsets or timestamps outside int64 (see the module docstring).
+    """
+    if batch.magic < 2:
+        return _from_rows(batch.records())
+    buf, start, end, count, append_timestamp = batch._records_section()
+    try:
+        return _decode(batch, buf, start, end, count, append_timestamp)
+    except _CorruptError as exc:
+        why, rows, where = exc.args
+        if rows is not None:
+            index = rows if isinstance(rows, int) else _first(rows)
+            if not isinstance(where, int):
+                where = int(where[index])
+            why = f"record {index}: {why}"
+        raise batch._corrupt(f"{why} (record section byte {where - start})") from None
+
+
+def _decode(
+    batch: RecordBatch,
+    buf: bytes,
+    start: int,
+    end: int,
+    count: int,
+    append_timestamp: int | None,
+) -> RecordColumns:
+    if count == 0:
+        if end != start:
+            raise _CorruptError(f"{end - start} bytes left over after 0 records", None, start)
+        return _from_rows([])
+    a = np.frombuffer(buf, np.uint8)
+    starts = _uniform_starts(a, buf, start, end, count)
+    if starts is None:
+        starts = _scan_starts(buf, start, end, count)
+    lengths, pos = _varints(a, starts, end, "record length")
+    if end - start > _INT32_MAX:
+        # Only with a raised decompression cap. Kafka's record lengths are
+        # int32, and so are the sizes in arrow's views.
+        bad = lengths > _INT32_MAX
+        if bad.any():
+            raise _CorruptError("record length over 2**31-1", bad, starts)
+    rec_end = pos + lengths  # cannot overflow: checked by the start finders
+
+    pos = pos + 1  # the attributes byte, unused in v2
+    ts_delta, pos = _varints(
+        a, pos, rec_end, "timestamp delta", wide_ok=append_timestamp is not None
+    )
+    offset_delta, pos = _varints(a, pos, rec_end, "offset delta")
+
+    key_sizes, pos = _varints(a, pos, rec_end, "key length")
+    bad = (key_sizes < -1) | (key_sizes > rec_end - pos)
+    if bad.any():
+        raise _CorruptError(f"bad key length {int(key_sizes[_first(bad)])}", bad, pos)
+    key_pos = pos
+    pos = pos + np.maximum(key_sizes, 0)
+
+    value_sizes, pos = _varints(a, pos, rec_end, "value length")
+    bad = (value_sizes < -1) | (value_sizes > rec_end - pos)
+    if bad.any():
+        raise _CorruptError(f"bad value length {int(value_sizes[_first(bad)])}", bad, pos)
+    value_pos = pos
+    pos = pos + np.maximum(value_sizes, 0)
+
+    header_counts, pos = _varints(a, pos, rec_end, "header count")
+    headers = None
+    with_headers = np.flatnonzero(header_counts)
+    if with_headers.size:
+        headers = _headers(buf, with_headers, header_counts, pos, rec_end, count)
+    bad = pos != rec_end
+    if bad.any():
+        i = _first(bad)
+        raise _CorruptError(
+            f"fields end at byte {int(pos[i]) - start} but its length says "
+            f"{int(rec_end[i]) - start}",
+            i,
+            int(rec_end[i]),
+        )
+
+    base_offset = batch.base_offset
+    bad = (offset_delta > min(_INT64_MAX - base_offset, _INT64_MAX)) | (
+        offset_delta < max(_INT64_MIN - base_offset, _INT64_MIN)
+    )
+    if bad.any():
+        raise _CorruptError("offset outside int64", bad, starts)
+    offsets = offset_delta + base_offset
+    if append_timestamp is None:
+        base_ts = batch.base_timestamp
+        bad = (ts_delta > min(_INT64_MAX - base_ts, _INT64_MAX)) | (
+            ts_delta < max(_INT64_MIN - base_ts, _INT64_MIN)
+        )
+        if bad.any():
+            raise _CorruptError("timestamp outside int64", bad, starts)
+        timestamps = ts_delta + base_ts
+    else:
+        timestamps = np.full(count, append_timestamp, np.int64)
+
+    # Keys and values share one views computation: rows 0..n-1 keys, n..2n-1 values.
+    section = pa.py_buffer(buf)
+    if start or end != len(buf):
+        section = section.slice(start, end - start)
+    both_pos = np.concatenate((key_pos, value_pos))
+    both_sizes = np.concatenate((key_sizes, value_sizes))
+    rel = both_pos - start
+    data_buffers = [section]
+    long_index: Any = 0
+    if end - start > _MAX_SINGLE_BUFFER:
+        span = 1 << _BUFFER_SPAN_BITS
+        long_index = rel >> _BUFFER_SPAN_BITS
+        rel = rel & (span - 1)
+        data_buffers = [section.slice(j * span) for j in range((end - start - 1) // span + 1)]
+    views = _views(a, buf, both_pos, both_sizes, rel, long_index)
+    key_sizes = key_sizes.astype(np.int32)
+    value_sizes = value_sizes.astype(np.int32)
+    keys = _view_array(count, views[:count], key_sizes, data_buffers)
+    values = _view_array(count, views[count:], value_sizes, data_buffers)
+    return RecordColumns(count, offsets, timestamps, keys, values, key_sizes, value_sizes, headers)
+
+
+def _from_rows(rows: list[Any]) -> RecordColumns:
+    """Columns built from decoded rows (legacy batches, empty batches): copies."""
+    n = len(rows)
+    keys = [r[2] for r in rows]
+    values = [r[3] for r in rows]
+    headers = None
+    if any(r[4] for r in rows):
+        headers = pa.array([[{"key": k, "value": v} for k, v in r[4]] for r in rows], HEADERS_TYPE)
+    return RecordColumns(
+        n,
+        np.array([r[0] for r in rows], np.int64),
+        np.array([r[1] for r in rows], np.int64),
+        pa.array(keys, pa.binary_view()),
+        pa.array(values, pa.binary_view()),
+        np.array([-1 if k is None else len(k) for k in keys], np.int32),
+        np.array([-1 if v is None else len(v) for v in values], np.int32),
+        headers,
+    )
