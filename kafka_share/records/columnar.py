@@ -248,8 +248,27 @@ def _view_array(n: int, views: Any, sizes: Any, data_buffers: list[Any]) -> Any:
 # ---------------------------------------------------------------------- varints
 
 
+def _varint2_tables() -> tuple[Any, Any, Any]:
+    """Lookup tables over the 65536 values of a varint's first two bytes
+    (little-endian ``uint16``): the zig-zag value (int32) and size (1 or 2) of
+    a varint that ends within them; for a longer one, size
+    :data:`_LONGER` and the unsigned 14-bit payload of the two bytes."""
+    w = np.arange(1 << 16, dtype=np.int64)
+    b0 = w & 0xFF
+    b1 = w >> 8
+    one = b0 < 0x80
+    raw = np.where(one, b0, (b0 & 0x7F) | ((b1 & 0x7F) << 7))
+    size = np.where(one, 1, np.where(b1 < 0x80, 2, _LONGER))
+    value = (raw >> 1) ^ -(raw & 1)
+    return value.astype(np.int32), size.astype(np.int8), raw.astype(np.uint64)
+
+
+_LONGER = 3  # size entry: the varint continues past its second byte
+_VARINT2_VALUE, _VARINT2_SIZE, _VARINT2_RAW = _varint2_tables()
+
+
 def _py_varint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
-    """One zig-zag varint at ``pos`` that must end before ``limit``; (value, next pos)."""
+    """One zig-zag varint at ``pos`` that must end by ``limit``; (value, next pos)."""
     result = 0
     shift = 0
     start = pos
@@ -266,76 +285,133 @@ def _py_varint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
             raise _CorruptError(f"{what} varint longer than 10 bytes", None, start)
 
 
-def _varints(a: Any, pos: Any, limit: Any, what: str, *, wide_ok: bool = False) -> tuple[Any, Any]:
-    """Zig-zag varints at every position of ``pos``; (int64 values, next positions).
+def _varints(
+    a: Any, w16: Any, pos: Any, limit: Any, what: str, *, wide_ok: bool = False
+) -> tuple[Any, Any]:
+    """Zig-zag varints at every position of ``pos``; (values, next positions).
 
-    Each must start and end before its ``limit`` (an array, or a scalar for
-    all) and take at most 10 bytes; unless ``wide_ok`` (the value is not
-    used), its unsigned value must fit in 64 bits.
+    Each must end by its ``limit`` (an array, or a scalar for all; never past
+    the buffer) and take at most 10 bytes; unless ``wide_ok`` (the value is
+    not used), its unsigned value must fit in 64 bits. The caller guarantees
+    ``pos <= len(a) - 2`` so that ``w16`` (the buffer as unaligned ``uint16``)
+    can be read at every position. Values are int32 when every varint has
+    one or two bytes (the common case: two table lookups), else int64.
     """
-    short = pos >= limit
-    if short.any():
-        raise _CorruptError(f"{what} is missing: the record ends first", short, pos)
-    b = a[pos]
-    more = b >= 0x80
-    if not more.any():
-        u = b.astype(np.int64)
-        return (u >> 1) ^ -(u & 1), pos + 1
-    u64 = (b & 0x7F).astype(np.uint64)
-    nxt = pos + 1
-    rows = np.flatnonzero(more)
-    scalar_limit = not isinstance(limit, np.ndarray)
-    for k in range(1, _MAX_VARINT_BYTES):
-        p = pos[rows] + k
-        over = p >= (limit if scalar_limit else limit[rows])
+    w = w16[pos]
+    size = _VARINT2_SIZE.take(w)
+    values = _VARINT2_VALUE.take(w)
+    if size.max() == _LONGER:
+        values, nxt = _longer_varints(a, w, pos, size, values, limit, what, wide_ok)
+    else:
+        nxt = pos + size
+    bad = nxt > limit
+    if bad.any():
+        raise _CorruptError(f"{what} runs past the end of the record", bad, pos)
+    return values, nxt
+
+
+def _longer_varints(
+    a: Any, w: Any, pos: Any, size: Any, values: Any, limit: Any, what: str, wide_ok: bool
+) -> tuple[Any, Any]:
+    """:func:`_varints` for the rows whose varint has more than two bytes."""
+    rows = np.flatnonzero(size == _LONGER)
+    start = pos[rows]
+    lim = limit if not isinstance(limit, np.ndarray) else limit[rows]
+    u = _VARINT2_RAW.take(w[rows])
+    sizes = np.full(len(rows), 2, np.int64)
+    cur = np.arange(len(rows))  # rows (of the subset) whose varint continues
+    for k in range(2, _MAX_VARINT_BYTES):
+        p = start[cur] + k
+        over = p >= (lim if not isinstance(lim, np.ndarray) else lim[cur])
         if over.any():
-            raise _CorruptError(f"{what} runs past the end of the record", int(rows[over][0]), pos)
+            raise _CorruptError(
+                f"{what} runs past the end of the record", int(rows[cur[over][0]]), pos
+            )
         bk = a[p]
-        u64[rows] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        nxt[rows] += 1
+        u[cur] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        sizes[cur] += 1
         cont = bk >= 0x80
         if k == _MAX_VARINT_BYTES - 1:
             if cont.any():
-                raise _CorruptError(f"{what} varint longer than 10 bytes", int(rows[cont][0]), pos)
+                raise _CorruptError(
+                    f"{what} varint longer than 10 bytes", int(rows[cur[cont][0]]), pos
+                )
             # The tenth byte carries bit 63 only; more bits need over 64.
             wide = (bk & 0x7E) != 0
             if not wide_ok and wide.any():
-                raise _CorruptError(f"{what} does not fit in 64 bits", int(rows[wide][0]), pos)
-        rows = rows[cont]
-        if not rows.size:
+                raise _CorruptError(f"{what} does not fit in 64 bits", int(rows[cur[wide][0]]), pos)
+        cur = cur[cont]
+        if not cur.size:
             break
-    values = (u64 >> np.uint64(1)).view(np.int64) ^ -((u64 & np.uint64(1)).view(np.int64))
+    values = values.astype(np.int64)
+    values[rows] = (u >> np.uint64(1)).view(np.int64) ^ -((u & np.uint64(1)).view(np.int64))
+    nxt = pos + size
+    nxt[rows] = start + sizes
     return values, nxt
 
 
 # ---------------------------------------------------------------------- record starts
 
-
-def _uniform_starts(a: Any, buf: bytes, start: int, end: int, count: int) -> Any:
-    """Record starts if every record has the first one's size, else ``None``."""
-    try:
-        length, body = _py_varint(buf, start, end, "record length")
-    except _CorruptError:
-        return None
-    stride = body - start + length
-    if length < _MIN_RECORD_BODY or stride * count != end - start:
-        return None
-    starts = np.arange(start, end, stride, dtype=np.int64)
-    try:
-        lengths, bodies = _varints(a, starts, end, "record length")
-    except _CorruptError:
-        return None
-    if (lengths != length).any() or (bodies - starts != body - start).any():
-        return None
-    return starts
+# Guessing equally long records pays when it confirms at least this many.
+_MIN_GUESSED = 16
 
 
-def _scan_starts(buf: bytes, start: int, end: int, count: int) -> Any:
-    """Record starts found by following the length varints (validates them)."""
+def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: int) -> Any:
+    """The start of every record (validated: lengths fit, none left over).
+
+    Records of a batch are often equally long, or change length a few times
+    (an offset delta reaching two bytes), so from a record read in Python the
+    following ones are guessed to be as long and the guess is checked
+    vectorised: each guessed record must start with the same length varint.
+    The records up to the first mismatch are confirmed (each one's length
+    says where the next starts); decoding continues in Python from there. Once
+    a guess confirms fewer than :data:`_MIN_GUESSED` records, the rest is read
+    with a Python loop over the length varints only.
+    """
+    parts = []
+    pos = start
+    i = 0
+    while i < count:
+        if pos >= end:
+            raise _CorruptError(f"the section ends after {i} of {count} records", None, pos)
+        length, body = _py_varint(buf, pos, end, "record length")
+        if length < _MIN_RECORD_BODY or length > end - body:
+            raise _CorruptError(f"record {i} length {length} does not fit", None, pos)
+        stride = body - pos + length
+        # Guessed records i+1 .. i+m, each ending inside the section.
+        m = min(count - i - 1, (end - pos) // stride - 1)
+        if m < _MIN_GUESSED:
+            break
+        guesses = np.arange(pos + stride, pos + (m + 1) * stride, stride, dtype=np.int64)
+        # The same length means the same varint bytes (a differently padded
+        # encoding of the same length is a mismatch: the Python path takes it).
+        if body - pos == 1:
+            same = a[guesses] == buf[pos]
+        else:
+            same = w16[guesses] == buf[pos] | (buf[pos + 1] << 8)
+            for j in range(2, body - pos):
+                same &= a[guesses + j] == buf[pos + j]
+        confirmed = m if same.all() else int(np.argmin(same))
+        # Records i .. i+confirmed start where guessed; record i+confirmed+1
+        # starts right after the last of them.
+        parts.append(np.arange(pos, pos + (confirmed + 1) * stride, stride, dtype=np.int64))
+        i += confirmed + 1
+        pos += (confirmed + 1) * stride
+        if confirmed < _MIN_GUESSED:
+            break
+    if i < count:
+        parts.append(_scan_starts(buf, pos, end, i, count))
+    elif pos != end:
+        raise _CorruptError(f"{end - pos} bytes left over after {count} records", None, pos)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _scan_starts(buf: bytes, pos: int, end: int, first: int, count: int) -> Any:
+    """Starts of records ``first`` .. ``count - 1`` from ``pos``, the last one
+    ending the section: a loop over the length varints only."""
     starts = array("q")
     append = starts.append
-    pos = start
-    for i in range(count):
+    for i in range(first, count):
         if pos >= end:
             raise _CorruptError(f"the section ends after {i} of {count} records", None, pos)
         append(pos)
@@ -343,6 +419,14 @@ def _scan_starts(buf: bytes, start: int, end: int, count: int) -> Any:
         if b < 0x80:
             length = (b >> 1) ^ -(b & 1)
             pos += 1
+        elif pos + 2 < end and (b1 := buf[pos + 1]) < 0x80:
+            u = (b & 0x7F) | (b1 << 7)
+            length = (u >> 1) ^ -(u & 1)
+            pos += 2
+        elif pos + 2 < end and (b2 := buf[pos + 2]) < 0x80:
+            u = (b & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)
+            length = (u >> 1) ^ -(u & 1)
+            pos += 3
         else:
             length, pos = _py_varint(buf, pos, end, "record length")
         if length < _MIN_RECORD_BODY or length > end - pos:
@@ -397,16 +481,18 @@ def _views(a: Any, buf: bytes, pos: Any, sizes: Any, rel: Any, long_index: Any) 
 # ---------------------------------------------------------------------- headers
 
 
-def _headers(buf: bytes, rows: Any, counts: Any, pos: Any, rec_end: Any, n: int) -> Any:
-    """Decode the headers of ``rows`` (the records whose header count is not 0);
-    advances ``pos`` of those rows past them."""
+def _headers(buf: bytes, rows: Any, pos: Any, rec_end: Any, n: int) -> Any:
+    """Decode the headers of ``rows`` (the records whose header count is not a
+    single 0 byte); advances every position past its header count and headers.
+    ``None`` if every count is 0 after all (a padded varint)."""
     hkeys: list[str] = []
     hvalues: list[bytes | None] = []
     offsets = np.zeros(n + 1, np.int32)
+    pos += 1  # the records without headers: past their single 0 byte
     for i in rows.tolist():
-        p = int(pos[i])
+        p = int(pos[i]) - 1
         r_end = int(rec_end[i])
-        count = int(counts[i])
+        count, p = _py_varint(buf, p, r_end, "header count")
         # Each header needs at least 2 bytes, which bounds a hostile count.
         if count < 0 or count * 2 > r_end - p:
             raise _CorruptError(f"header count {count} does not fit in the record", i, p)
@@ -431,6 +517,8 @@ def _headers(buf: bytes, rows: Any, counts: Any, pos: Any, rec_end: Any, n: int)
                 p += vlen
         pos[i] = p
         offsets[i + 1] = count
+    if not hkeys:
+        return None
     np.cumsum(offsets, out=offsets)
     items = pa.StructArray.from_arrays(
         [pa.array(hkeys, pa.string()), pa.array(hvalues, pa.binary())], names=["key", "value"]
@@ -480,43 +568,55 @@ def _decode(
             raise _CorruptError(f"{end - start} bytes left over after 0 records", None, start)
         return _from_rows([])
     a = np.frombuffer(buf, np.uint8)
-    starts = _uniform_starts(a, buf, start, end, count)
-    if starts is None:
-        starts = _scan_starts(buf, start, end, count)
-    lengths, pos = _varints(a, starts, end, "record length")
+    alen = len(a)
+    # The buffer as unaligned little-endian uint16 at every byte position: a
+    # varint's first two bytes in one gather.
+    w16 = np.ndarray(shape=(max(alen - 1, 0),), dtype="<u2", buffer=buf, strides=(1,))
+    starts = _record_starts(a, w16, buf, start, end, count)
+    lengths, pos = _varints(a, w16, starts, end, "record length")
     if end - start > _INT32_MAX:
         # Only with a raised decompression cap. Kafka's record lengths are
         # int32, and so are the sizes in arrow's views.
         bad = lengths > _INT32_MAX
         if bad.any():
             raise _CorruptError("record length over 2**31-1", bad, starts)
-    rec_end = pos + lengths  # cannot overflow: checked by the start finders
+    rec_end = pos + lengths  # inside the section: checked by _record_starts
 
+    # Each varint must leave room for the fields after it (one byte at least
+    # each): a record breaking that is corrupt anyway, and it keeps every
+    # position but the header count's at least 2 bytes before the buffer's
+    # end, so that w16 can be read there.
     pos = pos + 1  # the attributes byte, unused in v2
+    limit = rec_end - 4
     ts_delta, pos = _varints(
-        a, pos, rec_end, "timestamp delta", wide_ok=append_timestamp is not None
+        a, w16, pos, limit, "timestamp delta", wide_ok=append_timestamp is not None
     )
-    offset_delta, pos = _varints(a, pos, rec_end, "offset delta")
+    limit += 1
+    offset_delta, pos = _varints(a, w16, pos, limit, "offset delta")
+    limit += 1
 
-    key_sizes, pos = _varints(a, pos, rec_end, "key length")
-    bad = (key_sizes < -1) | (key_sizes > rec_end - pos)
+    key_sizes, pos = _varints(a, w16, pos, limit, "key length")
+    bad = (key_sizes < -1) | (key_sizes > limit - pos)
     if bad.any():
         raise _CorruptError(f"bad key length {int(key_sizes[_first(bad)])}", bad, pos)
     key_pos = pos
     pos = pos + np.maximum(key_sizes, 0)
+    limit += 1
 
-    value_sizes, pos = _varints(a, pos, rec_end, "value length")
-    bad = (value_sizes < -1) | (value_sizes > rec_end - pos)
+    value_sizes, pos = _varints(a, w16, pos, limit, "value length")
+    bad = (value_sizes < -1) | (value_sizes > limit - pos)
     if bad.any():
         raise _CorruptError(f"bad value length {int(value_sizes[_first(bad)])}", bad, pos)
     value_pos = pos
     pos = pos + np.maximum(value_sizes, 0)
 
-    header_counts, pos = _varints(a, pos, rec_end, "header count")
+    # The header count: almost always a single 0 byte.
+    with_headers = a[pos]
     headers = None
-    with_headers = np.flatnonzero(header_counts)
-    if with_headers.size:
-        headers = _headers(buf, with_headers, header_counts, pos, rec_end, count)
+    if with_headers.any():
+        headers = _headers(buf, np.flatnonzero(with_headers), pos, rec_end, count)
+    else:
+        pos = pos + 1
     bad = pos != rec_end
     if bad.any():
         i = _first(bad)
@@ -527,21 +627,9 @@ def _decode(
             int(rec_end[i]),
         )
 
-    base_offset = batch.base_offset
-    bad = (offset_delta > min(_INT64_MAX - base_offset, _INT64_MAX)) | (
-        offset_delta < max(_INT64_MIN - base_offset, _INT64_MIN)
-    )
-    if bad.any():
-        raise _CorruptError("offset outside int64", bad, starts)
-    offsets = offset_delta + base_offset
+    offsets = _add_base(offset_delta, batch.base_offset, "offset", starts)
     if append_timestamp is None:
-        base_ts = batch.base_timestamp
-        bad = (ts_delta > min(_INT64_MAX - base_ts, _INT64_MAX)) | (
-            ts_delta < max(_INT64_MIN - base_ts, _INT64_MIN)
-        )
-        if bad.any():
-            raise _CorruptError("timestamp outside int64", bad, starts)
-        timestamps = ts_delta + base_ts
+        timestamps = _add_base(ts_delta, batch.base_timestamp, "timestamp", starts)
     else:
         timestamps = np.full(count, append_timestamp, np.int64)
 
@@ -565,6 +653,17 @@ def _decode(
     keys = _view_array(count, views[:count], key_sizes, data_buffers)
     values = _view_array(count, views[count:], value_sizes, data_buffers)
     return RecordColumns(count, offsets, timestamps, keys, values, key_sizes, value_sizes, headers)
+
+
+def _add_base(deltas: Any, base: int, what: str, starts: Any) -> Any:
+    """``base + deltas`` as int64; raises if one falls outside int64."""
+    low = base + int(deltas.min())
+    high = base + int(deltas.max())
+    if low < _INT64_MIN or high > _INT64_MAX:
+        wide = deltas.astype(object) + base
+        bad = (wide < _INT64_MIN) | (wide > _INT64_MAX)
+        raise _CorruptError(f"{what} outside int64", bad.astype(bool), starts)
+    return deltas.astype(np.int64) + base
 
 
 def _from_rows(rows: list[Any]) -> RecordColumns:

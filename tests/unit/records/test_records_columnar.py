@@ -290,7 +290,7 @@ def test_offset_or_timestamp_outside_int64_is_corrupt() -> None:
         (b"\x0c\x00\x00\x00\x01\x01\x04", 1, "header count 2 does not fit"),
         (b"\x0e\x00\x00\x00\x01\x01\x00\x00", 1, "fields end at byte 7"),
         (b"\x0c\x00\x80\x80\x80\x80\x80", 1, "timestamp delta runs past the end"),
-        (b"\x18\x00" + b"\x80" * 10 + b"\x00", 1, "longer than 10 bytes"),
+        (b"\x1e\x00" + b"\x80" * 10 + b"\x00" * 4, 1, "longer than 10 bytes"),
     ],
 )
 def test_corrupt_sections(section: bytes, count: int, why: str) -> None:
