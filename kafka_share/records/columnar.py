@@ -1,7 +1,63 @@
-"""TEMPORARY reference decoder (replaced by the vectorized one on merge)."""
+"""Decode a v2 record batch into columns (numpy and pyarrow) without a Python object per record.
+
+The arrow path of the share consumer (``poll_arrow()``) turns every batch into
+a :class:`RecordColumns` with :func:`decode_columns`. This module is imported
+only by that path: it needs numpy and pyarrow (the ``arrow`` extra), which the
+rest of the package does not.
+
+Theory of operation
+===================
+
+A v2 records section is a sequence of records, each prefixed by its length as
+a zig-zag varint. Only the *starts* of the records are sequential: once they
+are known, every field of every record can be decoded at once, one numpy
+operation per field rather than per record.
+
+1. **Record starts.** If the first record's size times the record count is the
+   section's size, the records are guessed to be equally long and the guess is
+   checked vectorised (every length must match). Otherwise (or if the check
+   fails) one tight Python loop reads only the length varints.
+2. **Fields.** Position arrays advance field by field: attributes byte, timestamp
+   delta, offset delta, key length, key, value length, value, header count.
+   Varints are decoded vectorised a byte at a time, only the rows whose varint
+   continues being looked at past the first byte.
+3. **Keys and values** become ``binary_view`` arrays whose views point into the
+   records-section buffer (zero-copy): a value of at most 12 bytes is inlined in
+   its 16-byte view, a longer one stores its length, a 4-byte prefix, a buffer
+   index and an offset. The section bytes are wrapped with ``pyarrow.py_buffer``
+   so the arrays keep them alive. (For an uncompressed batch that buffer is the
+   whole fetch response's ``bytes``; a section over 2 GiB, possible only with a
+   raised decompression cap, is addressed as several overlapping buffers
+   because a view's offset is an int32.)
+4. **Headers** are decoded only when some record has any, with a Python loop
+   over those records only, into ``list<struct<key: string, value: binary>>``.
+
+Validation
+==========
+
+The row decoder (:meth:`RecordBatch.records`) is the reference: for every
+batch it decodes, :func:`decode_columns` gives the same rows, and wherever it
+raises, :func:`decode_columns` raises :class:`CorruptBatchError` (with the
+batch's offsets and a reason naming the record and the byte). Every check is
+vectorised: each varint ends inside its record and within 10 bytes, every
+record is at least 6 bytes and inside the section, lengths are >= -1 (header
+keys >= 0) and fit in the record, every record's fields end exactly at its
+declared length, the section holds exactly ``record_count`` records with no
+bytes left over. A header key must be valid UTF-8 (it is decoded with
+``bytes.decode``, exactly as the row decoder does); otherwise the batch is
+corrupt.
+
+Where the row decoder would return a number a column cannot hold, this module
+raises :class:`CorruptBatchError` instead (the row decoder uses Python ints;
+Kafka's own encoder can never write such a batch): an offset or a CREATE_TIME
+timestamp outside int64 (from an absurd delta varint), a varint whose value
+needs more than 64 bits (a record length, key or value length over 2**31-1 is
+rejected for the same reason).
+"""
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import numpy as np
@@ -9,16 +65,100 @@ import pyarrow as pa
 
 from kafka_share.records.batch import RecordBatch
 
-_HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+__all__ = ["HEADERS_TYPE", "RecordColumns", "decode_columns"]
+
+HEADERS_TYPE: Any = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+"""Arrow type of :attr:`RecordColumns.headers`."""
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
+_MIN_RECORD_BODY = 6  # attributes + 5 one-byte varints (as the row decoder)
+_MAX_VARINT_BYTES = 10
+_INLINE = 12  # binary_view: values up to 12 bytes live inside the view
+_LONG = _INLINE + 1  # class index of a value stored in the data buffer
+
+# A view's offset is an int32: a section larger than this is addressed as
+# overlapping buffers starting every 2**_BUFFER_SPAN_BITS bytes (module
+# globals so that tests can exercise the split with small sections).
+_MAX_SINGLE_BUFFER = _INT32_MAX
+_BUFFER_SPAN_BITS = 30
+
+
+def _view_masks() -> Any:
+    """``(14, 3)`` int32 masks over bytes 4..16 of a view, by size class.
+
+    Class ``n <= 12``: keep the first ``n`` inline bytes, zero the rest (arrow
+    requires zero padding). Class 13 (a long value): keep the 4-byte prefix,
+    zero the buffer index and offset words (filled in afterwards).
+    """
+    masks = np.zeros((_LONG + 1, _INLINE), np.uint8)
+    for n in range(_INLINE + 1):
+        masks[n, :n] = 0xFF
+    masks[_LONG, :4] = 0xFF
+    return masks.view(np.int32)
+
+
+_VIEW_MASKS = _view_masks()
+_EMPTY_I64: Any = np.zeros(0, np.int64)
+
+
+class _CorruptError(Exception):
+    """Internal: (reason, row mask or index, byte position array or int)."""
+
+
+def _first(rows: Any) -> int:
+    """Index of the first True in a boolean mask."""
+    return int(np.argmax(rows))
 
 
 class RecordColumns:
-    __slots__ = ("count", "headers", "key_sizes", "keys", "offsets", "timestamps",
-                 "value_sizes", "values")
+    """The records of one batch, column by column.
 
-    def __init__(self, offsets: Any, timestamps: Any, keys: Any, values: Any,
-                 key_sizes: Any, value_sizes: Any, headers: Any) -> None:
-        self.count = len(offsets)
+    Row ``i`` is record ``i`` of the batch, in offset order.
+    """
+
+    __slots__ = (
+        "count",
+        "headers",
+        "key_sizes",
+        "keys",
+        "offsets",
+        "timestamps",
+        "value_sizes",
+        "values",
+    )
+
+    #: number of records
+    count: int
+    #: int64 absolute offsets
+    offsets: Any
+    #: int64 milliseconds, as :meth:`RecordBatch.records` gives them (LOG_APPEND_TIME applied)
+    timestamps: Any
+    #: pyarrow ``binary_view``, null where the key is null
+    keys: Any
+    #: pyarrow ``binary_view``, null where the value is null
+    values: Any
+    #: int32 key sizes in bytes, -1 for a null key
+    key_sizes: Any
+    #: int32 value sizes in bytes, -1 for a null value
+    value_sizes: Any
+    #: :data:`HEADERS_TYPE` array (an empty list for a record without headers),
+    #: or ``None`` when no record of the batch has a header
+    headers: Any
+
+    def __init__(
+        self,
+        count: int,
+        offsets: Any,
+        timestamps: Any,
+        keys: Any,
+        values: Any,
+        key_sizes: Any,
+        value_sizes: Any,
+        headers: Any,
+    ) -> None:
+        self.count = count
         self.offsets = offsets
         self.timestamps = timestamps
         self.keys = keys
@@ -27,43 +167,520 @@ class RecordColumns:
         self.value_sizes = value_sizes
         self.headers = headers
 
-    @classmethod
-    def from_parts(cls, *, offsets: Any, timestamps: Any, keys: Any, values: Any,
-                   key_sizes: Any, value_sizes: Any, headers: Any) -> RecordColumns:
-        return cls(offsets, timestamps, keys, values, key_sizes, value_sizes, headers)
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        span = f" offsets={int(self.offsets[0])}..{int(self.offsets[-1])}" if self.count else ""
+        return f"<RecordColumns count={self.count}{span}>"
 
     def take(self, indices: Any) -> RecordColumns:
-        idx = pa.array(indices, type=pa.int64())
+        """The rows at ``indices`` (an integer array, or a boolean mask of ``count`` rows).
+
+        Keys and values still point into the same section buffer (only the
+        16-byte views are copied).
+
+        Raises:
+            IndexError: an index outside ``0 .. count - 1``.
+        """
+        idx = np.asarray(indices)
+        if idx.dtype == np.bool_:
+            if idx.shape != (self.count,):
+                raise IndexError(f"boolean mask of {idx.shape} for {self.count} rows")
+            idx = np.flatnonzero(idx)
+        elif idx.size == 0:
+            idx = _EMPTY_I64
+        elif idx.dtype.kind not in "iu":
+            raise IndexError(f"indices must be integers, not {idx.dtype}")
+        if idx.ndim != 1:
+            raise IndexError("indices must be one-dimensional")
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.count):
+            raise IndexError(f"row index out of range for {self.count} rows")
+        key_sizes = self.key_sizes[idx]
+        value_sizes = self.value_sizes[idx]
         return RecordColumns(
-            self.offsets[indices], self.timestamps[indices],
-            self.keys.cast(pa.binary()).take(idx).cast(pa.binary_view()),
-            self.values.cast(pa.binary()).take(idx).cast(pa.binary_view()),
-            self.key_sizes[indices], self.value_sizes[indices],
-            None if self.headers is None else self.headers.take(idx),
+            len(idx),
+            self.offsets[idx],
+            self.timestamps[idx],
+            _take_views(self.keys, key_sizes, idx),
+            _take_views(self.values, value_sizes, idx),
+            key_sizes,
+            value_sizes,
+            None if self.headers is None else self.headers.take(pa.array(idx, pa.int64())),
         )
 
     def slice(self, start: int, stop: int) -> RecordColumns:
+        """Rows ``start`` .. ``stop - 1`` (Python slice rules), without copying anything."""
+        start, stop, _ = slice(start, stop).indices(self.count)
+        stop = max(start, stop)
         n = stop - start
         return RecordColumns(
-            self.offsets[start:stop], self.timestamps[start:stop], self.keys.slice(start, n),
-            self.values.slice(start, n), self.key_sizes[start:stop],
+            n,
+            self.offsets[start:stop],
+            self.timestamps[start:stop],
+            self.keys.slice(start, n),
+            self.values.slice(start, n),
+            self.key_sizes[start:stop],
             self.value_sizes[start:stop],
             None if self.headers is None else self.headers.slice(start, n),
         )
 
 
+def _take_views(arr: Any, sizes: Any, idx: Any) -> Any:
+    """``arr`` (binary_view) rows at ``idx``: new views, same data buffers."""
+    bufs = arr.buffers()
+    views = np.frombuffer(bufs[1], np.int32).reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
+    picked = views[idx]
+    return _view_array(len(idx), picked, sizes, bufs[2:])
+
+
+def _view_array(n: int, views: Any, sizes: Any, data_buffers: list[Any]) -> Any:
+    """A binary_view array from ``(n, 4)`` int32 views; null where ``sizes`` < 0."""
+    null_count = int(np.count_nonzero(sizes < 0)) if n else 0
+    validity = None
+    if null_count:
+        validity = pa.py_buffer(np.packbits(sizes >= 0, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.binary_view(), n, [validity, pa.py_buffer(views), *data_buffers], null_count=null_count
+    )
+
+
+# ---------------------------------------------------------------------- varints
+
+
+def _varint2_tables() -> tuple[Any, Any, Any]:
+    """Lookup tables over the 65536 values of a varint's first two bytes
+    (little-endian ``uint16``): the zig-zag value (int32) and size (1 or 2) of
+    a varint that ends within them; for a longer one, size
+    :data:`_LONGER` and the unsigned 14-bit payload of the two bytes."""
+    w = np.arange(1 << 16, dtype=np.int64)
+    b0 = w & 0xFF
+    b1 = w >> 8
+    one = b0 < 0x80
+    raw = np.where(one, b0, (b0 & 0x7F) | ((b1 & 0x7F) << 7))
+    size = np.where(one, 1, np.where(b1 < 0x80, 2, _LONGER))
+    value = (raw >> 1) ^ -(raw & 1)
+    return value.astype(np.int32), size.astype(np.int8), raw.astype(np.uint64)
+
+
+_LONGER = 3  # size entry: the varint continues past its second byte
+_VARINT2_VALUE, _VARINT2_SIZE, _VARINT2_RAW = _varint2_tables()
+
+
+def _py_varint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
+    """One zig-zag varint at ``pos`` that must end by ``limit``; (value, next pos)."""
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= limit:
+            raise _CorruptError(f"{what} runs past the end of the record", None, start)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise _CorruptError(f"{what} varint longer than 10 bytes", None, start)
+
+
+def _varints(
+    a: Any, w16: Any, pos: Any, limit: Any, what: str, *, wide_ok: bool = False
+) -> tuple[Any, Any]:
+    """Zig-zag varints at every position of ``pos``; (values, next positions).
+
+    Each must end by its ``limit`` (an array, or a scalar for all; never past
+    the buffer) and take at most 10 bytes; unless ``wide_ok`` (the value is
+    not used), its unsigned value must fit in 64 bits. The caller guarantees
+    ``pos <= len(a) - 2`` so that ``w16`` (the buffer as unaligned ``uint16``)
+    can be read at every position. Values are int32 when every varint has
+    one or two bytes (the common case: two table lookups), else int64.
+    """
+    w = w16[pos]
+    size = _VARINT2_SIZE.take(w)
+    values = _VARINT2_VALUE.take(w)
+    if size.max() == _LONGER:
+        values, nxt = _longer_varints(a, w, pos, size, values, limit, what, wide_ok)
+    else:
+        nxt = pos + size
+    bad = nxt > limit
+    if bad.any():
+        raise _CorruptError(f"{what} runs past the end of the record", bad, pos)
+    return values, nxt
+
+
+def _longer_varints(
+    a: Any, w: Any, pos: Any, size: Any, values: Any, limit: Any, what: str, wide_ok: bool
+) -> tuple[Any, Any]:
+    """:func:`_varints` for the rows whose varint has more than two bytes."""
+    rows = np.flatnonzero(size == _LONGER)
+    start = pos[rows]
+    lim = limit if not isinstance(limit, np.ndarray) else limit[rows]
+    u = _VARINT2_RAW.take(w[rows])
+    sizes = np.full(len(rows), 2, np.int64)
+    cur = np.arange(len(rows))  # rows (of the subset) whose varint continues
+    for k in range(2, _MAX_VARINT_BYTES):
+        p = start[cur] + k
+        over = p >= (lim if not isinstance(lim, np.ndarray) else lim[cur])
+        if over.any():
+            raise _CorruptError(
+                f"{what} runs past the end of the record", int(rows[cur[over][0]]), pos
+            )
+        bk = a[p]
+        u[cur] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        sizes[cur] += 1
+        cont = bk >= 0x80
+        if k == _MAX_VARINT_BYTES - 1:
+            if cont.any():
+                raise _CorruptError(
+                    f"{what} varint longer than 10 bytes", int(rows[cur[cont][0]]), pos
+                )
+            # The tenth byte carries bit 63 only; more bits need over 64.
+            wide = (bk & 0x7E) != 0
+            if not wide_ok and wide.any():
+                raise _CorruptError(f"{what} does not fit in 64 bits", int(rows[cur[wide][0]]), pos)
+        cur = cur[cont]
+        if not cur.size:
+            break
+    values = values.astype(np.int64)
+    values[rows] = (u >> np.uint64(1)).view(np.int64) ^ -((u & np.uint64(1)).view(np.int64))
+    nxt = pos + size
+    nxt[rows] = start + sizes
+    return values, nxt
+
+
+# ---------------------------------------------------------------------- record starts
+
+# Guessing equally long records pays when it confirms at least this many.
+_MIN_GUESSED = 16
+
+
+def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: int) -> Any:
+    """The start of every record (validated: lengths fit, none left over).
+
+    Records of a batch are often equally long, or change length a few times
+    (an offset delta reaching two bytes), so from a record read in Python the
+    following ones are guessed to be as long and the guess is checked
+    vectorised: each guessed record must start with the same length varint.
+    The records up to the first mismatch are confirmed (each one's length
+    says where the next starts); decoding continues in Python from there. Once
+    a guess confirms fewer than :data:`_MIN_GUESSED` records, the rest is read
+    with a Python loop over the length varints only.
+    """
+    parts = []
+    pos = start
+    i = 0
+    while i < count:
+        if pos >= end:
+            raise _CorruptError(f"the section ends after {i} of {count} records", None, pos)
+        length, body = _py_varint(buf, pos, end, "record length")
+        if length < _MIN_RECORD_BODY or length > end - body:
+            raise _CorruptError(f"record {i} length {length} does not fit", None, pos)
+        stride = body - pos + length
+        # Guessed records i+1 .. i+m, each ending inside the section.
+        m = min(count - i - 1, (end - pos) // stride - 1)
+        if m < _MIN_GUESSED:
+            break
+        guesses = np.arange(pos + stride, pos + (m + 1) * stride, stride, dtype=np.int64)
+        # The same length means the same varint bytes (a differently padded
+        # encoding of the same length is a mismatch: the Python path takes it).
+        if body - pos == 1:
+            same = a[guesses] == buf[pos]
+        else:
+            same = w16[guesses] == buf[pos] | (buf[pos + 1] << 8)
+            for j in range(2, body - pos):
+                same &= a[guesses + j] == buf[pos + j]
+        confirmed = m if same.all() else int(np.argmin(same))
+        # Records i .. i+confirmed start where guessed; record i+confirmed+1
+        # starts right after the last of them.
+        parts.append(np.arange(pos, pos + (confirmed + 1) * stride, stride, dtype=np.int64))
+        i += confirmed + 1
+        pos += (confirmed + 1) * stride
+        if confirmed < _MIN_GUESSED:
+            break
+    if i < count:
+        parts.append(_scan_starts(buf, pos, end, i, count))
+    elif pos != end:
+        raise _CorruptError(f"{end - pos} bytes left over after {count} records", None, pos)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _scan_starts(buf: bytes, pos: int, end: int, first: int, count: int) -> Any:
+    """Starts of records ``first`` .. ``count - 1`` from ``pos``, the last one
+    ending the section: a loop over the length varints only."""
+    starts = array("q")
+    append = starts.append
+    for i in range(first, count):
+        if pos >= end:
+            raise _CorruptError(f"the section ends after {i} of {count} records", None, pos)
+        append(pos)
+        b = buf[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        elif pos + 2 < end and (b1 := buf[pos + 1]) < 0x80:
+            u = (b & 0x7F) | (b1 << 7)
+            length = (u >> 1) ^ -(u & 1)
+            pos += 2
+        elif pos + 2 < end and (b2 := buf[pos + 2]) < 0x80:
+            u = (b & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)
+            length = (u >> 1) ^ -(u & 1)
+            pos += 3
+        else:
+            length, pos = _py_varint(buf, pos, end, "record length")
+        if length < _MIN_RECORD_BODY or length > end - pos:
+            raise _CorruptError(f"record {i} length {length} does not fit", None, pos)
+        pos += length
+    if pos != end:
+        raise _CorruptError(f"{end - pos} bytes left over after {count} records", None, pos)
+    return np.frombuffer(starts, np.int64)
+
+
+# ---------------------------------------------------------------------- keys and values
+
+
+def _views(a: Any, buf: bytes, pos: Any, sizes: Any, rel: Any, long_index: Any) -> Any:
+    """``(n, 4)`` int32 binary_view views of the values at ``pos`` with ``sizes``.
+
+    ``rel`` is each value's offset in its data buffer, ``long_index`` its
+    buffer index (an int for all, or an array).
+    """
+    n = len(pos)
+    alen = len(a)
+    clipped = np.maximum(sizes, 0)
+    size_class = np.minimum(clipped, _LONG)
+    if alen >= _INLINE:
+        windows = np.ndarray(
+            shape=(alen - _INLINE + 1,), dtype=f"V{_INLINE}", buffer=buf, strides=(1,)
+        )
+        read = np.minimum(pos, alen - _INLINE)
+        raw = windows[read].view(np.uint8).reshape(n, _INLINE)
+        tail = np.flatnonzero(read != pos)
+    else:
+        raw = np.zeros((n, _INLINE), np.uint8)
+        tail = np.arange(n)
+    # Windows that would run past the buffer's end: read what exists (the
+    # value itself ends inside the buffer), zero the rest.
+    for i in tail.tolist():
+        p = int(pos[i])
+        chunk = buf[p : p + _INLINE]
+        raw[i] = 0
+        raw[i, : len(chunk)] = np.frombuffer(chunk, np.uint8)
+    views = np.empty((n, 4), np.int32)
+    views[:, 0] = clipped
+    views[:, 1:] = raw.view(np.int32) & _VIEW_MASKS[size_class]
+    long_rows = size_class == _LONG
+    if long_rows.any():
+        views[long_rows, 3] = rel[long_rows]
+        if not isinstance(long_index, int):
+            views[long_rows, 2] = long_index[long_rows]
+    return views
+
+
+# ---------------------------------------------------------------------- headers
+
+
+def _headers(buf: bytes, rows: Any, pos: Any, rec_end: Any, n: int) -> Any:
+    """Decode the headers of ``rows`` (the records whose header count is not a
+    single 0 byte); advances every position past its header count and headers.
+    ``None`` if every count is 0 after all (a padded varint)."""
+    hkeys: list[str] = []
+    hvalues: list[bytes | None] = []
+    offsets = np.zeros(n + 1, np.int32)
+    pos += 1  # the records without headers: past their single 0 byte
+    for i in rows.tolist():
+        p = int(pos[i]) - 1
+        r_end = int(rec_end[i])
+        count, p = _py_varint(buf, p, r_end, "header count")
+        # Each header needs at least 2 bytes, which bounds a hostile count.
+        if count < 0 or count * 2 > r_end - p:
+            raise _CorruptError(f"header count {count} does not fit in the record", i, p)
+        for _ in range(count):
+            klen, p = _py_varint(buf, p, r_end, "header key length")
+            if klen < 0 or klen > r_end - p:
+                raise _CorruptError(f"bad header key length {klen}", i, p)
+            try:
+                hkeys.append(buf[p : p + klen].decode())
+            except UnicodeDecodeError as exc:
+                raise _CorruptError(f"header key is not UTF-8 ({exc})", i, p) from None
+            p += klen
+            vlen, p = _py_varint(buf, p, r_end, "header value length")
+            if vlen < 0:
+                if vlen != -1:
+                    raise _CorruptError(f"bad header value length {vlen}", i, p)
+                hvalues.append(None)
+            else:
+                if vlen > r_end - p:
+                    raise _CorruptError(f"header value length {vlen} overruns the record", i, p)
+                hvalues.append(buf[p : p + vlen])
+                p += vlen
+        pos[i] = p
+        offsets[i + 1] = count
+    if not hkeys:
+        return None
+    np.cumsum(offsets, out=offsets)
+    items = pa.StructArray.from_arrays(
+        [pa.array(hkeys, pa.string()), pa.array(hvalues, pa.binary())], names=["key", "value"]
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets), items, type=HEADERS_TYPE)
+
+
+# ---------------------------------------------------------------------- decode
+
+
 def decode_columns(batch: RecordBatch) -> RecordColumns:
-    records = batch.records()
-    keys = [r[2] for r in records]
-    values = [r[3] for r in records]
-    has_headers = any(r[4] for r in records)
+    """Decode ``batch`` into :class:`RecordColumns`.
+
+    Row ``i`` equals ``batch.records()[i]``. Keys and values are zero-copy
+    views into the batch's (decompressed) records section. A legacy (magic
+    0/1) batch is converted from its rows instead.
+
+    Raises:
+        CorruptBatchError: wherever :meth:`RecordBatch.records` raises, and for
+            offsets or timestamps outside int64 (see the module docstring).
+    """
+    if batch.magic < 2:
+        return _from_rows(batch.records())
+    buf, start, end, count, append_timestamp = batch._records_section()
+    try:
+        return _decode(batch, buf, start, end, count, append_timestamp)
+    except _CorruptError as exc:
+        why, rows, where = exc.args
+        if rows is not None:
+            index = rows if isinstance(rows, int) else _first(rows)
+            if not isinstance(where, int):
+                where = int(where[index])
+            why = f"record {index}: {why}"
+        raise batch._corrupt(f"{why} (record section byte {where - start})") from None
+
+
+def _decode(
+    batch: RecordBatch,
+    buf: bytes,
+    start: int,
+    end: int,
+    count: int,
+    append_timestamp: int | None,
+) -> RecordColumns:
+    if count == 0:
+        if end != start:
+            raise _CorruptError(f"{end - start} bytes left over after 0 records", None, start)
+        return _from_rows([])
+    a = np.frombuffer(buf, np.uint8)
+    alen = len(a)
+    # The buffer as unaligned little-endian uint16 at every byte position: a
+    # varint's first two bytes in one gather.
+    w16 = np.ndarray(shape=(max(alen - 1, 0),), dtype="<u2", buffer=buf, strides=(1,))
+    starts = _record_starts(a, w16, buf, start, end, count)
+    lengths, pos = _varints(a, w16, starts, end, "record length")
+    if end - start > _INT32_MAX:
+        # Only with a raised decompression cap. Kafka's record lengths are
+        # int32, and so are the sizes in arrow's views.
+        bad = lengths > _INT32_MAX
+        if bad.any():
+            raise _CorruptError("record length over 2**31-1", bad, starts)
+    rec_end = pos + lengths  # inside the section: checked by _record_starts
+
+    # Each varint must leave room for the fields after it (one byte at least
+    # each): a record breaking that is corrupt anyway, and it keeps every
+    # position but the header count's at least 2 bytes before the buffer's
+    # end, so that w16 can be read there.
+    pos = pos + 1  # the attributes byte, unused in v2
+    limit = rec_end - 4
+    ts_delta, pos = _varints(
+        a, w16, pos, limit, "timestamp delta", wide_ok=append_timestamp is not None
+    )
+    limit += 1
+    offset_delta, pos = _varints(a, w16, pos, limit, "offset delta")
+    limit += 1
+
+    key_sizes, pos = _varints(a, w16, pos, limit, "key length")
+    bad = (key_sizes < -1) | (key_sizes > limit - pos)
+    if bad.any():
+        raise _CorruptError(f"bad key length {int(key_sizes[_first(bad)])}", bad, pos)
+    key_pos = pos
+    pos = pos + np.maximum(key_sizes, 0)
+    limit += 1
+
+    value_sizes, pos = _varints(a, w16, pos, limit, "value length")
+    bad = (value_sizes < -1) | (value_sizes > limit - pos)
+    if bad.any():
+        raise _CorruptError(f"bad value length {int(value_sizes[_first(bad)])}", bad, pos)
+    value_pos = pos
+    pos = pos + np.maximum(value_sizes, 0)
+
+    # The header count: almost always a single 0 byte.
+    with_headers = a[pos]
+    headers = None
+    if with_headers.any():
+        headers = _headers(buf, np.flatnonzero(with_headers), pos, rec_end, count)
+    else:
+        pos = pos + 1
+    bad = pos != rec_end
+    if bad.any():
+        i = _first(bad)
+        raise _CorruptError(
+            f"fields end at byte {int(pos[i]) - start} but its length says "
+            f"{int(rec_end[i]) - start}",
+            i,
+            int(rec_end[i]),
+        )
+
+    offsets = _add_base(offset_delta, batch.base_offset, "offset", starts)
+    if append_timestamp is None:
+        timestamps = _add_base(ts_delta, batch.base_timestamp, "timestamp", starts)
+    else:
+        timestamps = np.full(count, append_timestamp, np.int64)
+
+    # Keys and values share one views computation: rows 0..n-1 keys, n..2n-1 values.
+    section = pa.py_buffer(buf)
+    if start or end != len(buf):
+        section = section.slice(start, end - start)
+    both_pos = np.concatenate((key_pos, value_pos))
+    both_sizes = np.concatenate((key_sizes, value_sizes))
+    rel = both_pos - start
+    data_buffers = [section]
+    long_index: Any = 0
+    if end - start > _MAX_SINGLE_BUFFER:
+        span = 1 << _BUFFER_SPAN_BITS
+        long_index = rel >> _BUFFER_SPAN_BITS
+        rel = rel & (span - 1)
+        data_buffers = [section.slice(j * span) for j in range((end - start - 1) // span + 1)]
+    views = _views(a, buf, both_pos, both_sizes, rel, long_index)
+    key_sizes = key_sizes.astype(np.int32)
+    value_sizes = value_sizes.astype(np.int32)
+    keys = _view_array(count, views[:count], key_sizes, data_buffers)
+    values = _view_array(count, views[count:], value_sizes, data_buffers)
+    return RecordColumns(count, offsets, timestamps, keys, values, key_sizes, value_sizes, headers)
+
+
+def _add_base(deltas: Any, base: int, what: str, starts: Any) -> Any:
+    """``base + deltas`` as int64; raises if one falls outside int64."""
+    low = base + int(deltas.min())
+    high = base + int(deltas.max())
+    if low < _INT64_MIN or high > _INT64_MAX:
+        wide = deltas.astype(object) + base
+        bad = (wide < _INT64_MIN) | (wide > _INT64_MAX)
+        raise _CorruptError(f"{what} outside int64", bad.astype(bool), starts)
+    return deltas.astype(np.int64) + base
+
+
+def _from_rows(rows: list[Any]) -> RecordColumns:
+    """Columns built from decoded rows (legacy batches, empty batches): copies."""
+    n = len(rows)
+    keys = [r[2] for r in rows]
+    values = [r[3] for r in rows]
+    headers = None
+    if any(r[4] for r in rows):
+        headers = pa.array([[{"key": k, "value": v} for k, v in r[4]] for r in rows], HEADERS_TYPE)
     return RecordColumns(
-        np.array([r[0] for r in records], dtype=np.int64),
-        np.array([r[1] for r in records], dtype=np.int64),
-        pa.array(keys, type=pa.binary()).cast(pa.binary_view()),
-        pa.array(values, type=pa.binary()).cast(pa.binary_view()),
-        np.array([-1 if k is None else len(k) for k in keys], dtype=np.int32),
-        np.array([-1 if v is None else len(v) for v in values], dtype=np.int32),
-        pa.array([[{"key": k, "value": v} for k, v in r[4]] for r in records],
-                 type=pa.list_(_HEADER)) if has_headers else None,
+        n,
+        np.array([r[0] for r in rows], np.int64),
+        np.array([r[1] for r in rows], np.int64),
+        pa.array(keys, pa.binary_view()),
+        pa.array(values, pa.binary_view()),
+        np.array([-1 if k is None else len(k) for k in keys], np.int32),
+        np.array([-1 if v is None else len(v) for v in values], np.int32),
+        headers,
     )

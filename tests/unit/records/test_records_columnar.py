@@ -1,0 +1,600 @@
+"""decode_columns (the columnar decoder) against the row decoder, RecordBatch.records()."""
+
+import struct
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from kafka_share.errors import CorruptMessageError
+from kafka_share.models import TimestampType
+from kafka_share.records import (
+    CompressionType,
+    CorruptBatchError,
+    RecordBatch,
+    columnar,
+    iter_batches,
+)
+from kafka_share.records.builder import (
+    NewRecord,
+    build_batch,
+    build_legacy_message_set,
+    encode_varint,
+)
+from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, decode_columns
+from kafka_share.records.compression import compress
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+HEADER = struct.Struct(">qiibIhiqqqhii")
+
+
+def one(data: bytes | memoryview) -> RecordBatch:
+    [batch] = list(iter_batches(data, check_crcs=False))
+    return batch
+
+
+def rows_of(cols: RecordColumns, *, decoded: bool = True) -> list[tuple[Any, ...]]:
+    """The columns as the row decoder's tuples, checking the arrays on the way
+    (``decoded``: straight from decode_columns, not taken or sliced)."""
+    n = cols.count
+    assert len(cols) == n
+    assert cols.offsets.dtype == np.int64 and cols.offsets.shape == (n,)
+    assert cols.timestamps.dtype == np.int64 and cols.timestamps.shape == (n,)
+    assert cols.key_sizes.dtype == np.int32 and cols.value_sizes.dtype == np.int32
+    for arr, sizes in ((cols.keys, cols.key_sizes), (cols.values, cols.value_sizes)):
+        assert arr.type == pa.binary_view()
+        assert len(arr) == n
+        arr.validate(full=True)
+        pylist = arr.to_pylist()
+        assert sizes.tolist() == [-1 if x is None else len(x) for x in pylist]
+        # The binary (non-view) form must agree: catches bad inline padding.
+        assert arr.cast(pa.binary()).to_pylist() == pylist
+    if cols.headers is None:
+        headers: list[Any] = [()] * n
+    else:
+        assert cols.headers.type == HEADERS_TYPE
+        assert len(cols.headers) == n and cols.headers.null_count == 0
+        cols.headers.validate(full=True)
+        headers = [tuple((h["key"], h["value"]) for h in hs) for hs in cols.headers.to_pylist()]
+        if decoded:
+            assert any(headers), "headers must be None when no record has any"
+    return list(
+        zip(
+            cols.offsets.tolist(),
+            cols.timestamps.tolist(),
+            cols.keys.to_pylist(),
+            cols.values.to_pylist(),
+            headers,
+            strict=True,
+        )
+    )
+
+
+def expected_rows(batch: RecordBatch) -> list[Any] | None:
+    """The row decoder's rows, or None where decode_columns must raise: the row
+    decoder raises, or it returns a number outside int64 (documented)."""
+    try:
+        rows = batch.records()
+    except CorruptMessageError:
+        return None
+    for offset, timestamp, *_ in rows:
+        if not (INT64_MIN <= offset <= INT64_MAX and INT64_MIN <= timestamp <= INT64_MAX):
+            return None
+    return rows
+
+
+def assert_same_as_rows(batch: RecordBatch) -> str:
+    """decode_columns agrees with the row decoder; "corrupt" or "decodes"."""
+    expected = expected_rows(batch)
+    if expected is None:
+        with pytest.raises(CorruptBatchError) as info:
+            decode_columns(batch)
+        assert info.value.base_offset == batch.base_offset
+        assert info.value.last_offset == batch.last_offset
+        assert f"base offset {batch.base_offset}" in str(info.value)
+        return "corrupt"
+    assert rows_of(decode_columns(batch)) == expected
+    return "decodes"
+
+
+# ---------------------------------------------------------------------- examples
+
+
+def test_golden_batch_with_a_header() -> None:
+    data = build_batch(
+        [NewRecord(key=b"k", value=b"hi", headers=[("a", b"b")], timestamp=1002)],
+        base_offset=5,
+        base_timestamp=1000,
+    )
+    cols = decode_columns(one(data))
+    assert rows_of(cols) == [(5, 1002, b"k", b"hi", (("a", b"b"),))]
+
+
+def test_plain_batch_has_no_headers_column() -> None:
+    data = build_batch([(b"k%d" % i, b"v" * i) for i in range(40)], base_offset=100)
+    batch = one(data)
+    cols = decode_columns(batch)
+    assert cols.headers is None
+    assert rows_of(cols) == batch.records()
+    assert cols.offsets.tolist() == list(range(100, 140))
+
+
+@pytest.mark.parametrize("size", [0, 1, 11, 12, 13, 14, 100, 5000])
+def test_inline_limit_and_nulls(size: int) -> None:
+    recs = [
+        (None, b"x" * size),
+        (b"y" * size, None),
+        (None, None),
+        (b"", b""),
+        (bytes(range(256))[:size], bytes(reversed(range(256)))[:size] * 3),
+    ]
+    batch = one(build_batch(recs))
+    cols = decode_columns(batch)
+    assert rows_of(cols) == batch.records()
+    assert cols.keys.null_count == 2 and cols.values.null_count == 2
+
+
+def test_views_point_into_the_fetch_response() -> None:
+    """Zero copy: a long value's view addresses the response bytes themselves."""
+    first = build_batch([(b"a", b"A" * 50)], base_offset=0)
+    second = build_batch([(b"key", b"B" * 100), (b"k2", b"C" * 7)], base_offset=1)
+    data = first + second
+    batches = list(iter_batches(data, check_crcs=True))
+    cols = decode_columns(batches[1])
+    views = np.frombuffer(cols.values.buffers()[1], np.int32).reshape(-1, 4)
+    data_buffer = cols.values.buffers()[2]
+    value_at = data.index(b"B" * 100)
+    section_start = len(first) + 61
+    assert data_buffer.address == pa.py_buffer(data).address + section_start
+    assert views[0, 0] == 100
+    assert views[0, 3] == value_at - section_start
+    assert views[0, 2] == 0
+    assert rows_of(cols) == batches[1].records()
+    # A short value is inlined (and zero-padded).
+    assert views[1, 0] == 7
+    assert bytes(views[1, 1:].tobytes()) == b"C" * 7 + bytes(5)
+
+
+def test_memoryview_input_and_value_at_the_very_end() -> None:
+    data = build_batch([(b"k", b"v" * 3)] * 3, base_offset=9)
+    for buf in (data, memoryview(data), bytearray(data)):
+        batch = one(buf)
+        assert rows_of(decode_columns(batch)) == batch.records()
+
+
+@pytest.mark.parametrize("codec", list(CompressionType))
+def test_compressed_and_log_append_time(codec: CompressionType) -> None:
+    recs = [
+        NewRecord(key=None if i % 3 else b"k" * i, value=b"v" * (i * 7), timestamp=10_000 - i * 99)
+        for i in range(60)
+    ]
+    for ts_type in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
+        batch = one(
+            build_batch(
+                recs,
+                base_offset=7,
+                compression=codec,
+                timestamp_type=ts_type,
+                log_append_time=424242,
+            )
+        )
+        cols = decode_columns(batch)
+        assert rows_of(cols) == batch.records()
+        if ts_type == TimestampType.LOG_APPEND_TIME:
+            assert set(cols.timestamps.tolist()) == {424242}
+
+
+def test_tiny_compressed_section_shorter_than_a_view() -> None:
+    batch = one(build_batch([(None, None)], compression=CompressionType.GZIP))
+    cols = decode_columns(batch)
+    assert rows_of(cols) == [(0, 0, None, None, ())]
+    batch = one(build_batch([(b"ab", b"c")], compression=CompressionType.ZSTD))
+    assert rows_of(decode_columns(batch)) == batch.records()
+
+
+def test_empty_batch() -> None:
+    cols = decode_columns(one(build_batch([])))
+    assert cols.count == 0 and rows_of(cols) == []
+
+
+def test_legacy_batches_are_converted_from_rows() -> None:
+    data = build_legacy_message_set(
+        [(b"k", b"v"), (None, b"x" * 40)], magic=1, base_offset=3, compression=CompressionType.GZIP
+    )
+    for batch in iter_batches(data, check_crcs=True):
+        assert rows_of(decode_columns(batch)) == batch.records()
+
+
+def test_non_canonical_and_ten_byte_varints() -> None:
+    """Varints padded with continuation bytes decode as the row decoder reads them."""
+    body = (
+        b"\x00"
+        + padded_varint(5, 4)  # timestamp delta
+        + padded_varint(0, 10)  # offset delta in 10 bytes
+        + padded_varint(2, 2)
+        + b"kk"
+        + padded_varint(13, 3)
+        + b"v" * 13
+        + padded_varint(0, 2)
+    )
+    section = padded_varint(len(body), 3) + body
+    batch = one(raw_batch(section, 1, base_offset=50, base_timestamp=1000))
+    assert batch.records() == [(50, 1005, b"kk", b"v" * 13, ())]
+    assert rows_of(decode_columns(batch)) == batch.records()
+
+
+def test_header_key_invalid_utf8_is_corrupt() -> None:
+    good = build_batch([NewRecord(key=b"k", value=b"v", headers=[("\u00e9", b"1")])])
+    bad = good.replace("\u00e9".encode(), b"\xc3\x28")
+    batch = one(bad)
+    with pytest.raises(CorruptMessageError):
+        batch.records()
+    with pytest.raises(CorruptBatchError, match="UTF-8"):
+        decode_columns(batch)
+
+
+def test_headers_mixed_with_plain_records() -> None:
+    recs = [
+        NewRecord(key=b"a", value=b"1"),
+        NewRecord(key=b"b", value=b"2", headers=[("h1", None), ("h2", b"x" * 20), ("", b"")]),
+        NewRecord(key=b"c", value=b"3"),
+        NewRecord(key=b"d", value=b"4", headers=[("\u65e5\u672c", b"y")]),
+    ]
+    batch = one(build_batch(recs, compression=CompressionType.LZ4))
+    cols = decode_columns(batch)
+    assert rows_of(cols) == batch.records()
+    assert cols.headers.to_pylist()[0] == []
+
+
+def test_offset_or_timestamp_outside_int64_is_corrupt() -> None:
+    """The row decoder returns Python ints past int64; the columns cannot hold them."""
+    big = one(
+        build_batch([NewRecord(key=None, value=b"v", offset_delta=10)], base_offset=INT64_MAX)
+    )
+    assert big.records()[0][0] == INT64_MAX + 10
+    with pytest.raises(CorruptBatchError, match="offset outside int64"):
+        decode_columns(big)
+    late = one(
+        build_batch(
+            [NewRecord(value=b"v", timestamp=INT64_MAX - 1), NewRecord(value=b"w", timestamp=0)],
+            base_timestamp=INT64_MAX - 1,
+        )
+    )
+    assert rows_of(decode_columns(late))[0][1] == INT64_MAX - 1
+    section = record_bytes(ts_delta=2**62) + record_bytes(ts_delta=2**62)
+    overflow = one(raw_batch(section, 2, base_timestamp=2**62))
+    with pytest.raises(CorruptBatchError, match="timestamp outside int64"):
+        decode_columns(overflow)
+    # With LOG_APPEND_TIME the delta is not used: a 65-bit one is fine there.
+    wide = b"\x00" + b"\xff" * 9 + b"\x7f" + b"\x00\x01\x02v\x00"
+    for log_append, ok in ((True, True), (False, False)):
+        batch = one(raw_batch(encode_varint(len(wide)) + wide, 1, log_append=log_append))
+        assert_same_as_rows(batch)
+        if ok:
+            assert decode_columns(batch).timestamps.tolist() == [batch.max_timestamp]
+
+
+@pytest.mark.parametrize(
+    ("section", "count", "why"),
+    [
+        (b"\x02" + b"\x00" * 6, 1, "does not fit"),  # length 1 < 6
+        (b"", 1, "cannot fit"),
+        (b"\x0e\x00\x00\x00\x01\x03\x00\x00", 1, "bad value length -2"),
+        (b"\x0e\x00\x00\x00\x05\x01\x00\x00", 1, "bad key length -3"),
+        (b"\x0c\x00\x00\x00\x01\x01\x00" + b"\x0c\x00\x00\x00\x01\x01\x00", 1, "left over"),
+        (b"\x0c\x00\x00\x00\x01\x01\x00", 2, "after 1 of 2 records"),
+        (b"\x0c\x00\x00\x00\x01\x01\x04", 1, "header count 2 does not fit"),
+        (b"\x0e\x00\x00\x00\x01\x01\x00\x00", 1, "fields end at byte 7"),
+        (b"\x0c\x00\x80\x80\x80\x80\x80", 1, "timestamp delta runs past the end"),
+        (b"\x1e\x00" + b"\x80" * 10 + b"\x00" * 4, 1, "longer than 10 bytes"),
+    ],
+)
+def test_corrupt_sections(section: bytes, count: int, why: str) -> None:
+    batch = one(raw_batch(section, count, base_offset=77))
+    with pytest.raises(CorruptMessageError):
+        batch.records()
+    with pytest.raises(CorruptBatchError, match=why) as info:
+        decode_columns(batch)
+    assert "base offset 77" in str(info.value)
+
+
+def test_corrupt_compressed_payload() -> None:
+    data = bytearray(build_batch([(b"k", b"v" * 100)] * 5, compression=CompressionType.ZSTD))
+    data[70] ^= 0xFF
+    assert_same_as_rows(one(bytes(data)))
+
+
+def test_take_and_slice() -> None:
+    recs = [
+        NewRecord(
+            key=None if i % 4 == 0 else b"key%d" % i,
+            value=b"v" * (i * 3),
+            headers=[("h", b"%d" % i)] if i % 5 == 0 else (),
+        )
+        for i in range(30)
+    ]
+    batch = one(build_batch(recs, base_offset=1000))
+    cols = decode_columns(batch)
+    rows = batch.records()
+    idx = np.array([29, 0, 4, 4, 13], np.int64)
+    assert rows_of(cols.take(idx), decoded=False) == [rows[i] for i in idx]
+    mask = np.array([i % 3 == 1 for i in range(30)])
+    assert rows_of(cols.take(mask), decoded=False) == [r for i, r in enumerate(rows) if i % 3 == 1]
+    assert rows_of(cols.slice(5, 12), decoded=False) == rows[5:12]
+    assert rows_of(cols.slice(25, 100), decoded=False) == rows[25:]
+    assert rows_of(cols.slice(-3, 30), decoded=False) == rows[-3:]
+    assert cols.slice(20, 10).count == 0
+    # take from a slice: views are read at the slice's offset
+    sub = cols.slice(10, 20)
+    assert rows_of(sub.take(np.array([9, 0, 3])), decoded=False) == [rows[19], rows[10], rows[13]]
+    assert cols.take(np.array([], np.int64)).count == 0
+    assert cols.take([]).count == 0
+    with pytest.raises(IndexError):
+        cols.take(np.array([30]))
+    with pytest.raises(IndexError):
+        cols.take(np.array([-1]))
+    with pytest.raises(IndexError):
+        cols.take(np.ones(5, bool))
+    nohead = decode_columns(one(build_batch([(b"a", b"b")] * 3)))
+    assert nohead.take(np.array([2, 1])).headers is None
+    assert nohead.slice(1, 2).headers is None
+
+
+def test_sections_over_the_single_buffer_limit_use_several(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A section over 2 GiB is split into buffers every 2**30 bytes; shown here at 32 bytes."""
+    monkeypatch.setattr(columnar, "_MAX_SINGLE_BUFFER", 40)
+    monkeypatch.setattr(columnar, "_BUFFER_SPAN_BITS", 5)
+    recs = [(b"k" * (i % 20), b"%03d" % i * (i % 9)) for i in range(50)]
+    for codec in (CompressionType.NONE, CompressionType.LZ4):
+        batch = one(build_batch(recs, compression=codec))
+        cols = decode_columns(batch)
+        assert len(cols.values.buffers()) > 4
+        assert rows_of(cols) == batch.records()
+        taken = cols.take(np.arange(49, -1, -2))
+        assert rows_of(taken, decoded=False) == batch.records()[49::-2]
+
+
+# ---------------------------------------------------------------------- raw sections
+
+
+def padded_varint(value: int, size: int) -> bytes:
+    """``value`` zig-zag encoded in exactly ``size`` bytes (padded with continuation)."""
+    enc = bytearray(encode_varint(value))
+    while len(enc) < size:
+        enc[-1] |= 0x80
+        enc.append(0)
+    return bytes(enc)
+
+
+def record_bytes(
+    *, ts_delta: int = 0, offset_delta: int = 0, key: bytes | None = None, value: bytes = b"v"
+) -> bytes:
+    body = b"\x00" + encode_varint(ts_delta) + encode_varint(offset_delta)
+    body += encode_varint(-1) if key is None else encode_varint(len(key)) + key
+    body += encode_varint(len(value)) + value + b"\x00"
+    return encode_varint(len(body)) + body
+
+
+def raw_batch(
+    section: bytes,
+    count: int,
+    *,
+    base_offset: int = 0,
+    base_timestamp: int = 0,
+    log_append: bool = False,
+    codec: int = 0,
+) -> bytes:
+    """A v2 batch around a hand-made records section (CRC not computed)."""
+    payload = compress(codec, section) if codec else section
+    attributes = codec | (0x08 if log_append else 0)
+    header = HEADER.pack(
+        base_offset,
+        49 + len(payload),
+        -1,
+        2,
+        0,
+        attributes,
+        max(count - 1, 0),
+        base_timestamp,
+        555,
+        -1,
+        -1,
+        -1,
+        count,
+    )
+    return header + payload
+
+
+# ---------------------------------------------------------------------- properties
+
+maybe_bytes = st.none() | st.binary(max_size=40) | st.binary(min_size=120, max_size=300)
+header_lists = st.lists(
+    st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=20)), max_size=3
+)
+timestamps = st.integers(min_value=-(2**45), max_value=2**45)
+record_lists = st.lists(
+    st.builds(
+        NewRecord,
+        key=maybe_bytes,
+        value=maybe_bytes,
+        headers=st.just(()) | header_lists,
+        timestamp=timestamps,
+        offset_delta=st.none() | st.integers(min_value=0, max_value=2**31 - 1),
+    ),
+    max_size=40,
+)
+uniform_lists = st.builds(
+    lambda n, size, key: [NewRecord(key=key, value=b"u" * size, timestamp=5) for _ in range(n)],
+    st.integers(min_value=1, max_value=70),
+    st.integers(min_value=0, max_value=200),
+    st.none() | st.binary(max_size=14),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    recs=record_lists | uniform_lists,
+    base_offset=st.integers(min_value=0, max_value=2**62),
+    codec=st.sampled_from(list(CompressionType)),
+    log_append=st.booleans(),
+    prefix=st.binary(max_size=3),
+)
+def test_columns_equal_rows(
+    recs: list[NewRecord], base_offset: int, codec: int, log_append: bool, prefix: bytes
+) -> None:
+    ts_type = TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME
+    data = build_batch(
+        recs,
+        base_offset=base_offset,
+        compression=codec,
+        timestamp_type=ts_type,
+        log_append_time=1_700_000_000_000,
+    )
+    # Another batch before it: the section does not start at byte 0 of the buffer.
+    data = build_batch([(prefix, prefix)], base_offset=0) + data
+    batch = list(iter_batches(data, check_crcs=True))[1]
+    cols = decode_columns(batch)
+    assert rows_of(cols) == batch.records()
+
+
+def mutate(section: bytes, edits: list[tuple[int, int, int]]) -> bytes:
+    """Apply (kind, position, byte) edits: 0 set, 1 delete, 2 insert, 3 truncate."""
+    buf = bytearray(section)
+    for kind, where, byte in edits:
+        if not buf and kind != 2:
+            continue
+        i = where % (len(buf) + (kind == 2))
+        if kind == 0:
+            buf[i] = byte
+        elif kind == 1:
+            del buf[i]
+        elif kind == 2:
+            buf.insert(i, byte)
+        else:
+            del buf[i:]
+    return bytes(buf)
+
+
+interesting_bytes = st.sampled_from([0x00, 0x01, 0x02, 0x03, 0x7F, 0x80, 0x81, 0xFE, 0xFF]) | (
+    st.integers(min_value=0, max_value=255)
+)
+edits = st.lists(
+    st.tuples(st.integers(min_value=0, max_value=3), st.integers(min_value=0), interesting_bytes),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    recs=record_lists.filter(bool),
+    changes=edits,
+    count_change=st.sampled_from([0, 0, 0, -1, 1]),
+    codec=st.sampled_from([CompressionType.NONE, CompressionType.NONE, CompressionType.LZ4]),
+    log_append=st.booleans(),
+)
+def test_mutated_sections_fail_exactly_like_rows(
+    recs: list[NewRecord],
+    changes: list[tuple[int, int, int]],
+    count_change: int,
+    codec: int,
+    log_append: bool,
+) -> None:
+    valid = build_batch(recs, base_offset=1234)
+    section = mutate(valid[61:], changes)
+    data = raw_batch(
+        section,
+        len(recs) + count_change,
+        base_offset=1234,
+        base_timestamp=2**40,
+        log_append=log_append,
+        codec=codec,
+    )
+    event(assert_same_as_rows(one(data + build_batch([(b"next", b"batch")])[:70])))
+
+
+varint_values = st.integers(min_value=-3, max_value=300) | st.integers(
+    min_value=-(2**63), max_value=2**63 - 1
+)
+
+
+def rarely(draw: st.DrawFn, odds: int) -> bool:
+    """True about once in ``odds`` draws (shrinking towards False)."""
+    return draw(st.sampled_from([False] * (odds - 1) + [True]))
+
+
+@st.composite
+def raw_records(draw: st.DrawFn) -> bytes:
+    """A record with arbitrary (often odd) varints, sometimes padded or 10 bytes long,
+    and now and then a broken field."""
+
+    def varint(value: int) -> bytes:
+        enc = encode_varint(value)
+        pad = draw(st.sampled_from([0, 0, 0, 1, 10 - len(enc)]))
+        return padded_varint(value, len(enc) + max(pad, 0))
+
+    body = b"\x00" + varint(draw(varint_values)) + varint(draw(varint_values))
+    for _ in range(2):  # key, value
+        size = draw(st.sampled_from([-1, 0, 3, 12, 13, 40]))
+        if rarely(draw, 30):
+            size = draw(st.sampled_from([-2, -(2**40), 2**40]))
+        body += varint(size) + b"z" * max(min(size, 50), 0)
+    nheaders = draw(st.sampled_from([0, 0, 1, 2]))
+    if rarely(draw, 30):
+        nheaders = draw(st.sampled_from([-1, 100, 2**33]))
+    body += varint(nheaders)
+    for _ in range(min(nheaders, 2)):
+        body += varint(1) + (b"\xff" if rarely(draw, 20) else b"h")
+        hsize = draw(st.sampled_from([-1, 0, 2]))
+        if rarely(draw, 20):
+            hsize = draw(st.sampled_from([-2, 3]))
+        body += varint(hsize) + b"hv"[: max(hsize, 0)]
+    if rarely(draw, 20):
+        body = body[: draw(st.integers(min_value=0, max_value=len(body)))]
+    length = len(body) + (draw(st.sampled_from([-1, 1])) if rarely(draw, 20) else 0)
+    if rarely(draw, 40):
+        # A 10-byte length whose tenth byte carries bits past 64.
+        return b"\x80" * 9 + b"\x7e" + body
+    return varint(length) + body
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=st.lists(raw_records(), min_size=1, max_size=8),
+    count_change=st.sampled_from([0, 0, -1, 1]),
+    base_offset=st.sampled_from([0, 0, 0, 2**62, INT64_MAX - 5]),
+    base_timestamp=st.sampled_from([0, 0, 0, -(2**62), 2**62]),
+    log_append=st.booleans(),
+)
+def test_odd_varints_decode_exactly_like_rows(
+    records: list[bytes],
+    count_change: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append: bool,
+) -> None:
+    data = raw_batch(
+        b"".join(records),
+        len(records) + count_change,
+        base_offset=base_offset,
+        base_timestamp=base_timestamp,
+        log_append=log_append,
+    )
+    event(assert_same_as_rows(one(data)))
+
+
+def test_records_package_does_not_import_columnar() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kafka_share.records; print('numpy' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
