@@ -189,14 +189,15 @@ def columns_from_records(records: Sequence[Record]) -> RecordColumns:
         )
     key_sizes = np.array([-1 if k is None else len(k) for k in keys], dtype=np.int32)
     value_sizes = np.array([-1 if v is None else len(v) for v in values], dtype=np.int32)
-    return RecordColumns.from_parts(
-        offsets=np.array([r[0] for r in records], dtype=np.int64),
-        timestamps=np.array([r[1] for r in records], dtype=np.int64),
-        keys=_binary(keys).cast(pa.binary_view()),
-        values=_binary(values).cast(pa.binary_view()),
-        key_sizes=key_sizes,
-        value_sizes=value_sizes,
-        headers=headers,
+    return RecordColumns(
+        len(records),
+        np.array([r[0] for r in records], dtype=np.int64),
+        np.array([r[1] for r in records], dtype=np.int64),
+        _binary(keys).cast(pa.binary_view()),
+        _binary(values).cast(pa.binary_view()),
+        key_sizes,
+        value_sizes,
+        headers,
     )
 
 
@@ -214,15 +215,6 @@ def _binary(items: Sequence[bytes | None]) -> Any:
     )
 
 
-def _string_column(value: str, n: int) -> Any:
-    """``n`` times the same string, built from buffers (no Python object per row)."""
-    data = value.encode()
-    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
-    return pa.Array.from_buffers(
-        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
-    )
-
-
 def _primitive(values: Any, type: Any, null: Any = None) -> Any:
     """An Arrow array over a numpy array's memory (nulls where ``null`` is True).
 
@@ -237,63 +229,95 @@ def _primitive(values: Any, type: Any, null: Any = None) -> Any:
     return pa.Array.from_buffers(type, len(data), [validity, pa.py_buffer(data)])
 
 
-def _no_headers(n: int) -> Any:
-    return pa.ListArray.from_arrays(
-        _primitive(np.zeros(n + 1, dtype=np.int32), pa.int32()),
-        pa.array([], type=HEADER_TYPE),
-        type=ARROW_SCHEMA.field("headers").type,
-    )
+class _Repeated:
+    """Arrays of one value repeated, built once and sliced (zero-copy) per poll:
+    the topic, partition, timestamp type, a common delivery count and the empty
+    headers are the same for every row of a piece. Any thread may use it (at
+    worst two threads build the same array)."""
 
+    #: rows in each cached array (a longer piece gets an array of its own), and
+    #: how many arrays are kept: at most a few MB even for long topic names
+    CAPACITY = 8192
+    ENTRIES = 256
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, object], Any] = {}
+
+    def get(self, kind: str, value: object, n: int) -> Any:
+        if n > self.CAPACITY:
+            return self._build(kind, value, n)
+        array = self._cache.get((kind, value))
+        if array is None:
+            if len(self._cache) >= self.ENTRIES:
+                self._cache.clear()  # many topics or partitions over time: start over
+            array = self._cache[(kind, value)] = self._build(kind, value, self.CAPACITY)
+        return array.slice(0, n)
+
+    @staticmethod
+    def _build(kind: str, value: object, n: int) -> Any:
+        if kind == "topic":
+            data = str(value).encode()
+            offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+            return pa.Array.from_buffers(
+                pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
+            )
+        if kind == "headers":
+            return pa.ListArray.from_arrays(
+                _primitive(np.zeros(n + 1, dtype=np.int32), pa.int32()),
+                pa.nulls(0, HEADER_TYPE),
+                type=ARROW_SCHEMA.field("headers").type,
+            )
+        field = ARROW_SCHEMA.field(kind)
+        return _primitive(np.full(n, value, dtype=_NUMPY_TYPES[kind]), field.type)
+
+
+_REPEATED = _Repeated()
 
 #: the columns held as numpy arrays, with their dtypes
 _NUMPY_TYPES = {
     "partition": np.int32, "offset": np.int64, "timestamp": np.int64,
     "timestamp_type": np.int8, "delivery_count": np.int32,
 }
+_BINARY_SCHEMA = ARROW_SCHEMA.set(5, pa.field("key", pa.binary())).set(
+    6, pa.field("value", pa.binary())
+)
+
+
+def _piece_arrays(tip: TopicIdPartition, piece: Piece) -> list[Any]:
+    """The :data:`ARROW_SCHEMA` columns of one piece."""
+    c = piece.columns
+    n = piece.count
+    repeated = _REPEATED.get
+    counts = piece.delivery_counts
+    first_count = int(counts[0]) if n else 1
+    ts = c.timestamps
+    return [
+        repeated("topic", tip.topic, n),
+        repeated("partition", tip.partition, n),
+        _primitive(c.offsets, pa.int64()),
+        _primitive(ts, ARROW_SCHEMA.field("timestamp").type, ts < 0),  # -1: none, null
+        repeated("timestamp_type", piece.timestamp_type, n),
+        c.keys,
+        c.values,
+        c.headers if c.headers is not None else repeated("headers", None, n),
+        repeated("delivery_count", first_count, n) if (counts == first_count).all()
+        else _primitive(counts, pa.int32()),
+    ]
 
 
 def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:
     """One ``pyarrow.RecordBatch`` of ``records``, in partition order then offset
     order: schema :data:`ARROW_SCHEMA` with ``view_types``, else with keys and
     values copied into ``binary`` arrays (what most Arrow tools take)."""
-    columns: dict[str, list[Any]] = {f.name: [] for f in ARROW_SCHEMA}
-    for tip, pieces in records.items():
-        for piece in pieces:
-            c = piece.columns
-            n = piece.count
-            columns["topic"].append(_string_column(tip.topic, n))
-            columns["partition"].append(np.full(n, tip.partition, dtype=np.int32))
-            columns["offset"].append(c.offsets)
-            columns["timestamp"].append(c.timestamps)
-            columns["timestamp_type"].append(np.full(n, piece.timestamp_type, dtype=np.int8))
-            columns["key"].append(c.keys)
-            columns["value"].append(c.values)
-            columns["headers"].append(c.headers if c.headers is not None else _no_headers(n))
-            columns["delivery_count"].append(piece.delivery_counts)
-    arrays: list[Any] = []
-    for f in ARROW_SCHEMA:
-        parts = columns[f.name]
-        if f.name in _NUMPY_TYPES:
-            joined = (
-                np.concatenate(parts) if len(parts) > 1 else parts[0] if parts
-                else np.zeros(0, dtype=_NUMPY_TYPES[f.name])
-            )
-            # Kafka's -1 timestamp (none) is null.
-            arrays.append(_primitive(
-                joined.astype(_NUMPY_TYPES[f.name], copy=False), f.type,
-                joined < 0 if f.name == "timestamp" else None,
-            ))
-        elif not parts:
-            arrays.append(pa.nulls(0, f.type))
-        elif len(parts) == 1:
-            arrays.append(parts[0])
-        else:
-            arrays.append(pa.concat_arrays(parts))
-    schema = ARROW_SCHEMA
-    if not view_types:
-        arrays[5] = arrays[5].cast(pa.binary())
-        arrays[6] = arrays[6].cast(pa.binary())
-        schema = schema.set(5, pa.field("key", pa.binary())).set(
-            6, pa.field("value", pa.binary())
-        )
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    pieces = [_piece_arrays(tip, p) for tip, ps in records.items() for p in ps]
+    if not pieces:
+        arrays = [pa.nulls(0, f.type) for f in ARROW_SCHEMA]
+    elif len(pieces) == 1:
+        arrays = pieces[0]
+    else:
+        arrays = [pa.concat_arrays(list(column)) for column in zip(*pieces, strict=True)]
+    if view_types:
+        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    arrays[5] = arrays[5].cast(pa.binary())
+    arrays[6] = arrays[6].cast(pa.binary())
+    return pa.RecordBatch.from_arrays(arrays, schema=_BINARY_SCHEMA)
