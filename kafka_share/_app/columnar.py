@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from kafka_share.models import TopicIdPartition
+from kafka_share.models import AcknowledgeType, TopicIdPartition
 from kafka_share.records.batch import Record
 from kafka_share.records.columnar import RecordColumns, decode_columns
 
@@ -32,6 +32,7 @@ __all__ = [
     "Piece",
     "columns_from_records",
     "decode_columns",
+    "rows_to_acknowledge",
     "to_record_batch",
 ]
 
@@ -321,3 +322,78 @@ def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:
     arrays[5] = arrays[5].cast(pa.binary())
     arrays[6] = arrays[6].cast(pa.binary())
     return pa.RecordBatch.from_arrays(arrays, schema=_BINARY_SCHEMA)
+
+
+_ROW_TYPES = frozenset(
+    int(t) for t in (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT)
+)
+_KEY_COLUMNS = ("topic", "partition", "offset", "delivery_count")
+
+
+def _column(batch: Any, name: str) -> Any:
+    column = batch.column(name)
+    # A table's columns are chunked; a record batch's are plain arrays.
+    return column.combine_chunks() if hasattr(column, "combine_chunks") else column
+
+
+def rows_to_acknowledge(batch: Any, type: Any) -> list[tuple[str, int, Any, Any, Any]]:
+    """``acknowledge_arrow``'s arguments as ``(topic, partition, offsets,
+    delivery_counts, types)`` per partition (numpy arrays; ``types`` one int for
+    every row, or an array), for ``InFlightBatch.acknowledge_rows``.
+
+    Raises:
+        ValueError: ``batch`` lacks a column, a type is invalid or RENEW, or the
+            number of types is not the number of rows.
+    """
+    names = getattr(getattr(batch, "schema", None), "names", None)
+    missing = [c for c in _KEY_COLUMNS if names is None or c not in names]
+    if missing:
+        raise ValueError(
+            "acknowledge_arrow() needs a record batch or table from poll_arrow() "
+            f"(columns {', '.join(_KEY_COLUMNS)}); missing {missing}"
+        )
+    n = batch.num_rows
+    types: Any
+    if isinstance(type, AcknowledgeType | int) and not isinstance(type, bool):
+        types = _row_type(type)
+    else:
+        values = type.to_pylist() if hasattr(type, "to_pylist") else list(type)
+        if len(values) != n:
+            raise ValueError(
+                f"acknowledge_arrow() got {len(values)} acknowledge types for {n} rows"
+            )
+        distinct = set(values)
+        checked = {v: _row_type(v) for v in distinct}  # each distinct value once
+        types = np.array([checked[v] for v in values] if len(distinct) > 1 else
+                         [checked[values[0]]] * n if n else [], dtype=np.int64)
+    encoded = _column(batch, "topic").dictionary_encode()
+    topics = encoded.dictionary.to_pylist()
+    topic_index = np.asarray(encoded.indices).astype(np.int64)
+    partitions = np.asarray(_column(batch, "partition")).astype(np.int64)
+    offsets = np.asarray(_column(batch, "offset")).astype(np.int64)
+    counts = np.asarray(_column(batch, "delivery_count")).astype(np.int64)
+    keys = (topic_index << 32) | partitions
+    out: list[tuple[str, int, Any, Any, Any]] = []
+    for key in np.unique(keys).tolist():
+        mask = keys == key
+        out.append((
+            topics[key >> 32], key & 0xFFFFFFFF, offsets[mask], counts[mask],
+            types if isinstance(types, int) else types[mask],
+        ))
+    return out
+
+
+def _row_type(value: object) -> int:
+    try:
+        ack_type = AcknowledgeType(value)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"invalid acknowledge type {value!r}: use AcknowledgeType.ACCEPT, RELEASE or REJECT"
+        ) from None
+    if ack_type is AcknowledgeType.RENEW:
+        raise ValueError(
+            "RENEW is not available for poll_arrow() rows: set share.auto.renew=true "
+            "to keep their locks while the application works on them"
+        )
+    assert int(ack_type) in _ROW_TYPES
+    return int(ack_type)

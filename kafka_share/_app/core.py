@@ -190,7 +190,8 @@ class ConsumerCore(Generic[K, V]):
         self._ahead = FetchAheadPolicy(cfg.max_poll_records)
         #: a fetch was sent during the current poll
         self._fetch_sent = False
-        self._in_flight = InFlightBatch()
+        # Implicit mode accepts whole batches: their records need no entry each.
+        self._in_flight = InFlightBatch(record_spans=not self._explicit)
         self._metrics = ShareConsumerMetrics(
             sample_window_ms=cfg.metrics_sample_window_ms,
             num_samples=cfg.metrics_num_samples,
@@ -350,71 +351,11 @@ class ConsumerCore(Generic[K, V]):
         self._poll_kind = kind
 
     def _acknowledge_arrow_rows(self, batch: object, type: object) -> None:
-        """Check and record acknowledgements of ``poll_arrow`` rows (see the
-        facades' ``acknowledge_arrow``)."""
-        np = _columnar().np
-        ack_types = self._arrow_ack_types(batch, type)
-        names = getattr(batch, "schema", None)
-        missing = [
-            c for c in ("topic", "partition", "offset", "delivery_count")
-            if names is None or c not in names.names
-        ]
-        if missing:
-            raise ValueError(
-                f"acknowledge_arrow() needs a record batch or table from poll_arrow() "
-                f"(columns topic, partition, offset, delivery_count); missing {missing}"
-            )
-        topics = batch.column("topic").to_pylist()  # type: ignore[attr-defined]
-        partitions = np.asarray(batch.column("partition"))  # type: ignore[attr-defined]
-        offsets = np.asarray(batch.column("offset")).tolist()  # type: ignore[attr-defined]
-        counts = np.asarray(batch.column("delivery_count")).tolist()  # type: ignore[attr-defined]
-        groups: dict[tuple[str, int], tuple[list[int], list[int], list[int]]] = {}
-        for topic, partition, offset, count, t in zip(
-            topics, partitions.tolist(), offsets, counts, ack_types, strict=True
-        ):
-            g = groups.get((topic, partition))
-            if g is None:
-                g = groups[(topic, partition)] = ([], [], [])
-            g[0].append(offset)
-            g[1].append(count)
-            g[2].append(t)
-        self._in_flight.acknowledge_rows(
-            [(t, p, o, c, ty) for (t, p), (o, c, ty) in groups.items()]
-        )
-
-    def _arrow_ack_types(self, batch: object, type: object) -> list[int]:
-        """One wire type per row: ``type`` is one AcknowledgeType for every row,
-        or a sequence (list, numpy or Arrow array) with one per row."""
+        """Check and record acknowledgements of ``poll_arrow`` rows (see
+        :meth:`acknowledge_arrow`)."""
         if not self._explicit:
             self._check_ack_type(AcknowledgeType.ACCEPT)  # raises: implicit mode
-        n = len(batch)  # type: ignore[arg-type]
-        if isinstance(type, AcknowledgeType | int) and not isinstance(type, bool):
-            types = [int(self._check_row_type(type))] * n
-        else:
-            values: list[Any] = (
-                type.to_pylist() if hasattr(type, "to_pylist") else list(type)  # type: ignore[call-overload]
-            )
-            if len(values) != n:
-                raise ValueError(
-                    f"acknowledge_arrow() got {len(values)} acknowledge types for {n} rows"
-                )
-            types = [int(self._check_row_type(v)) for v in values]
-        return types
-
-    def _check_row_type(self, type: object) -> AcknowledgeType:
-        try:
-            ack_type = AcknowledgeType(type)  # type: ignore[arg-type]
-        except (ValueError, TypeError):
-            raise ValueError(
-                f"invalid acknowledge type {type!r}: use AcknowledgeType.ACCEPT, RELEASE "
-                "or REJECT"
-            ) from None
-        if ack_type is AcknowledgeType.RENEW:
-            raise ValueError(
-                "RENEW is not available for poll_arrow() rows: set share.auto.renew=true "
-                "to keep their locks while the application works on them"
-            )
-        return ack_type
+        self._in_flight.acknowledge_rows(_columnar().rows_to_acknowledge(batch, type))
 
     def _start_poll(self) -> None:
         """What every poll does first: errors, the last batch's acks, the checks."""
@@ -733,12 +674,12 @@ class ConsumerCore(Generic[K, V]):
             raise WakeupError("the blocking call was interrupted by wakeup()")
 
     def _take_acks(self) -> AcksByPartition:
-        taken = self._in_flight.take_acknowledged()
+        taken = self._in_flight.take_acknowledgements()
         out: AcksByPartition = {}
         generations = self._in_flight.generations
-        for tip, (node_id, offsets) in taken.items():
+        for tip, (node_id, offsets, ranges) in taken.items():
             out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(
-                offsets, session_generation=generations.get(tip)
+                offsets, ranges=ranges, session_generation=generations.get(tip)
             ))
         return out
 

@@ -23,6 +23,12 @@ The result always passes the broker's validation
 (``KafkaApis.validateAcknowledgementBatches``): first <= last, ascending and
 non-overlapping batches, and either one type or exactly one per offset.
 
+Ranges: the consumer's own bookkeeping may hand over whole ranges of offsets
+with one type (:meth:`Acknowledgements.from_types` ``ranges``: a batch accepted
+as a whole), kept as ``(first, last, type)`` until something needs them offset
+by offset. Such ranges go on the wire as they are, with no per-offset work; any
+per-offset operation first spells them out into the map (:meth:`_expand`).
+
 Once the broker answered, the caller records the per-partition outcome with
 :meth:`Acknowledgements.complete`, and :meth:`Acknowledgements.result` gives
 the :class:`AckResult` that is reported to the application.
@@ -105,10 +111,15 @@ class Acknowledgements:
     where the last ``acknowledge`` call before a commit wins.
     """
 
-    __slots__ = ("_completed", "_error_code", "_error_message", "_types", "session_generation")
+    __slots__ = (
+        "_completed", "_error_code", "_error_message", "_ranges", "_types", "session_generation",
+    )
 
     def __init__(self) -> None:
         self._types: dict[int, int] = {}
+        #: (first, last, type) ranges: ascending, disjoint from each other and
+        #: from ``_types`` (see the module docstring)
+        self._ranges: list[tuple[int, int, int]] = []
         #: the share session (per node) whose records these acknowledge; None: any
         self.session_generation: int | None = None
         self._completed = False
@@ -125,6 +136,7 @@ class Acknowledgements:
                 REJECT or RENEW (use :meth:`add_gap` for gaps).
         """
         self._check_offset(offset)
+        self._expand()
         value = int(acknowledge_type)
         if value not in _VALID_TYPES:
             raise ValueError(
@@ -138,6 +150,7 @@ class Acknowledgements:
 
         Implicit acknowledgement uses this so it never overrides an explicit choice.
         """
+        self._expand()
         if offset in self._types:
             return False
         self.add(offset, acknowledge_type)
@@ -146,6 +159,7 @@ class Acknowledgements:
     def add_gap(self, offset: int) -> None:
         """Mark ``offset`` as a GAP (acquired, but no record to deliver)."""
         self._check_offset(offset)
+        self._expand()
         self._types[offset] = GAP
 
     def add_gaps(self, offsets: Iterable[int]) -> None:
@@ -155,30 +169,59 @@ class Acknowledgements:
 
     @classmethod
     def from_types(
-        cls, types: dict[int, int], *, session_generation: int | None = None
+        cls,
+        types: dict[int, int],
+        *,
+        ranges: Iterable[tuple[int, int, int]] = (),
+        session_generation: int | None = None,
     ) -> Acknowledgements:
-        """Build from an ``{offset: type}`` map (GAP allowed), taking ownership of it.
+        """Build from an ``{offset: type}`` map (GAP allowed), taking ownership of
+        it, and ``(first, last, type)`` ranges of offsets not in the map.
 
         The bulk path for the consumer's own bookkeeping: one check over the
         distinct types instead of one call per offset.
 
         Raises:
-            ValueError: a type is not GAP, ACCEPT, RELEASE, REJECT or RENEW.
+            ValueError: a type is not GAP, ACCEPT, RELEASE, REJECT or RENEW, a
+                range is empty or negative, or ranges overlap each other or the map.
         """
-        bad = set(types.values()) - _VALID_TYPES - {GAP}
+        spans = sorted(ranges)
+        bad = (set(types.values()) | {t for _, _, t in spans}) - _VALID_TYPES - {GAP}
         if bad:
             raise ValueError(f"invalid acknowledge type(s) {sorted(bad)}")
+        previous_last = -1
+        for first, last, _ in spans:
+            if first <= previous_last or first > last or first < 0:
+                raise ValueError(f"acknowledged ranges overlap or are empty: {spans}")
+            previous_last = last
+        if spans and types and any(_in_ranges(o, spans) for o in types):
+            raise ValueError("an offset is both in the map and in a range")
         acks = cls()
         acks._types = types
+        acks._ranges = spans
         acks.session_generation = session_generation
         return acks
 
+    def _expand(self) -> None:
+        """Spell the ranges out into the map (before any per-offset operation)."""
+        if self._ranges:
+            types = self._types
+            for first, last, t in self._ranges:
+                types.update(dict.fromkeys(range(first, last + 1), t))
+            self._ranges = []
+
     def merge(self, other: Acknowledgements) -> None:
         """Copy ``other``'s entries in; on a shared offset ``other`` wins."""
+        if not (self._types or other._types) and not _overlap(self._ranges, other._ranges):
+            self._ranges = sorted(self._ranges + other._ranges)  # ranges stay ranges
+            return
+        self._expand()
+        other._expand()
         self._types.update(other._types)
 
     def remove(self, offset: int) -> int | None:
         """Drop ``offset``; returns its type, or None if it was not present."""
+        self._expand()
         return self._types.pop(offset, None)
 
     @staticmethod
@@ -189,44 +232,63 @@ class Acknowledgements:
     # -- reading ----------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._types)
+        return len(self._types) + sum(last - first + 1 for first, last, _ in self._ranges)
 
     def __bool__(self) -> bool:
-        return bool(self._types)
+        return bool(self._types) or bool(self._ranges)
 
     def __contains__(self, offset: object) -> bool:
-        return offset in self._types
+        return offset in self._types or (
+            isinstance(offset, int) and _in_ranges(offset, self._ranges)
+        )
 
     def get(self, offset: int) -> int | None:
         """The type of ``offset`` (0 for GAP), or None if it has none."""
+        self._expand()
         return self._types.get(offset)
 
     def items(self) -> list[tuple[int, int]]:
         """``(offset, type)`` pairs in ascending offset order."""
+        self._expand()
         return sorted(self._types.items())
 
     def as_dict(self) -> dict[int, int]:
         """A copy of the offset -> type map (GAP is 0)."""
+        self._expand()
         return dict(self._types)
 
     def offsets(self) -> frozenset[int]:
         """Every acknowledged offset, GAPs included."""
+        self._expand()
         return frozenset(self._types)
+
+    def offset_ranges(self) -> list[tuple[int, int]] | None:
+        """``[(first, last)]`` covering exactly the acknowledged offsets when they
+        are only ranges (no per-offset entry), else None: lets the caller skip
+        per-offset work for a batch acknowledged as a whole."""
+        if self._types:
+            return None
+        return [(first, last) for first, last, _ in self._ranges]
 
     @property
     def has_renew(self) -> bool:
         """True if any offset is RENEW; such a request must set ``IsRenewAck``."""
-        return _RENEW in self._types.values()
+        return _RENEW in self._types.values() or any(t == _RENEW for _, _, t in self._ranges)
 
     @property
     def has_non_gap(self) -> bool:
         """True if at least one offset carries an application acknowledgement."""
-        return any(t != GAP for t in self._types.values())
+        return any(t != GAP for t in self._types.values()) or any(
+            t != GAP for _, _, t in self._ranges
+        )
 
     def to_batches(self) -> list[AckBatch]:
         """Coalesce into wire batches (see the module docstring for the rules)."""
         if not self._types:
-            return []
+            # Ranges alone: one single-type batch each (the broker applies a
+            # one-element type array to the whole range).
+            return [AckBatch(first, last, (t,)) for first, last, t in self._ranges]
+        self._expand()
         types = self._types
         lo, hi = min(types), max(types)
         if hi - lo + 1 == len(types):
@@ -281,6 +343,7 @@ class Acknowledgements:
         """
         if not self._completed:
             raise RuntimeError("acknowledgements are not completed yet; no result to report")
+        self._expand()
         return AckResult(
             offsets=frozenset(o for o, t in self._types.items() if t != GAP),
             error_code=self._error_code,
@@ -289,7 +352,15 @@ class Acknowledgements:
 
     def __repr__(self) -> str:
         state = f"completed, error_code={self._error_code}" if self._completed else "pending"
-        return f"Acknowledgements({len(self._types)} offsets, {state})"
+        return f"Acknowledgements({len(self)} offsets, {state})"
+
+
+def _in_ranges(offset: int, ranges: list[tuple[int, int, int]]) -> bool:
+    return any(first <= offset <= last for first, last, _ in ranges)
+
+
+def _overlap(a: list[tuple[int, int, int]], b: list[tuple[int, int, int]]) -> bool:
+    return any(f1 <= l2 and f2 <= l1 for f1, l1, _ in a for f2, l2, _ in b)
 
 
 def _split_contiguous(first_offset: int, types: list[int], out: list[AckBatch]) -> None:

@@ -239,26 +239,68 @@ def test_rows_are_accepted_as_a_whole_in_implicit_mode() -> None:
     assert b.is_empty()
 
 
+def _rows(partition: int, offsets: list[int], counts: list[int], types: Any) -> Any:
+    np = pytest.importorskip("numpy")
+    return ("t", partition, np.array(offsets, dtype=np.int64), np.array(counts, dtype=np.int64),
+            types if isinstance(types, int) else np.array(types, dtype=np.int64))
+
+
 def test_rows_are_acknowledged_all_or_nothing() -> None:
     b = rows_batch(3, 4, count=2)
     b.add_rows(TIP1, 1, [_piece([9])])
     with pytest.raises(IllegalStateError, match="earlier delivery"):
-        b.acknowledge_rows([("t", 1, [9], [1], [1]), ("t", 0, [3, 4], [2, 1], [1, 2])])
+        b.acknowledge_rows([_rows(1, [9], [1], 1), _rows(0, [3, 4], [2, 1], [1, 2])])
     with pytest.raises(IllegalStateError, match="not returned by the last poll"):
-        b.acknowledge_rows([("t", 1, [9], [1], [1]), ("t", 0, [7], [2], [1])])
+        b.acknowledge_rows([_rows(1, [9], [1], 1), _rows(0, [7], [2], 1)])
     assert not b.has_pending_acks()  # the refused calls recorded nothing
-    b.acknowledge_rows([("t", 0, [3, 4], [2, 2], [1, 3])])
+    b.acknowledge_rows([_rows(0, [3, 4], [2, 2], [1, 3])])
     assert b.unacknowledged_count() == 1
-    b.acknowledge_rows([("t", 1, [9], [1], [2])])
+    b.acknowledge_rows([_rows(1, [9], [1], 2)])
     assert b.all_acknowledged()
     assert b.take_acknowledged() == {TIP: (1, {3: 1, 4: 3}), TIP1: (1, {9: 2})}
     with pytest.raises(IllegalStateError, match="already acknowledged"):
-        b.acknowledge_rows([("t", 0, [3], [2], [1])])
+        b.acknowledge_rows([_rows(0, [3], [2], 1)])
+
+
+def test_a_whole_span_with_one_type_is_one_range_and_the_last_call_wins() -> None:
+    b = rows_batch(10, 11, 12)
+    b.acknowledge_rows([_rows(0, [11], [1], 2)])  # one row first...
+    b.acknowledge_rows([_rows(0, [12, 10, 11], [1, 1, 1], 3)])  # ...then all: REJECT
+    taken = b.take_acknowledgements()
+    assert taken == {TIP: (1, {}, [(10, 12, 3)])}
+    b = rows_batch(10, 11, 12)
+    b.acknowledge_rows([_rows(0, [10, 11, 12], [1, 1, 1], 1)])
+    b.acknowledge_rows([_rows(0, [11], [1], 2)])  # the whole span, then one row again
+    assert b.take_acknowledgements() == {TIP: (1, {10: 1, 11: 2, 12: 1}, [])}
+    b = rows_batch(10, 11, 12)
+    with pytest.raises(IllegalStateError, match="not returned"):
+        b.acknowledge_rows([_rows(0, [10, 11, 12, 13], [1, 1, 1, 1], 1)])
+    b.acknowledge_rows([_rows(0, [10, 10, 11], [1, 1, 1], 1)])  # 12 missing: not whole
+    assert b.unacknowledged_count() == 1
+
+
+def test_implicit_record_spans_are_one_range_and_async_for_acks_one_by_one() -> None:
+    b = InFlightBatch(record_spans=True)
+    b.add_records(TIP, 1, [rec(o) for o in (5, 6, 7)])
+    b.add_records(TIP1, 1, [rec(o, tip=TIP1) for o in (1, 3)])  # a hole: per record
+    b.acknowledge(rec(6), ACCEPT)  # async for accepts as it goes
+    with pytest.raises(IllegalStateError):
+        b.acknowledge(rec(8), ACCEPT)
+    b.acknowledge_all(ACCEPT)
+    assert b.take_acknowledgements() == {
+        TIP: (1, {5: 1, 6: 1, 7: 1}, []), TIP1: (1, {1: 1, 3: 1}, []),
+    }
+    b.add_records(TIP, 1, [rec(o) for o in (8, 9)])
+    b.acknowledge_all(ACCEPT)
+    assert b.take_acknowledgements() == {TIP: (1, {}, [(8, 9, 1)])}
+    assert b.is_empty()
+    with pytest.raises(IllegalStateError, match="already acknowledged"):
+        b.acknowledge(rec(9), ACCEPT)
 
 
 def test_partly_acknowledged_rows_stay_in_the_batch() -> None:
     b = rows_batch(0, 1, 2)
-    b.acknowledge_rows([("t", 0, [1], [1], [2])])
+    b.acknowledge_rows([_rows(0, [1], [1], 2)])
     assert b.take_acknowledged() == {TIP: (1, {1: 2})}
     assert b.unacknowledged_count() == 2 and not b.is_empty()
     with pytest.raises(IllegalStateError, match="from node 1"):

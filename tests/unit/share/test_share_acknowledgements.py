@@ -286,3 +286,42 @@ def test_property_long_runs_split_and_round_trip(runs: list[tuple[int, int, int]
             for prev, cur in zip(b.acknowledge_types, b.acknowledge_types[1:], strict=False):
                 run = run + 1 if cur == prev else 1
                 assert run <= MAX
+
+
+# -- ranges -------------------------------------------------------------------------
+
+
+def test_ranges_go_on_the_wire_as_they_are() -> None:
+    acks = Acknowledgements.from_types({}, ranges=[(20, 29, 2), (0, 9, 1)])
+    assert len(acks) == 20 and acks and 25 in acks and 15 not in acks
+    assert acks.offset_ranges() == [(0, 9), (20, 29)]
+    assert acks.to_batches() == [AckBatch(0, 9, (1,)), AckBatch(20, 29, (2,))]
+    assert not acks.has_renew and acks.has_non_gap
+
+
+def test_ranges_are_spelled_out_for_per_offset_work() -> None:
+    acks = Acknowledgements.from_types({12: 0}, ranges=[(0, 2, 1)])
+    assert acks.offset_ranges() is None
+    assert acks.to_batches() == [AckBatch(0, 2, (1,)), AckBatch(12, 12, (0,))]
+    acks.add(1, AcknowledgeType.REJECT)  # the last type wins, also inside a range
+    assert acks.as_dict() == {0: 1, 1: 3, 2: 1, 12: 0}
+    acks.complete(0)
+    assert acks.result().offsets == frozenset({0, 1, 2})
+
+
+def test_merging_ranges_keeps_ranges_unless_they_overlap() -> None:
+    a = Acknowledgements.from_types({}, ranges=[(0, 4, 1)])
+    a.merge(Acknowledgements.from_types({}, ranges=[(5, 6, 2)]))
+    assert a.offset_ranges() == [(0, 4), (5, 6)]
+    a.merge(Acknowledgements.from_types({}, ranges=[(6, 7, 3)]))  # overlaps: other wins
+    assert a.offset_ranges() is None
+    assert a.as_dict() == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 3, 7: 3}
+
+
+def test_bad_ranges_are_refused() -> None:
+    with pytest.raises(ValueError, match="overlap"):
+        Acknowledgements.from_types({}, ranges=[(0, 4, 1), (4, 5, 1)])
+    with pytest.raises(ValueError, match="both in the map and in a range"):
+        Acknowledgements.from_types({3: 1}, ranges=[(0, 4, 1)])
+    with pytest.raises(ValueError, match="invalid acknowledge type"):
+        Acknowledgements.from_types({}, ranges=[(0, 4, 9)])
