@@ -36,6 +36,7 @@ the :class:`AckResult` that is reported to the application.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Final
 
@@ -198,7 +199,7 @@ class Acknowledgements:
             raise ValueError("an offset is both in the map and in a range")
         acks = cls()
         acks._types = types
-        acks._ranges = spans
+        acks._ranges = _coalesced(spans)
         acks.session_generation = session_generation
         return acks
 
@@ -213,7 +214,7 @@ class Acknowledgements:
     def merge(self, other: Acknowledgements) -> None:
         """Copy ``other``'s entries in; on a shared offset ``other`` wins."""
         if not (self._types or other._types) and not _overlap(self._ranges, other._ranges):
-            self._ranges = sorted(self._ranges + other._ranges)  # ranges stay ranges
+            self._ranges = _coalesced(sorted(self._ranges + other._ranges))  # still ranges
             return
         self._expand()
         other._expand()
@@ -258,9 +259,16 @@ class Acknowledgements:
         return dict(self._types)
 
     def offsets(self) -> frozenset[int]:
-        """Every acknowledged offset, GAPs included."""
-        self._expand()
-        return frozenset(self._types)
+        """Every acknowledged offset, GAPs included.
+
+        Reads without spelling the ranges out in place: the application thread
+        asks this of completed acknowledgements (see AcknowledgementCompletion).
+        """
+        if not self._ranges:
+            return frozenset(self._types)
+        return frozenset(itertools.chain(
+            self._types, *(range(first, last + 1) for first, last, _ in self._ranges)
+        ))
 
     def offset_ranges(self) -> list[tuple[int, int]] | None:
         """``[(first, last)]`` covering exactly the acknowledged offsets when they
@@ -343,9 +351,12 @@ class Acknowledgements:
         """
         if not self._completed:
             raise RuntimeError("acknowledgements are not completed yet; no result to report")
-        self._expand()
+        applied = itertools.chain(
+            (o for o, t in self._types.items() if t != GAP),
+            *(range(first, last + 1) for first, last, t in self._ranges if t != GAP),
+        )
         return AckResult(
-            offsets=frozenset(o for o, t in self._types.items() if t != GAP),
+            offsets=frozenset(applied),
             error_code=self._error_code,
             error_message=self._error_message,
         )
@@ -353,6 +364,18 @@ class Acknowledgements:
     def __repr__(self) -> str:
         state = f"completed, error_code={self._error_code}" if self._completed else "pending"
         return f"Acknowledgements({len(self)} offsets, {state})"
+
+
+def _coalesced(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Sorted disjoint ranges with touching ones of the same type joined (the
+    pieces of one fetch, polled a slice at a time, become one wire batch)."""
+    out: list[tuple[int, int, int]] = []
+    for first, last, t in ranges:
+        if out and out[-1][1] + 1 == first and out[-1][2] == t:
+            out[-1] = (out[-1][0], last, t)
+        else:
+            out.append((first, last, t))
+    return out
 
 
 def _in_ranges(offset: int, ranges: list[tuple[int, int, int]]) -> bool:

@@ -1061,24 +1061,29 @@ class ShareConsumeManager:
             return
         if commit is not None and commit.results.get(tip) is None:
             commit.results[tip] = error
-        offsets = acks.offsets()
+        count = len(acks)
         if self.held:
             # Settled either way; RENEWed ones are held again (by the application).
-            self.held.settle(tip, offsets - renewed if renewed else offsets)
+            ranges = acks.offset_ranges()
+            if ranges is not None and not renewed:
+                self.held.settle_ranges(tip, ranges)  # a batch accepted as a whole
+            else:
+                offsets = acks.offsets()
+                self.held.settle(tip, offsets - renewed if renewed else offsets)
             if renewed:
                 self.held.ack_returned(tip, renewed)
         if error is not None:
             # Visible at the default level: these records come back to the group.
             self._log.warning(
                 "acknowledging %d record(s) of %s-%s failed: %s",
-                len(offsets), tip.topic, tip.partition, error,
+                count, tip.topic, tip.partition, error,
             )
             if self._metrics is not None:
-                self._metrics.record_acknowledgements(0, len(offsets), self._now_ms)
+                self._metrics.record_acknowledgements(0, count, self._now_ms)
         self._sink.ack_completed(
             AcknowledgementCompletion(
                 partition=tip,
-                offsets=offsets,
+                acknowledgements=acks,
                 error=error,
                 renewed_offsets=renewed,
                 acquisition_lock_timeout_ms=lock_ms,

@@ -200,6 +200,37 @@ class HeldRecords:
             if s.acking:
                 s.acking -= wanted
 
+    def settle_ranges(self, tip: TopicIdPartition, ranges: list[tuple[int, int]]) -> None:
+        """:meth:`settle` for the offsets of sorted, disjoint ``(first, last)``
+        ranges, without going offset by offset when they cover whole spans."""
+        spans = self._spans.get(tip)
+        if not spans or not ranges:
+            return
+        covered: list[tuple[int, int]] = []  # the ranges' union
+        for first, last in ranges:
+            if covered and covered[-1][1] + 1 >= first:
+                covered[-1] = (covered[-1][0], max(covered[-1][1], last))
+            else:
+                covered.append((first, last))
+        kept: list[HeldSpan] = []
+        for s in spans:
+            overlapping = [(f, la) for f, la in covered if f <= s.last and la >= s.first]
+            if not overlapping:
+                kept.append(s)
+                continue
+            if s.settled is None and any(f <= s.first and la >= s.last for f, la in overlapping):
+                continue  # the common case: the whole span acknowledged at once
+            if s.settled is None:
+                s.settled = set()
+            for f, la in overlapping:
+                s.settled.update(range(max(f, s.first), min(la, s.last) + 1))
+            if not s.done:
+                kept.append(s)
+        if kept:
+            self._spans[tip] = kept
+        else:
+            del self._spans[tip]
+
     def settle(self, tip: TopicIdPartition, offsets: Iterable[int]) -> None:
         """These offsets' acknowledgements completed (either way): no longer held."""
         spans = self._spans.get(tip)

@@ -8,6 +8,7 @@ import attrs
 
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
+from kafka_share.share.acknowledgements import Acknowledgements
 
 __all__ = ["AcknowledgementCompletion", "CompletedShareFetch", "LocksLost", "SessionReplaced"]
 
@@ -17,12 +18,19 @@ class AcknowledgementCompletion:
     """The broker's answer (or a local failure) for one acknowledgement batch of a partition."""
 
     partition: TopicIdPartition
-    offsets: frozenset[int]
+    #: what was acknowledged (no longer touched by the engine once completed)
+    acknowledgements: Acknowledgements
     error: KafkaError | None
     #: Offsets that were RENEWed successfully and go back to the application.
     renewed_offsets: frozenset[int] = frozenset()
     #: Lock duration reported with the answer (ShareAcknowledge v2), if any.
     acquisition_lock_timeout_ms: int | None = None
+
+    @property
+    def offsets(self) -> frozenset[int]:
+        """The acknowledged offsets (GAPs included), spelled out only when asked:
+        a batch accepted as a whole is a range until a callback wants offsets."""
+        return self.acknowledgements.offsets()
 
 
 @attrs.define(eq=False)

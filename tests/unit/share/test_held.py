@@ -87,3 +87,17 @@ def test_a_failed_renewal_ends_renewing_its_span() -> None:
     assert held.expire(5_000) == []  # kept while the RENEW is in flight
     assert held.renew_failed(TIP, [0, 1, 2, 3, 4]) == [span]
     assert span.renewal_over and not span.renewing
+
+
+def test_ranges_settle_like_their_offsets() -> None:
+    held = HeldRecords()
+    held.acquire(TIP, 1, 1, [(0, 999, 1)], 0, 1_000)
+    held.acquire(TIP, 1, 1, [(1000, 1009, 1)], 0, 1_000)
+    # Touching ranges (one fetch polled in slices) cover the first span whole.
+    held.settle_ranges(TIP, [(0, 499), (500, 999), (1000, 1001)])
+    assert held.held_count() == 8
+    held.settle_ranges(TIP, [(1005, 1020)])
+    assert held.held_count() == 3
+    held.settle(TIP, [1002, 1003])
+    held.settle_ranges(TIP, [(1004, 1004)])
+    assert not held
