@@ -85,21 +85,31 @@ _MAX_SINGLE_BUFFER = _INT32_MAX
 _BUFFER_SPAN_BITS = 30
 
 
-def _view_masks() -> Any:
-    """``(14, 3)`` int32 masks over bytes 4..16 of a view, by size class.
+# A view as written: its size, then 12 bytes (inline data, or prefix + buffer
+# index + offset); the same memory as (size, first 8 of those bytes, last 4).
+_VIEW_BYTES = np.dtype({"names": ["size", "data"], "formats": ["<i4", "V12"], "itemsize": 16})
+_VIEW_WORDS = np.dtype(
+    {"names": ["size", "lo", "hi"], "formats": ["<i4", "<u8", "<u4"], "offsets": [0, 4, 12]}
+)
+_WINDOW = np.dtype("V12")
+
+
+def _view_masks() -> tuple[Any, Any]:
+    """Masks over a view's 12 bytes after its size, by size class.
 
     Class ``n <= 12``: keep the first ``n`` inline bytes, zero the rest (arrow
     requires zero padding). Class 13 (a long value): keep the 4-byte prefix,
-    zero the buffer index and offset words (filled in afterwards).
+    zero the buffer index and offset words (filled in afterwards). Returned
+    as the (uint64, uint32) halves of :data:`_VIEW_WORDS`.
     """
     masks = np.zeros((_LONG + 1, _INLINE), np.uint8)
     for n in range(_INLINE + 1):
         masks[n, :n] = 0xFF
     masks[_LONG, :4] = 0xFF
-    return masks.view(np.int32)
+    return masks[:, :8].copy().view("<u8")[:, 0], masks[:, 8:].copy().view("<u4")[:, 0]
 
 
-_VIEW_MASKS = _view_masks()
+_VIEW_MASK_LO, _VIEW_MASK_HI = _view_masks()
 _EMPTY_I64: Any = np.zeros(0, np.int64)
 
 
@@ -314,37 +324,50 @@ def _longer_varints(
     a: Any, w: Any, pos: Any, size: Any, values: Any, limit: Any, what: str, wide_ok: bool
 ) -> tuple[Any, Any]:
     """:func:`_varints` for the rows whose varint has more than two bytes."""
-    rows = np.flatnonzero(size == _LONGER)
-    start = pos[rows]
-    lim = limit if not isinstance(limit, np.ndarray) else limit[rows]
-    u = _VARINT2_RAW.take(w[rows])
-    sizes = np.full(len(rows), 2, np.int64)
-    cur = np.arange(len(rows))  # rows (of the subset) whose varint continues
-    for k in range(2, _MAX_VARINT_BYTES):
-        p = start[cur] + k
-        over = p >= (lim if not isinstance(lim, np.ndarray) else lim[cur])
-        if over.any():
-            raise _CorruptError(
-                f"{what} runs past the end of the record", int(rows[cur[over][0]]), pos
-            )
-        bk = a[p]
-        u[cur] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        sizes[cur] += 1
-        cont = bk >= 0x80
-        if k == _MAX_VARINT_BYTES - 1:
-            if cont.any():
-                raise _CorruptError(
-                    f"{what} varint longer than 10 bytes", int(rows[cur[cont][0]]), pos
-                )
-            # The tenth byte carries bit 63 only; more bits need over 64.
-            wide = (bk & 0x7E) != 0
-            if not wide_ok and wide.any():
-                raise _CorruptError(f"{what} does not fit in 64 bits", int(rows[cur[wide][0]]), pos)
-        cur = cur[cont]
-        if not cur.size:
-            break
+    every = bool(size.min() == _LONGER)  # e.g. the lengths of 10 KiB records
+    rows = None if every else np.flatnonzero(size == _LONGER)
+    start = pos if rows is None else pos[rows]
+    lim = limit if rows is None or not isinstance(limit, np.ndarray) else limit[rows]
+    u = _VARINT2_RAW.take(w if rows is None else w[rows])
+    # Third bytes first, for all of them at once: most varints end there.
+    p = start + 2
+    over = p >= lim
+    if over.any():
+        row = _first(over) if rows is None else int(rows[_first(over)])
+        raise _CorruptError(f"{what} runs past the end of the record", row, pos)
+    b2 = a[p]
+    u |= (b2 & 0x7F).astype(np.uint64) << np.uint64(14)
+    cont = b2 >= 0x80
+    sizes = np.full(len(start), 3, np.int64)
+    if cont.any():
+        cur = np.flatnonzero(cont)  # rows (of the subset) whose varint continues
+        for k in range(3, _MAX_VARINT_BYTES):
+            p = start[cur] + k
+            over = p >= (lim if not isinstance(lim, np.ndarray) else lim[cur])
+            if over.any():
+                sub = int(cur[over][0])
+                row = sub if rows is None else int(rows[sub])
+                raise _CorruptError(f"{what} runs past the end of the record", row, pos)
+            bk = a[p]
+            u[cur] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+            sizes[cur] += 1
+            more = bk >= 0x80
+            if k == _MAX_VARINT_BYTES - 1:
+                # The tenth byte carries bit 63 only; more bits need over 64.
+                wide = (bk & 0x7E) != 0
+                bad, why = (more, "varint longer than 10 bytes") if more.any() else (wide, "")
+                if why or (not wide_ok and wide.any()):
+                    sub = int(cur[bad][0])
+                    row = sub if rows is None else int(rows[sub])
+                    raise _CorruptError(f"{what} {why or 'does not fit in 64 bits'}", row, pos)
+            cur = cur[more]
+            if not cur.size:
+                break
+    decoded = (u >> np.uint64(1)).view(np.int64) ^ -((u & np.uint64(1)).view(np.int64))
+    if rows is None:
+        return decoded, pos + sizes
     values = values.astype(np.int64)
-    values[rows] = (u >> np.uint64(1)).view(np.int64) ^ -((u & np.uint64(1)).view(np.int64))
+    values[rows] = decoded
     nxt = pos + size
     nxt[rows] = start + sizes
     return values, nxt
@@ -441,40 +464,47 @@ def _scan_starts(buf: bytes, pos: int, end: int, first: int, count: int) -> Any:
 
 
 def _views(a: Any, buf: bytes, pos: Any, sizes: Any, rel: Any, long_index: Any) -> Any:
-    """``(n, 4)`` int32 binary_view views of the values at ``pos`` with ``sizes``.
+    """Binary_view views (16 bytes each) of the values at ``pos`` with ``sizes``.
 
     ``rel`` is each value's offset in its data buffer, ``long_index`` its
-    buffer index (an int for all, or an array).
+    buffer index (0 for all, or an array). Every view's 12 bytes after the
+    size are first copied from the buffer in one gather, then masked by size
+    class: the inlined bytes of a short value (zero padded), the 4-byte
+    prefix of a long one, which then gets its buffer index and offset.
     """
     n = len(pos)
     alen = len(a)
     clipped = np.maximum(sizes, 0)
     size_class = np.minimum(clipped, _LONG)
+    views = np.empty(n, _VIEW_BYTES)
+    views["size"] = clipped
+    last = int(pos.max())
     if alen >= _INLINE:
-        windows = np.ndarray(
-            shape=(alen - _INLINE + 1,), dtype=f"V{_INLINE}", buffer=buf, strides=(1,)
-        )
-        read = np.minimum(pos, alen - _INLINE)
-        raw = windows[read].view(np.uint8).reshape(n, _INLINE)
-        tail = np.flatnonzero(read != pos)
+        windows = np.ndarray(shape=(alen - _INLINE + 1,), dtype=_WINDOW, buffer=buf, strides=(1,))
+        if last <= alen - _INLINE:
+            views["data"] = windows[pos]
+            tail: list[int] = []
+        else:
+            views["data"] = windows[np.minimum(pos, alen - _INLINE)]
+            tail = np.flatnonzero(pos > alen - _INLINE).tolist()
     else:
-        raw = np.zeros((n, _INLINE), np.uint8)
-        tail = np.arange(n)
-    # Windows that would run past the buffer's end: read what exists (the
-    # value itself ends inside the buffer), zero the rest.
-    for i in tail.tolist():
-        p = int(pos[i])
-        chunk = buf[p : p + _INLINE]
-        raw[i] = 0
-        raw[i, : len(chunk)] = np.frombuffer(chunk, np.uint8)
-    views = np.empty((n, 4), np.int32)
-    views[:, 0] = clipped
-    views[:, 1:] = raw.view(np.int32) & _VIEW_MASKS[size_class]
+        tail = list(range(n))
+    if tail:
+        # Windows that would run past the buffer's end: what exists (the
+        # value itself ends inside the buffer), then zeros.
+        raw = views.view(np.uint8).reshape(n, 16)
+        for i in tail:
+            p = int(pos[i])
+            raw[i, 4:] = np.frombuffer(buf[p : p + _INLINE].ljust(_INLINE, b"\0"), np.uint8)
+    words = views.view(_VIEW_WORDS)
+    lo = words["lo"]
+    lo &= _VIEW_MASK_LO.take(size_class)
+    hi = words["hi"]
+    hi &= _VIEW_MASK_HI.take(size_class)
     long_rows = size_class == _LONG
-    if long_rows.any():
-        views[long_rows, 3] = rel[long_rows]
-        if not isinstance(long_index, int):
-            views[long_rows, 2] = long_index[long_rows]
+    np.copyto(hi, rel, casting="unsafe", where=long_rows)
+    if not isinstance(long_index, int):
+        lo |= (long_index.astype(np.uint64) << np.uint64(32)) * long_rows
     return views
 
 
