@@ -423,10 +423,56 @@ def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: in
         if confirmed < _MIN_GUESSED:
             break
     if i < count:
-        parts.append(_scan_starts(buf, pos, end, i, count))
+        rest = _quick_scan(buf, pos, end, count - i)
+        parts.append(_scan_starts(buf, pos, end, i, count) if rest is None else rest)
     elif pos != end:
         raise _CorruptError(f"{end - pos} bytes left over after {count} records", None, pos)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _step_tables() -> tuple[list[int], list[int]]:
+    """Record steps (length varint size + record length) by the varint's first
+    byte (one-byte varints) and by its first two bytes as a little-endian
+    uint16 (two-byte ones); :data:`_BAD_STEP` where the length is below the
+    minimum or the varint is longer (or shorter, in the two-byte table)."""
+    b = np.arange(0x80)
+    length = (b >> 1) ^ -(b & 1)
+    one = np.where(length >= _MIN_RECORD_BODY, 1 + length, _BAD_STEP)
+    w = np.arange(1 << 16)
+    u = (w & 0x7F) | ((w >> 8) << 7)
+    length = (u >> 1) ^ -(u & 1)
+    two_bytes = (w & 0x80 != 0) & (w >> 8 < 0x80)
+    two = np.where(two_bytes & (length >= _MIN_RECORD_BODY), 2 + length, _BAD_STEP)
+    return one.tolist(), two.tolist()
+
+
+# Past any buffer: the next read raises IndexError, or the last step overshoots.
+_BAD_STEP = 1 << 62
+_STEP1, _STEP2 = _step_tables()
+
+
+def _quick_scan(buf: bytes, pos: int, end: int, count: int) -> Any:
+    """Starts of the ``count`` records from ``pos``, the last one ending the
+    section, when every length varint has one or two bytes; else (or for
+    any problem) ``None``, and :func:`_scan_starts` says what is wrong.
+
+    Sound because every step is a valid record (length >= 6) or
+    :data:`_BAD_STEP`: positions only grow, so ending exactly at ``end``
+    means every record lies inside the section.
+    """
+    starts = [0] * count
+    one = _STEP1
+    two = _STEP2
+    try:
+        for i in range(count):
+            starts[i] = pos
+            b = buf[pos]
+            pos += one[b] if b < 0x80 else two[b | (buf[pos + 1] << 8)]
+    except IndexError:
+        return None
+    if pos != end:
+        return None
+    return np.array(starts, np.int64)
 
 
 def _scan_starts(buf: bytes, pos: int, end: int, first: int, count: int) -> Any:
