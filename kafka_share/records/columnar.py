@@ -122,6 +122,18 @@ def _first(rows: Any) -> int:
     return int(np.argmax(rows))
 
 
+def _in_records(exc: _CorruptError, records: Any) -> _CorruptError:
+    """``exc`` raised for a subset of the records, renumbered: row ``k`` of
+    the subset is record ``records[k]``."""
+    why, sub, where = exc.args
+    if sub is None:
+        if len(records) != 1:
+            return exc
+        sub = 0
+    k = sub if isinstance(sub, int) else _first(sub)
+    return _CorruptError(why, int(records[k]), where if isinstance(where, int) else int(where[k]))
+
+
 class RecordColumns:
     """The records of one batch, column by column.
 
@@ -275,6 +287,7 @@ def _varint2_tables() -> tuple[Any, Any, Any]:
 
 _LONGER = 3  # size entry: the varint continues past its second byte
 _VARINT2_VALUE, _VARINT2_SIZE, _VARINT2_RAW = _varint2_tables()
+_VARINT1_VALUE = _VARINT2_VALUE[:0x100].copy()  # by first byte, for one-byte varints
 
 
 def _py_varint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
@@ -557,49 +570,177 @@ def _views(a: Any, buf: bytes, pos: Any, sizes: Any, rel: Any, long_index: Any) 
 # ---------------------------------------------------------------------- headers
 
 
-def _headers(buf: bytes, rows: Any, pos: Any, rec_end: Any, n: int) -> Any:
-    """Decode the headers of ``rows`` (the records whose header count is not a
-    single 0 byte); advances every position past its header count and headers.
-    ``None`` if every count is 0 after all (a padded varint)."""
-    hkeys: list[str] = []
-    hvalues: list[bytes | None] = []
-    offsets = np.zeros(n + 1, np.int32)
+# Header positions are decoded vectorised, one header index at a time over the
+# records having that many, while at least this many records take part; the
+# remaining headers of fewer records are read in Python.
+_MIN_VECTOR_HEADERS = 32
+
+
+def _end_varints(a: Any, w16: Any, pos: Any, limit: Any, what: str) -> tuple[Any, Any]:
+    """:func:`_varints` where ``pos`` may be the buffer's last byte (a single
+    byte varint there is fine): one-byte varints first, the rest after."""
+    b = a[pos]
+    longer = b >= 0x80
+    if not longer.any():
+        nxt = pos + 1
+        bad = nxt > limit
+        if bad.any():
+            raise _CorruptError(f"{what} runs past the end of the record", bad, pos)
+        return _VARINT1_VALUE.take(b), nxt
+    rows = np.flatnonzero(longer)
+    lim = limit[rows]
+    # A longer varint has its second byte before the limit (so inside the buffer).
+    bad = pos[rows] + 1 >= lim
+    if bad.any():
+        raise _CorruptError(f"{what} runs past the end of the record", int(rows[_first(bad)]), pos)
+    values = _VARINT1_VALUE.take(b).astype(np.int64)
+    nxt = pos + 1
+    try:
+        sub_values, sub_nxt = _varints(a, w16, pos[rows], lim, what)
+    except _CorruptError as exc:
+        raise _in_records(exc, rows) from None
+    values[rows] = sub_values
+    nxt[rows] = sub_nxt
+    bad = nxt > limit
+    if bad.any():
+        raise _CorruptError(f"{what} runs past the end of the record", bad, pos)
+    return values, nxt
+
+
+def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n: int) -> Any:
+    """The headers column, given ``rows``: the records whose header count is
+    not a single 0 byte. Advances every position in ``pos`` past its header
+    count and headers. ``None`` if every count is 0 after all (a padded 0).
+
+    Header keys and values are copied (into the struct's string and binary
+    arrays): they are few and small next to keys and values.
+    """
+    p = pos[rows]
+    r_end = rec_end[rows]
+    try:
+        counts, p = _end_varints(a, w16, p, r_end, "header count")
+    except _CorruptError as exc:
+        raise _in_records(exc, rows) from None
+    # Each header needs at least 2 bytes, which bounds a hostile count.
+    bad = (counts < 0) | (counts > (r_end - p) // 2)
+    if bad.any():
+        i = _first(bad)
+        raise _CorruptError(
+            f"header count {int(counts[i])} does not fit in the record", int(rows[i]), int(p[i])
+        )
     pos += 1  # the records without headers: past their single 0 byte
-    for i in rows.tolist():
-        p = int(pos[i]) - 1
-        r_end = int(rec_end[i])
-        count, p = _py_varint(buf, p, r_end, "header count")
-        # Each header needs at least 2 bytes, which bounds a hostile count.
-        if count < 0 or count * 2 > r_end - p:
-            raise _CorruptError(f"header count {count} does not fit in the record", i, p)
-        for _ in range(count):
-            klen, p = _py_varint(buf, p, r_end, "header key length")
-            if klen < 0 or klen > r_end - p:
-                raise _CorruptError(f"bad header key length {klen}", i, p)
-            try:
-                hkeys.append(buf[p : p + klen].decode())
-            except UnicodeDecodeError as exc:
-                raise _CorruptError(f"header key is not UTF-8 ({exc})", i, p) from None
-            p += klen
-            vlen, p = _py_varint(buf, p, r_end, "header value length")
-            if vlen < 0:
-                if vlen != -1:
-                    raise _CorruptError(f"bad header value length {vlen}", i, p)
-                hvalues.append(None)
-            else:
-                if vlen > r_end - p:
-                    raise _CorruptError(f"header value length {vlen} overruns the record", i, p)
-                hvalues.append(buf[p : p + vlen])
-                p += vlen
-        pos[i] = p
-        offsets[i + 1] = count
-    if not hkeys:
+    per_record = np.zeros(n, np.int64)
+    per_record[rows] = counts
+    total = int(counts.sum())
+    if total == 0:
+        pos[rows] = p
         return None
-    np.cumsum(offsets, out=offsets)
-    items = pa.StructArray.from_arrays(
-        [pa.array(hkeys, pa.string()), pa.array(hvalues, pa.binary())], names=["key", "value"]
+    list_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(per_record, out=list_offsets[1:])
+    first_flat = list_offsets[rows]  # flat index of each row's first header
+    out = np.empty((4, total), np.int64)  # key position, key length, value position and length
+    key_pos, key_len, value_pos, value_len = out
+    active = np.flatnonzero(counts)  # indices into rows
+    j = 0
+    while active.size >= _MIN_VECTOR_HEADERS:
+        try:
+            p[active] = _header_step(a, w16, p[active], r_end[active], first_flat[active] + j, out)
+        except _CorruptError as exc:
+            raise _in_records(exc, rows[active]) from None
+        j += 1
+        active = active[counts[active] > j]
+    for sub in active.tolist():  # the few records with more headers: in Python
+        try:
+            p[sub] = _py_headers(
+                buf, int(p[sub]), int(r_end[sub]), out, int(first_flat[sub]), j, int(counts[sub])
+            )
+        except _CorruptError as exc:
+            raise _in_records(exc, [int(rows[sub])]) from None
+    pos[rows] = p
+
+    key_offsets, key_data = _gather(a, key_pos, key_len)
+    hkeys = pa.Array.from_buffers(
+        pa.string(), total, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)]
     )
-    return pa.ListArray.from_arrays(pa.array(offsets), items, type=HEADERS_TYPE)
+    try:
+        hkeys.validate(full=True)
+    except pa.ArrowInvalid:
+        # Find the record for the message, as the row decoder would decode it.
+        for k in range(total):
+            start = int(key_pos[k])
+            try:
+                buf[start : start + int(key_len[k])].decode()
+            except UnicodeDecodeError as exc:
+                record = int(np.searchsorted(list_offsets, k, side="right")) - 1
+                raise _CorruptError(f"header key is not UTF-8 ({exc})", record, start) from None
+        raise  # pragma: no cover - arrow and Python disagree on UTF-8
+    value_offsets, value_data = _gather(a, value_pos, np.maximum(value_len, 0))
+    nulls = int(np.count_nonzero(value_len < 0))
+    validity = pa.py_buffer(np.packbits(value_len >= 0, bitorder="little")) if nulls else None
+    hvalues = pa.Array.from_buffers(
+        pa.binary(),
+        total,
+        [validity, pa.py_buffer(value_offsets), pa.py_buffer(value_data)],
+        null_count=nulls,
+    )
+    items = pa.StructArray.from_arrays([hkeys, hvalues], names=["key", "value"])
+    return pa.ListArray.from_arrays(
+        pa.array(list_offsets.astype(np.int32)), items, type=HEADERS_TYPE
+    )
+
+
+def _py_headers(buf: bytes, q: int, end: int, out: Any, flat: int, first: int, count: int) -> int:
+    """Headers ``first`` .. ``count - 1`` of one record from ``q``, in Python;
+    stores them as :func:`_header_step` does; the position after them."""
+    for k in range(flat + first, flat + count):
+        klen, q = _py_varint(buf, q, end, "header key length")
+        if klen < 0 or klen > end - q:
+            raise _CorruptError(f"bad header key length {klen}", 0, q)
+        out[0, k] = q
+        out[1, k] = klen
+        q += klen
+        vlen, q = _py_varint(buf, q, end, "header value length")
+        if vlen < -1 or vlen > end - q:
+            raise _CorruptError(f"bad header value length {vlen}", 0, q)
+        out[2, k] = q
+        out[3, k] = vlen
+        q += max(vlen, 0)
+    return q
+
+
+def _header_step(a: Any, w16: Any, hp: Any, he: Any, flat: Any, out: Any) -> Any:
+    """One header of each record at ``hp`` (ending by ``he``): stores its key
+    and value position and length at ``flat`` in ``out``; the positions after."""
+    # A header is at least 2 bytes: its key length must leave 1 for the value's.
+    bad = hp > he - 2
+    if bad.any():
+        raise _CorruptError("header runs past the end of the record", bad, hp)
+    klen, hp = _varints(a, w16, hp, he - 1, "header key length")
+    bad = (klen < 0) | (klen > he - 1 - hp)
+    if bad.any():
+        raise _CorruptError(f"bad header key length {int(klen[_first(bad)])}", bad, hp)
+    out[0, flat] = hp
+    out[1, flat] = klen
+    hp = hp + klen
+    vlen, hp = _end_varints(a, w16, hp, he, "header value length")
+    bad = (vlen < -1) | (vlen > he - hp)
+    if bad.any():
+        raise _CorruptError(f"bad header value length {int(vlen[_first(bad)])}", bad, hp)
+    out[2, flat] = hp
+    out[3, flat] = vlen
+    return hp + np.maximum(vlen, 0)
+
+
+def _gather(a: Any, starts: Any, sizes: Any) -> tuple[Any, Any]:
+    """The byte ranges ``starts[i] .. starts[i] + sizes[i]`` of ``a`` concatenated,
+    and their int32 offsets (arrow's binary layout)."""
+    offsets = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    if total > _INT32_MAX:
+        raise _CorruptError("headers over 2 GiB", None, int(starts[0]))
+    index = np.repeat(starts - offsets[:-1], sizes) + np.arange(total)
+    return offsets.astype(np.int32), a[index]
 
 
 # ---------------------------------------------------------------------- decode
@@ -690,7 +831,7 @@ def _decode(
     with_headers = a[pos]
     headers = None
     if with_headers.any():
-        headers = _headers(buf, np.flatnonzero(with_headers), pos, rec_end, count)
+        headers = _headers(a, w16, buf, np.flatnonzero(with_headers), pos, rec_end, count)
     else:
         pos = pos + 1
     bad = pos != rec_end
@@ -743,20 +884,17 @@ def _add_base(deltas: Any, base: int, what: str, starts: Any) -> Any:
 
 
 def _from_rows(rows: list[Any]) -> RecordColumns:
-    """Columns built from decoded rows (legacy batches, empty batches): copies."""
-    n = len(rows)
+    """Columns built from decoded rows (legacy batches, which have no headers,
+    and empty batches): copies."""
     keys = [r[2] for r in rows]
     values = [r[3] for r in rows]
-    headers = None
-    if any(r[4] for r in rows):
-        headers = pa.array([[{"key": k, "value": v} for k, v in r[4]] for r in rows], HEADERS_TYPE)
     return RecordColumns(
-        n,
+        len(rows),
         np.array([r[0] for r in rows], np.int64),
         np.array([r[1] for r in rows], np.int64),
         pa.array(keys, pa.binary_view()),
         pa.array(values, pa.binary_view()),
         np.array([-1 if k is None else len(k) for k in keys], np.int32),
         np.array([-1 if v is None else len(v) for v in values], np.int32),
-        headers,
+        None,
     )
