@@ -13,24 +13,41 @@ a zig-zag varint. Only the *starts* of the records are sequential: once they
 are known, every field of every record can be decoded at once, one numpy
 operation per field rather than per record.
 
-1. **Record starts.** If the first record's size times the record count is the
-   section's size, the records are guessed to be equally long and the guess is
-   checked vectorised (every length must match). Otherwise (or if the check
-   fails) one tight Python loop reads only the length varints.
-2. **Fields.** Position arrays advance field by field: attributes byte, timestamp
-   delta, offset delta, key length, key, value length, value, header count.
-   Varints are decoded vectorised a byte at a time, only the rows whose varint
-   continues being looked at past the first byte.
+1. **Record starts** (:func:`_record_starts`). From a record read in Python,
+   the following ones are guessed to be equally long and the guess is checked
+   vectorised (each guessed start must hold the same length varint bytes):
+   the records up to the first mismatch are confirmed, and guessing resumes
+   there. Records of a batch are often equally long or change length only a
+   few times (an offset delta reaching two bytes), so this usually takes a
+   few numpy operations. Once a guess confirms few records, the rest is read
+   by a Python loop over the length varints only, one list lookup per record
+   (:func:`_quick_scan`); anything unusual there (a varint over two bytes, a
+   bad length) goes to a careful loop that says what is wrong.
+2. **Fields.** Position arrays advance field by field: attributes byte,
+   timestamp delta, offset delta, key length, key, value length, value,
+   header count. A varint's first two bytes are read at once (the buffer
+   viewed as unaligned ``uint16`` at every byte) and decoded by two lookups
+   in 65536-entry tables (value, size); only varints longer than two bytes
+   take further, per-byte vectorised steps. Each varint must leave at least a
+   byte for every field after it, which a valid record always does; that
+   keeps every two-byte read inside the buffer.
 3. **Keys and values** become ``binary_view`` arrays whose views point into the
    records-section buffer (zero-copy): a value of at most 12 bytes is inlined in
    its 16-byte view, a longer one stores its length, a 4-byte prefix, a buffer
-   index and an offset. The section bytes are wrapped with ``pyarrow.py_buffer``
-   so the arrays keep them alive. (For an uncompressed batch that buffer is the
-   whole fetch response's ``bytes``; a section over 2 GiB, possible only with a
-   raised decompression cap, is addressed as several overlapping buffers
-   because a view's offset is an int32.)
-4. **Headers** are decoded only when some record has any, with a Python loop
-   over those records only, into ``list<struct<key: string, value: binary>>``.
+   index and an offset. All views (keys and values together) are built in one
+   pass: one gather copies the 12 bytes after each value's start, a mask by
+   size class keeps the inline bytes (zero padded, as arrow requires) or the
+   prefix, and long values get their offset. The section bytes are wrapped
+   with ``pyarrow.py_buffer`` so the arrays keep them alive. (For an
+   uncompressed batch that buffer is the whole fetch response's ``bytes``; a
+   section over 2 GiB, possible only with a raised decompression cap, is
+   addressed as several overlapping buffers because a view's offset is an
+   int32.)
+4. **Headers** are decoded only when some record's header count is not a
+   single 0 byte, into ``list<struct<key: string, value: binary>>`` (header
+   keys and values copied: they are small). Header ``j`` of every record having
+   one is decoded vectorised, ``j`` = 0, 1, ... while enough records take part;
+   the remaining headers of a few records are read in Python.
 
 Validation
 ==========
@@ -613,7 +630,9 @@ def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n:
     count and headers. ``None`` if every count is 0 after all (a padded 0).
 
     Header keys and values are copied (into the struct's string and binary
-    arrays): they are few and small next to keys and values.
+    arrays): they are few and small next to keys and values. Keys that are
+    all ASCII are valid UTF-8; otherwise every key is decoded with
+    ``bytes.decode``, exactly as the row decoder does.
     """
     p = pos[rows]
     r_end = rec_end[rows]
@@ -659,13 +678,8 @@ def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n:
     pos[rows] = p
 
     key_offsets, key_data = _gather(a, key_pos, key_len)
-    hkeys = pa.Array.from_buffers(
-        pa.string(), total, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)]
-    )
-    try:
-        hkeys.validate(full=True)
-    except pa.ArrowInvalid:
-        # Find the record for the message, as the row decoder would decode it.
+    if key_data.size and int(key_data.max()) >= 0x80:
+        # Not all ASCII: check the keys exactly as the row decoder decodes them.
         for k in range(total):
             start = int(key_pos[k])
             try:
@@ -673,7 +687,9 @@ def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n:
             except UnicodeDecodeError as exc:
                 record = int(np.searchsorted(list_offsets, k, side="right")) - 1
                 raise _CorruptError(f"header key is not UTF-8 ({exc})", record, start) from None
-        raise  # pragma: no cover - arrow and Python disagree on UTF-8
+    hkeys = pa.Array.from_buffers(
+        pa.string(), total, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)]
+    )
     value_offsets, value_data = _gather(a, value_pos, np.maximum(value_len, 0))
     nulls = int(np.count_nonzero(value_len < 0))
     validity = pa.py_buffer(np.packbits(value_len >= 0, bitorder="little")) if nulls else None
