@@ -409,8 +409,11 @@ def _longer_varints(
 _MIN_GUESSED = 16
 
 
-def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: int) -> Any:
-    """The start of every record (validated: lengths fit, none left over).
+def _record_starts(
+    a: Any, w16: Any, buf: bytes, start: int, end: int, count: int
+) -> tuple[Any, Any, Any]:
+    """Every record's start, body start (after its length) and length
+    (validated: lengths fit, none left over).
 
     Records of a batch are often equally long, or change length a few times
     (an offset delta reaching two bytes), so from a record read in Python the
@@ -421,7 +424,7 @@ def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: in
     a guess confirms fewer than :data:`_MIN_GUESSED` records, the rest is read
     with a Python loop over the length varints only.
     """
-    parts = []
+    parts: list[tuple[Any, Any, Any]] = []
     pos = start
     i = 0
     while i < count:
@@ -447,17 +450,27 @@ def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: in
         confirmed = m if same.all() else int(np.argmin(same))
         # Records i .. i+confirmed start where guessed; record i+confirmed+1
         # starts right after the last of them.
-        parts.append(np.arange(pos, pos + (confirmed + 1) * stride, stride, dtype=np.int64))
+        starts = np.arange(pos, pos + (confirmed + 1) * stride, stride, dtype=np.int64)
+        parts.append((starts, starts + (body - pos), np.full(confirmed + 1, length, np.int64)))
         i += confirmed + 1
         pos += (confirmed + 1) * stride
         if confirmed < _MIN_GUESSED:
             break
     if i < count:
-        rest = _quick_scan(buf, pos, end, count - i)
-        parts.append(_scan_starts(buf, pos, end, i, count) if rest is None else rest)
+        starts = _quick_scan(buf, pos, end, count - i)
+        if starts is None:
+            starts = _scan_starts(buf, pos, end, i, count)
+        lengths, bodies = _varints(a, w16, starts, end, "record length")
+        parts.append((starts, bodies, lengths))
     elif pos != end:
         raise _CorruptError(f"{end - pos} bytes left over after {count} records", None, pos)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(parts) == 1:
+        return parts[0]
+    return (
+        np.concatenate([part[0] for part in parts]),
+        np.concatenate([part[1] for part in parts]),
+        np.concatenate([part[2] for part in parts]),
+    )
 
 
 def _step_tables() -> tuple[list[int], list[int]]:
@@ -805,8 +818,7 @@ def _decode(
     # The buffer as unaligned little-endian uint16 at every byte position: a
     # varint's first two bytes in one gather.
     w16 = np.ndarray(shape=(max(alen - 1, 0),), dtype="<u2", buffer=buf, strides=(1,))
-    starts = _record_starts(a, w16, buf, start, end, count)
-    lengths, pos = _varints(a, w16, starts, end, "record length")
+    starts, pos, lengths = _record_starts(a, w16, buf, start, end, count)
     if end - start > _INT32_MAX:
         # Only with a raised decompression cap. Kafka's record lengths are
         # int32, and so are the sizes in arrow's views.
