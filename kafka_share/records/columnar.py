@@ -74,6 +74,7 @@ rejected for the same reason).
 
 from __future__ import annotations
 
+import sys
 from array import array
 from typing import Any
 
@@ -83,6 +84,10 @@ import pyarrow as pa
 from kafka_share.records.batch import RecordBatch
 
 __all__ = ["HEADERS_TYPE", "RecordColumns", "decode_columns"]
+
+if sys.byteorder != "little":  # pragma: no cover - no such CI machine
+    # Arrow buffers are native-endian; the views here are written little-endian.
+    raise ImportError("kafka_share.records.columnar needs a little-endian machine")
 
 HEADERS_TYPE: Any = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 """Arrow type of :attr:`RecordColumns.headers`."""
