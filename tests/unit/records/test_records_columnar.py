@@ -51,8 +51,14 @@ def rows_of(cols: RecordColumns, *, decoded: bool = True) -> list[tuple[Any, ...
         arr.validate(full=True)
         pylist = arr.to_pylist()
         assert sizes.tolist() == [-1 if x is None else len(x) for x in pylist]
-        # The binary (non-view) form must agree: catches bad inline padding.
+        # The binary (non-view) form must agree.
         assert arr.cast(pa.binary()).to_pylist() == pylist
+        # Arrow requires inlined values zero padded (comparisons may use all 16 bytes).
+        views = np.frombuffer(arr.buffers()[1], np.uint8).reshape(-1, 16)[arr.offset :][:n]
+        view_sizes = views[:, :4].copy().view("<i4")[:, 0]
+        inline = view_sizes <= 12
+        padding = (np.arange(12) >= view_sizes[:, None]) & inline[:, None]
+        assert not views[:, 4:][padding].any()
     if cols.headers is None:
         headers: list[Any] = [()] * n
     else:
