@@ -13,24 +13,41 @@ a zig-zag varint. Only the *starts* of the records are sequential: once they
 are known, every field of every record can be decoded at once, one numpy
 operation per field rather than per record.
 
-1. **Record starts.** If the first record's size times the record count is the
-   section's size, the records are guessed to be equally long and the guess is
-   checked vectorised (every length must match). Otherwise (or if the check
-   fails) one tight Python loop reads only the length varints.
-2. **Fields.** Position arrays advance field by field: attributes byte, timestamp
-   delta, offset delta, key length, key, value length, value, header count.
-   Varints are decoded vectorised a byte at a time, only the rows whose varint
-   continues being looked at past the first byte.
+1. **Record starts** (:func:`_record_starts`). From a record read in Python,
+   the following ones are guessed to be equally long and the guess is checked
+   vectorised (each guessed start must hold the same length varint bytes):
+   the records up to the first mismatch are confirmed, and guessing resumes
+   there. Records of a batch are often equally long or change length only a
+   few times (an offset delta reaching two bytes), so this usually takes a
+   few numpy operations. Once a guess confirms few records, the rest is read
+   by a Python loop over the length varints only, one list lookup per record
+   (:func:`_quick_scan`); anything unusual there (a varint over two bytes, a
+   bad length) goes to a careful loop that says what is wrong.
+2. **Fields.** Position arrays advance field by field: attributes byte,
+   timestamp delta, offset delta, key length, key, value length, value,
+   header count. A varint's first two bytes are read at once (the buffer
+   viewed as unaligned ``uint16`` at every byte) and decoded by two lookups
+   in 65536-entry tables (value, size); only varints longer than two bytes
+   take further, per-byte vectorised steps. Each varint must leave at least a
+   byte for every field after it, which a valid record always does; that
+   keeps every two-byte read inside the buffer.
 3. **Keys and values** become ``binary_view`` arrays whose views point into the
    records-section buffer (zero-copy): a value of at most 12 bytes is inlined in
    its 16-byte view, a longer one stores its length, a 4-byte prefix, a buffer
-   index and an offset. The section bytes are wrapped with ``pyarrow.py_buffer``
-   so the arrays keep them alive. (For an uncompressed batch that buffer is the
-   whole fetch response's ``bytes``; a section over 2 GiB, possible only with a
-   raised decompression cap, is addressed as several overlapping buffers
-   because a view's offset is an int32.)
-4. **Headers** are decoded only when some record has any, with a Python loop
-   over those records only, into ``list<struct<key: string, value: binary>>``.
+   index and an offset. All views (keys and values together) are built in one
+   pass: one gather copies the 12 bytes after each value's start, a mask by
+   size class keeps the inline bytes (zero padded, as arrow requires) or the
+   prefix, and long values get their offset. The section bytes are wrapped
+   with ``pyarrow.py_buffer`` so the arrays keep them alive. (For an
+   uncompressed batch that buffer is the whole fetch response's ``bytes``; a
+   section over 2 GiB, possible only with a raised decompression cap, is
+   addressed as several overlapping buffers because a view's offset is an
+   int32.)
+4. **Headers** are decoded only when some record's header count is not a
+   single 0 byte, into ``list<struct<key: string, value: binary>>`` (header
+   keys and values copied: they are small). Header ``j`` of every record having
+   one is decoded vectorised, ``j`` = 0, 1, ... while enough records take part;
+   the remaining headers of a few records are read in Python.
 
 Validation
 ==========
@@ -57,6 +74,7 @@ rejected for the same reason).
 
 from __future__ import annotations
 
+import sys
 from array import array
 from typing import Any
 
@@ -66,6 +84,10 @@ import pyarrow as pa
 from kafka_share.records.batch import RecordBatch
 
 __all__ = ["HEADERS_TYPE", "RecordColumns", "decode_columns"]
+
+if sys.byteorder != "little":  # pragma: no cover - no such CI machine
+    # Arrow buffers are native-endian; the views here are written little-endian.
+    raise ImportError("kafka_share.records.columnar needs a little-endian machine")
 
 HEADERS_TYPE: Any = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 """Arrow type of :attr:`RecordColumns.headers`."""
@@ -85,21 +107,31 @@ _MAX_SINGLE_BUFFER = _INT32_MAX
 _BUFFER_SPAN_BITS = 30
 
 
-def _view_masks() -> Any:
-    """``(14, 3)`` int32 masks over bytes 4..16 of a view, by size class.
+# A view as written: its size, then 12 bytes (inline data, or prefix + buffer
+# index + offset); the same memory as (size, first 8 of those bytes, last 4).
+_VIEW_BYTES = np.dtype({"names": ["size", "data"], "formats": ["<i4", "V12"], "itemsize": 16})
+_VIEW_WORDS = np.dtype(
+    {"names": ["size", "lo", "hi"], "formats": ["<i4", "<u8", "<u4"], "offsets": [0, 4, 12]}
+)
+_WINDOW = np.dtype("V12")
+
+
+def _view_masks() -> tuple[Any, Any]:
+    """Masks over a view's 12 bytes after its size, by size class.
 
     Class ``n <= 12``: keep the first ``n`` inline bytes, zero the rest (arrow
     requires zero padding). Class 13 (a long value): keep the 4-byte prefix,
-    zero the buffer index and offset words (filled in afterwards).
+    zero the buffer index and offset words (filled in afterwards). Returned
+    as the (uint64, uint32) halves of :data:`_VIEW_WORDS`.
     """
     masks = np.zeros((_LONG + 1, _INLINE), np.uint8)
     for n in range(_INLINE + 1):
         masks[n, :n] = 0xFF
     masks[_LONG, :4] = 0xFF
-    return masks.view(np.int32)
+    return masks[:, :8].copy().view("<u8")[:, 0], masks[:, 8:].copy().view("<u4")[:, 0]
 
 
-_VIEW_MASKS = _view_masks()
+_VIEW_MASK_LO, _VIEW_MASK_HI = _view_masks()
 _EMPTY_I64: Any = np.zeros(0, np.int64)
 
 
@@ -110,6 +142,18 @@ class _CorruptError(Exception):
 def _first(rows: Any) -> int:
     """Index of the first True in a boolean mask."""
     return int(np.argmax(rows))
+
+
+def _in_records(exc: _CorruptError, records: Any) -> _CorruptError:
+    """``exc`` raised for a subset of the records, renumbered: row ``k`` of
+    the subset is record ``records[k]``."""
+    why, sub, where = exc.args
+    if sub is None:
+        if len(records) != 1:
+            return exc
+        sub = 0
+    k = sub if isinstance(sub, int) else _first(sub)
+    return _CorruptError(why, int(records[k]), where if isinstance(where, int) else int(where[k]))
 
 
 class RecordColumns:
@@ -265,6 +309,7 @@ def _varint2_tables() -> tuple[Any, Any, Any]:
 
 _LONGER = 3  # size entry: the varint continues past its second byte
 _VARINT2_VALUE, _VARINT2_SIZE, _VARINT2_RAW = _varint2_tables()
+_VARINT1_VALUE = _VARINT2_VALUE[:0x100].copy()  # by first byte, for one-byte varints
 
 
 def _py_varint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
@@ -314,37 +359,50 @@ def _longer_varints(
     a: Any, w: Any, pos: Any, size: Any, values: Any, limit: Any, what: str, wide_ok: bool
 ) -> tuple[Any, Any]:
     """:func:`_varints` for the rows whose varint has more than two bytes."""
-    rows = np.flatnonzero(size == _LONGER)
-    start = pos[rows]
-    lim = limit if not isinstance(limit, np.ndarray) else limit[rows]
-    u = _VARINT2_RAW.take(w[rows])
-    sizes = np.full(len(rows), 2, np.int64)
-    cur = np.arange(len(rows))  # rows (of the subset) whose varint continues
-    for k in range(2, _MAX_VARINT_BYTES):
-        p = start[cur] + k
-        over = p >= (lim if not isinstance(lim, np.ndarray) else lim[cur])
-        if over.any():
-            raise _CorruptError(
-                f"{what} runs past the end of the record", int(rows[cur[over][0]]), pos
-            )
-        bk = a[p]
-        u[cur] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        sizes[cur] += 1
-        cont = bk >= 0x80
-        if k == _MAX_VARINT_BYTES - 1:
-            if cont.any():
-                raise _CorruptError(
-                    f"{what} varint longer than 10 bytes", int(rows[cur[cont][0]]), pos
-                )
-            # The tenth byte carries bit 63 only; more bits need over 64.
-            wide = (bk & 0x7E) != 0
-            if not wide_ok and wide.any():
-                raise _CorruptError(f"{what} does not fit in 64 bits", int(rows[cur[wide][0]]), pos)
-        cur = cur[cont]
-        if not cur.size:
-            break
+    every = bool(size.min() == _LONGER)  # e.g. the lengths of 10 KiB records
+    rows = None if every else np.flatnonzero(size == _LONGER)
+    start = pos if rows is None else pos[rows]
+    lim = limit if rows is None or not isinstance(limit, np.ndarray) else limit[rows]
+    u = _VARINT2_RAW.take(w if rows is None else w[rows])
+    # Third bytes first, for all of them at once: most varints end there.
+    p = start + 2
+    over = p >= lim
+    if over.any():
+        row = _first(over) if rows is None else int(rows[_first(over)])
+        raise _CorruptError(f"{what} runs past the end of the record", row, pos)
+    b2 = a[p]
+    u |= (b2 & 0x7F).astype(np.uint64) << np.uint64(14)
+    cont = b2 >= 0x80
+    sizes = np.full(len(start), 3, np.int64)
+    if cont.any():
+        cur = np.flatnonzero(cont)  # rows (of the subset) whose varint continues
+        for k in range(3, _MAX_VARINT_BYTES):
+            p = start[cur] + k
+            over = p >= (lim if not isinstance(lim, np.ndarray) else lim[cur])
+            if over.any():
+                sub = int(cur[over][0])
+                row = sub if rows is None else int(rows[sub])
+                raise _CorruptError(f"{what} runs past the end of the record", row, pos)
+            bk = a[p]
+            u[cur] |= (bk & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+            sizes[cur] += 1
+            more = bk >= 0x80
+            if k == _MAX_VARINT_BYTES - 1:
+                # The tenth byte carries bit 63 only; more bits need over 64.
+                wide = (bk & 0x7E) != 0
+                bad, why = (more, "varint longer than 10 bytes") if more.any() else (wide, "")
+                if why or (not wide_ok and wide.any()):
+                    sub = int(cur[bad][0])
+                    row = sub if rows is None else int(rows[sub])
+                    raise _CorruptError(f"{what} {why or 'does not fit in 64 bits'}", row, pos)
+            cur = cur[more]
+            if not cur.size:
+                break
+    decoded = (u >> np.uint64(1)).view(np.int64) ^ -((u & np.uint64(1)).view(np.int64))
+    if rows is None:
+        return decoded, pos + sizes
     values = values.astype(np.int64)
-    values[rows] = (u >> np.uint64(1)).view(np.int64) ^ -((u & np.uint64(1)).view(np.int64))
+    values[rows] = decoded
     nxt = pos + size
     nxt[rows] = start + sizes
     return values, nxt
@@ -356,8 +414,11 @@ def _longer_varints(
 _MIN_GUESSED = 16
 
 
-def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: int) -> Any:
-    """The start of every record (validated: lengths fit, none left over).
+def _record_starts(
+    a: Any, w16: Any, buf: bytes, start: int, end: int, count: int
+) -> tuple[Any, Any, Any]:
+    """Every record's start, body start (after its length) and length
+    (validated: lengths fit, none left over).
 
     Records of a batch are often equally long, or change length a few times
     (an offset delta reaching two bytes), so from a record read in Python the
@@ -368,7 +429,7 @@ def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: in
     a guess confirms fewer than :data:`_MIN_GUESSED` records, the rest is read
     with a Python loop over the length varints only.
     """
-    parts = []
+    parts: list[tuple[Any, Any, Any]] = []
     pos = start
     i = 0
     while i < count:
@@ -394,16 +455,72 @@ def _record_starts(a: Any, w16: Any, buf: bytes, start: int, end: int, count: in
         confirmed = m if same.all() else int(np.argmin(same))
         # Records i .. i+confirmed start where guessed; record i+confirmed+1
         # starts right after the last of them.
-        parts.append(np.arange(pos, pos + (confirmed + 1) * stride, stride, dtype=np.int64))
+        starts = np.arange(pos, pos + (confirmed + 1) * stride, stride, dtype=np.int64)
+        parts.append((starts, starts + (body - pos), np.full(confirmed + 1, length, np.int64)))
         i += confirmed + 1
         pos += (confirmed + 1) * stride
         if confirmed < _MIN_GUESSED:
             break
     if i < count:
-        parts.append(_scan_starts(buf, pos, end, i, count))
+        starts = _quick_scan(buf, pos, end, count - i)
+        if starts is None:
+            starts = _scan_starts(buf, pos, end, i, count)
+        lengths, bodies = _varints(a, w16, starts, end, "record length")
+        parts.append((starts, bodies, lengths))
     elif pos != end:
         raise _CorruptError(f"{end - pos} bytes left over after {count} records", None, pos)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(parts) == 1:
+        return parts[0]
+    return (
+        np.concatenate([part[0] for part in parts]),
+        np.concatenate([part[1] for part in parts]),
+        np.concatenate([part[2] for part in parts]),
+    )
+
+
+def _step_tables() -> tuple[list[int], list[int]]:
+    """Record steps (length varint size + record length) by the varint's first
+    byte (one-byte varints) and by its first two bytes as a little-endian
+    uint16 (two-byte ones); :data:`_BAD_STEP` where the length is below the
+    minimum or the varint is longer (or shorter, in the two-byte table)."""
+    b = np.arange(0x80)
+    length = (b >> 1) ^ -(b & 1)
+    one = np.where(length >= _MIN_RECORD_BODY, 1 + length, _BAD_STEP)
+    w = np.arange(1 << 16)
+    u = (w & 0x7F) | ((w >> 8) << 7)
+    length = (u >> 1) ^ -(u & 1)
+    two_bytes = (w & 0x80 != 0) & (w >> 8 < 0x80)
+    two = np.where(two_bytes & (length >= _MIN_RECORD_BODY), 2 + length, _BAD_STEP)
+    return one.tolist(), two.tolist()
+
+
+# Past any buffer: the next read raises IndexError, or the last step overshoots.
+_BAD_STEP = 1 << 62
+_STEP1, _STEP2 = _step_tables()
+
+
+def _quick_scan(buf: bytes, pos: int, end: int, count: int) -> Any:
+    """Starts of the ``count`` records from ``pos``, the last one ending the
+    section, when every length varint has one or two bytes; else (or for
+    any problem) ``None``, and :func:`_scan_starts` says what is wrong.
+
+    Sound because every step is a valid record (length >= 6) or
+    :data:`_BAD_STEP`: positions only grow, so ending exactly at ``end``
+    means every record lies inside the section.
+    """
+    starts = [0] * count
+    one = _STEP1
+    two = _STEP2
+    try:
+        for i in range(count):
+            starts[i] = pos
+            b = buf[pos]
+            pos += one[b] if b < 0x80 else two[b | (buf[pos + 1] << 8)]
+    except IndexError:
+        return None
+    if pos != end:
+        return None
+    return np.array(starts, np.int64)
 
 
 def _scan_starts(buf: bytes, pos: int, end: int, first: int, count: int) -> Any:
@@ -441,89 +558,223 @@ def _scan_starts(buf: bytes, pos: int, end: int, first: int, count: int) -> Any:
 
 
 def _views(a: Any, buf: bytes, pos: Any, sizes: Any, rel: Any, long_index: Any) -> Any:
-    """``(n, 4)`` int32 binary_view views of the values at ``pos`` with ``sizes``.
+    """Binary_view views (16 bytes each) of the values at ``pos`` with ``sizes``.
 
     ``rel`` is each value's offset in its data buffer, ``long_index`` its
-    buffer index (an int for all, or an array).
+    buffer index (0 for all, or an array). Every view's 12 bytes after the
+    size are first copied from the buffer in one gather, then masked by size
+    class: the inlined bytes of a short value (zero padded), the 4-byte
+    prefix of a long one, which then gets its buffer index and offset.
     """
     n = len(pos)
     alen = len(a)
     clipped = np.maximum(sizes, 0)
     size_class = np.minimum(clipped, _LONG)
+    views = np.empty(n, _VIEW_BYTES)
+    views["size"] = clipped
+    last = int(pos.max())
     if alen >= _INLINE:
-        windows = np.ndarray(
-            shape=(alen - _INLINE + 1,), dtype=f"V{_INLINE}", buffer=buf, strides=(1,)
-        )
-        read = np.minimum(pos, alen - _INLINE)
-        raw = windows[read].view(np.uint8).reshape(n, _INLINE)
-        tail = np.flatnonzero(read != pos)
+        windows = np.ndarray(shape=(alen - _INLINE + 1,), dtype=_WINDOW, buffer=buf, strides=(1,))
+        if last <= alen - _INLINE:
+            views["data"] = windows[pos]
+            tail: list[int] = []
+        else:
+            views["data"] = windows[np.minimum(pos, alen - _INLINE)]
+            tail = np.flatnonzero(pos > alen - _INLINE).tolist()
     else:
-        raw = np.zeros((n, _INLINE), np.uint8)
-        tail = np.arange(n)
-    # Windows that would run past the buffer's end: read what exists (the
-    # value itself ends inside the buffer), zero the rest.
-    for i in tail.tolist():
-        p = int(pos[i])
-        chunk = buf[p : p + _INLINE]
-        raw[i] = 0
-        raw[i, : len(chunk)] = np.frombuffer(chunk, np.uint8)
-    views = np.empty((n, 4), np.int32)
-    views[:, 0] = clipped
-    views[:, 1:] = raw.view(np.int32) & _VIEW_MASKS[size_class]
+        tail = list(range(n))
+    if tail:
+        # Windows that would run past the buffer's end: what exists (the
+        # value itself ends inside the buffer), then zeros.
+        raw = views.view(np.uint8).reshape(n, 16)
+        for i in tail:
+            p = int(pos[i])
+            raw[i, 4:] = np.frombuffer(buf[p : p + _INLINE].ljust(_INLINE, b"\0"), np.uint8)
+    words = views.view(_VIEW_WORDS)
+    lo = words["lo"]
+    lo &= _VIEW_MASK_LO.take(size_class)
+    hi = words["hi"]
+    hi &= _VIEW_MASK_HI.take(size_class)
     long_rows = size_class == _LONG
-    if long_rows.any():
-        views[long_rows, 3] = rel[long_rows]
-        if not isinstance(long_index, int):
-            views[long_rows, 2] = long_index[long_rows]
+    np.copyto(hi, rel, casting="unsafe", where=long_rows)
+    if not isinstance(long_index, int):
+        lo |= (long_index.astype(np.uint64) << np.uint64(32)) * long_rows
     return views
 
 
 # ---------------------------------------------------------------------- headers
 
 
-def _headers(buf: bytes, rows: Any, pos: Any, rec_end: Any, n: int) -> Any:
-    """Decode the headers of ``rows`` (the records whose header count is not a
-    single 0 byte); advances every position past its header count and headers.
-    ``None`` if every count is 0 after all (a padded varint)."""
-    hkeys: list[str] = []
-    hvalues: list[bytes | None] = []
-    offsets = np.zeros(n + 1, np.int32)
+# Header positions are decoded vectorised, one header index at a time over the
+# records having that many, while at least this many records take part; the
+# remaining headers of fewer records are read in Python.
+_MIN_VECTOR_HEADERS = 32
+
+
+def _end_varints(a: Any, w16: Any, pos: Any, limit: Any, what: str) -> tuple[Any, Any]:
+    """:func:`_varints` where ``pos`` may be the buffer's last byte (a single
+    byte varint there is fine): one-byte varints first, the rest after."""
+    b = a[pos]
+    longer = b >= 0x80
+    if not longer.any():
+        nxt = pos + 1
+        bad = nxt > limit
+        if bad.any():
+            raise _CorruptError(f"{what} runs past the end of the record", bad, pos)
+        return _VARINT1_VALUE.take(b), nxt
+    rows = np.flatnonzero(longer)
+    lim = limit[rows]
+    # A longer varint has its second byte before the limit (so inside the buffer).
+    bad = pos[rows] + 1 >= lim
+    if bad.any():
+        raise _CorruptError(f"{what} runs past the end of the record", int(rows[_first(bad)]), pos)
+    values = _VARINT1_VALUE.take(b).astype(np.int64)
+    nxt = pos + 1
+    try:
+        sub_values, sub_nxt = _varints(a, w16, pos[rows], lim, what)
+    except _CorruptError as exc:
+        raise _in_records(exc, rows) from None
+    values[rows] = sub_values
+    nxt[rows] = sub_nxt
+    bad = nxt > limit
+    if bad.any():
+        raise _CorruptError(f"{what} runs past the end of the record", bad, pos)
+    return values, nxt
+
+
+def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n: int) -> Any:
+    """The headers column, given ``rows``: the records whose header count is
+    not a single 0 byte. Advances every position in ``pos`` past its header
+    count and headers. ``None`` if every count is 0 after all (a padded 0).
+
+    Header keys and values are copied (into the struct's string and binary
+    arrays): they are few and small next to keys and values. Keys that are
+    all ASCII are valid UTF-8; otherwise every key is decoded with
+    ``bytes.decode``, exactly as the row decoder does.
+    """
+    p = pos[rows]
+    r_end = rec_end[rows]
+    try:
+        counts, p = _end_varints(a, w16, p, r_end, "header count")
+    except _CorruptError as exc:
+        raise _in_records(exc, rows) from None
+    # Each header needs at least 2 bytes, which bounds a hostile count.
+    bad = (counts < 0) | (counts > (r_end - p) // 2)
+    if bad.any():
+        i = _first(bad)
+        raise _CorruptError(
+            f"header count {int(counts[i])} does not fit in the record", int(rows[i]), int(p[i])
+        )
     pos += 1  # the records without headers: past their single 0 byte
-    for i in rows.tolist():
-        p = int(pos[i]) - 1
-        r_end = int(rec_end[i])
-        count, p = _py_varint(buf, p, r_end, "header count")
-        # Each header needs at least 2 bytes, which bounds a hostile count.
-        if count < 0 or count * 2 > r_end - p:
-            raise _CorruptError(f"header count {count} does not fit in the record", i, p)
-        for _ in range(count):
-            klen, p = _py_varint(buf, p, r_end, "header key length")
-            if klen < 0 or klen > r_end - p:
-                raise _CorruptError(f"bad header key length {klen}", i, p)
-            try:
-                hkeys.append(buf[p : p + klen].decode())
-            except UnicodeDecodeError as exc:
-                raise _CorruptError(f"header key is not UTF-8 ({exc})", i, p) from None
-            p += klen
-            vlen, p = _py_varint(buf, p, r_end, "header value length")
-            if vlen < 0:
-                if vlen != -1:
-                    raise _CorruptError(f"bad header value length {vlen}", i, p)
-                hvalues.append(None)
-            else:
-                if vlen > r_end - p:
-                    raise _CorruptError(f"header value length {vlen} overruns the record", i, p)
-                hvalues.append(buf[p : p + vlen])
-                p += vlen
-        pos[i] = p
-        offsets[i + 1] = count
-    if not hkeys:
+    per_record = np.zeros(n, np.int64)
+    per_record[rows] = counts
+    total = int(counts.sum())
+    if total == 0:
+        pos[rows] = p
         return None
-    np.cumsum(offsets, out=offsets)
-    items = pa.StructArray.from_arrays(
-        [pa.array(hkeys, pa.string()), pa.array(hvalues, pa.binary())], names=["key", "value"]
+    list_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(per_record, out=list_offsets[1:])
+    first_flat = list_offsets[rows]  # flat index of each row's first header
+    out = np.empty((4, total), np.int64)  # key position, key length, value position and length
+    key_pos, key_len, value_pos, value_len = out
+    active = np.flatnonzero(counts)  # indices into rows
+    j = 0
+    while active.size >= _MIN_VECTOR_HEADERS:
+        try:
+            p[active] = _header_step(a, w16, p[active], r_end[active], first_flat[active] + j, out)
+        except _CorruptError as exc:
+            raise _in_records(exc, rows[active]) from None
+        j += 1
+        active = active[counts[active] > j]
+    for sub in active.tolist():  # the few records with more headers: in Python
+        try:
+            p[sub] = _py_headers(
+                buf, int(p[sub]), int(r_end[sub]), out, int(first_flat[sub]), j, int(counts[sub])
+            )
+        except _CorruptError as exc:
+            raise _in_records(exc, [int(rows[sub])]) from None
+    pos[rows] = p
+
+    key_offsets, key_data = _gather(a, key_pos, key_len)
+    if key_data.size and int(key_data.max()) >= 0x80:
+        # Not all ASCII: check the keys exactly as the row decoder decodes them.
+        for k in range(total):
+            start = int(key_pos[k])
+            try:
+                buf[start : start + int(key_len[k])].decode()
+            except UnicodeDecodeError as exc:
+                record = int(np.searchsorted(list_offsets, k, side="right")) - 1
+                raise _CorruptError(f"header key is not UTF-8 ({exc})", record, start) from None
+    hkeys = pa.Array.from_buffers(
+        pa.string(), total, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)]
     )
-    return pa.ListArray.from_arrays(pa.array(offsets), items, type=HEADERS_TYPE)
+    value_offsets, value_data = _gather(a, value_pos, np.maximum(value_len, 0))
+    nulls = int(np.count_nonzero(value_len < 0))
+    validity = pa.py_buffer(np.packbits(value_len >= 0, bitorder="little")) if nulls else None
+    hvalues = pa.Array.from_buffers(
+        pa.binary(),
+        total,
+        [validity, pa.py_buffer(value_offsets), pa.py_buffer(value_data)],
+        null_count=nulls,
+    )
+    items = pa.StructArray.from_arrays([hkeys, hvalues], names=["key", "value"])
+    return pa.ListArray.from_arrays(
+        pa.array(list_offsets.astype(np.int32)), items, type=HEADERS_TYPE
+    )
+
+
+def _py_headers(buf: bytes, q: int, end: int, out: Any, flat: int, first: int, count: int) -> int:
+    """Headers ``first`` .. ``count - 1`` of one record from ``q``, in Python;
+    stores them as :func:`_header_step` does; the position after them."""
+    for k in range(flat + first, flat + count):
+        klen, q = _py_varint(buf, q, end, "header key length")
+        if klen < 0 or klen > end - q:
+            raise _CorruptError(f"bad header key length {klen}", 0, q)
+        out[0, k] = q
+        out[1, k] = klen
+        q += klen
+        vlen, q = _py_varint(buf, q, end, "header value length")
+        if vlen < -1 or vlen > end - q:
+            raise _CorruptError(f"bad header value length {vlen}", 0, q)
+        out[2, k] = q
+        out[3, k] = vlen
+        q += max(vlen, 0)
+    return q
+
+
+def _header_step(a: Any, w16: Any, hp: Any, he: Any, flat: Any, out: Any) -> Any:
+    """One header of each record at ``hp`` (ending by ``he``): stores its key
+    and value position and length at ``flat`` in ``out``; the positions after."""
+    # A header is at least 2 bytes: its key length must leave 1 for the value's.
+    bad = hp > he - 2
+    if bad.any():
+        raise _CorruptError("header runs past the end of the record", bad, hp)
+    klen, hp = _varints(a, w16, hp, he - 1, "header key length")
+    bad = (klen < 0) | (klen > he - 1 - hp)
+    if bad.any():
+        raise _CorruptError(f"bad header key length {int(klen[_first(bad)])}", bad, hp)
+    out[0, flat] = hp
+    out[1, flat] = klen
+    hp = hp + klen
+    vlen, hp = _end_varints(a, w16, hp, he, "header value length")
+    bad = (vlen < -1) | (vlen > he - hp)
+    if bad.any():
+        raise _CorruptError(f"bad header value length {int(vlen[_first(bad)])}", bad, hp)
+    out[2, flat] = hp
+    out[3, flat] = vlen
+    return hp + np.maximum(vlen, 0)
+
+
+def _gather(a: Any, starts: Any, sizes: Any) -> tuple[Any, Any]:
+    """The byte ranges ``starts[i] .. starts[i] + sizes[i]`` of ``a`` concatenated,
+    and their int32 offsets (arrow's binary layout)."""
+    offsets = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    if total > _INT32_MAX:
+        raise _CorruptError("headers over 2 GiB", None, int(starts[0]))
+    index = np.repeat(starts - offsets[:-1], sizes) + np.arange(total)
+    return offsets.astype(np.int32), a[index]
 
 
 # ---------------------------------------------------------------------- decode
@@ -572,8 +823,7 @@ def _decode(
     # The buffer as unaligned little-endian uint16 at every byte position: a
     # varint's first two bytes in one gather.
     w16 = np.ndarray(shape=(max(alen - 1, 0),), dtype="<u2", buffer=buf, strides=(1,))
-    starts = _record_starts(a, w16, buf, start, end, count)
-    lengths, pos = _varints(a, w16, starts, end, "record length")
+    starts, pos, lengths = _record_starts(a, w16, buf, start, end, count)
     if end - start > _INT32_MAX:
         # Only with a raised decompression cap. Kafka's record lengths are
         # int32, and so are the sizes in arrow's views.
@@ -614,7 +864,7 @@ def _decode(
     with_headers = a[pos]
     headers = None
     if with_headers.any():
-        headers = _headers(buf, np.flatnonzero(with_headers), pos, rec_end, count)
+        headers = _headers(a, w16, buf, np.flatnonzero(with_headers), pos, rec_end, count)
     else:
         pos = pos + 1
     bad = pos != rec_end
@@ -667,20 +917,17 @@ def _add_base(deltas: Any, base: int, what: str, starts: Any) -> Any:
 
 
 def _from_rows(rows: list[Any]) -> RecordColumns:
-    """Columns built from decoded rows (legacy batches, empty batches): copies."""
-    n = len(rows)
+    """Columns built from decoded rows (legacy batches, which have no headers,
+    and empty batches): copies."""
     keys = [r[2] for r in rows]
     values = [r[3] for r in rows]
-    headers = None
-    if any(r[4] for r in rows):
-        headers = pa.array([[{"key": k, "value": v} for k, v in r[4]] for r in rows], HEADERS_TYPE)
     return RecordColumns(
-        n,
+        len(rows),
         np.array([r[0] for r in rows], np.int64),
         np.array([r[1] for r in rows], np.int64),
         pa.array(keys, pa.binary_view()),
         pa.array(values, pa.binary_view()),
         np.array([-1 if k is None else len(k) for k in keys], np.int32),
         np.array([-1 if v is None else len(v) for v in values], np.int32),
-        headers,
+        None,
     )

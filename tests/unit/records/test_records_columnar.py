@@ -51,8 +51,14 @@ def rows_of(cols: RecordColumns, *, decoded: bool = True) -> list[tuple[Any, ...
         arr.validate(full=True)
         pylist = arr.to_pylist()
         assert sizes.tolist() == [-1 if x is None else len(x) for x in pylist]
-        # The binary (non-view) form must agree: catches bad inline padding.
+        # The binary (non-view) form must agree.
         assert arr.cast(pa.binary()).to_pylist() == pylist
+        # Arrow requires inlined values zero padded (comparisons may use all 16 bytes).
+        views = np.frombuffer(arr.buffers()[1], np.uint8).reshape(-1, 16)[arr.offset :][:n]
+        view_sizes = views[:, :4].copy().view("<i4")[:, 0]
+        inline = view_sizes <= 12
+        padding = (np.arange(12) >= view_sizes[:, None]) & inline[:, None]
+        assert not views[:, 4:][padding].any()
     if cols.headers is None:
         headers: list[Any] = [()] * n
     else:
@@ -291,6 +297,10 @@ def test_offset_or_timestamp_outside_int64_is_corrupt() -> None:
         (b"\x0e\x00\x00\x00\x01\x01\x00\x00", 1, "fields end at byte 7"),
         (b"\x0c\x00\x80\x80\x80\x80\x80", 1, "timestamp delta runs past the end"),
         (b"\x1e\x00" + b"\x80" * 10 + b"\x00" * 4, 1, "longer than 10 bytes"),
+        (b"\x8c" + b"\x80" * 10 + b"\x00" * 6, 1, "longer than 10 bytes"),  # the length
+        (b"\x0c\x00\x80\x01\x00\x01\x01", 1, "timestamp delta runs past the end"),
+        (b"\x0c\x00\x00\x00\x01\x81\x01", 1, "value length runs past the end"),
+        (b"\x0c\x00\x00\x00\x01\x01\x81", 1, "header count runs past the end"),
     ],
 )
 def test_corrupt_sections(section: bytes, count: int, why: str) -> None:
@@ -300,6 +310,69 @@ def test_corrupt_sections(section: bytes, count: int, why: str) -> None:
     with pytest.raises(CorruptBatchError, match=why) as info:
         decode_columns(batch)
     assert "base offset 77" in str(info.value)
+
+
+def test_equal_records_with_three_byte_lengths() -> None:
+    """10 KiB records: three-byte length varints, found by the equal-length guess."""
+    recs = [(b"k%02d" % i, bytes([i]) * 9000) for i in range(40)]
+    batch = one(build_batch(recs, base_offset=5))
+    assert rows_of(decode_columns(batch)) == batch.records()
+    # One record a byte longer in the middle: the guess stops there, then resumes.
+    recs[20] = (b"k20x", recs[20][1])
+    batch = one(build_batch(recs, base_offset=5))
+    assert rows_of(decode_columns(batch)) == batch.records()
+    # Bytes left over after equal records.
+    body = build_batch([(b"k", b"v" * 100)] * 40)[61:]
+    batch = one(raw_batch(body + b"\x00" * 7, 40))
+    with pytest.raises(CorruptBatchError, match="7 bytes left over after 40 records"):
+        decode_columns(batch)
+    # A record length broken in the middle of equal records.
+    data = bytearray(build_batch(recs[:30] + recs[21:], base_offset=5))
+    second = data.index(b"k01") - 5
+    data[second] ^= 0x01
+    assert_same_as_rows(one(bytes(data)))
+
+
+def test_headers_decoded_vectorised_and_in_python_agree() -> None:
+    recs = [
+        NewRecord(
+            key=str(i).encode(),
+            value=b"v" * i,
+            headers=[(f"h{j}", None if j % 2 else b"x" * (i + j)) for j in range(i % 7)],
+        )
+        for i in range(80)
+    ]
+    batch = one(build_batch(recs))
+    for threshold in (1, 5, 32, 10**9):
+        with vector_headers(threshold):
+            cols = decode_columns(batch)
+        assert rows_of(cols) == batch.records()
+
+
+@pytest.mark.parametrize("threshold", [1, 10**9])
+@pytest.mark.parametrize(
+    ("headers", "why"),
+    [
+        (b"\x02" + encode_varint(-1) + encode_varint(0), "bad header key length -1"),
+        (b"\x02" + encode_varint(9) + b"k" + encode_varint(0), "bad header key length 9"),
+        (b"\x02" + encode_varint(1) + b"k" + encode_varint(-2), "bad header value length -2"),
+        (b"\x02" + encode_varint(1) + b"k" + encode_varint(5), "header value length 5"),
+        (b"\x02" + encode_varint(1) + b"\xff" + encode_varint(0), "not UTF-8"),
+        (b"\x02" + encode_varint(1) + b"k" + b"\x80\x80", "header value length runs past"),
+        # Two headers counted, room for one and a byte.
+        (b"\x04" + encode_varint(1) + b"k" + encode_varint(0) + b"\x00", "header"),
+    ],
+)
+def test_corrupt_headers(headers: bytes, why: str, threshold: int) -> None:
+    good = b"\x00\x00\x00\x00\x00" + encode_varint(1) + encode_varint(1) + b"k" + b"\x00"
+    bad = b"\x00\x00\x00\x00\x00" + headers
+    section = b"".join(encode_varint(len(body)) + body for body in [good] * 3 + [bad] + [good])
+    batch = one(raw_batch(section, 5, base_offset=10))
+    with pytest.raises(CorruptMessageError):
+        batch.records()
+    with vector_headers(threshold), pytest.raises(CorruptBatchError, match=why) as info:
+        decode_columns(batch)
+    assert "record 3" in str(info.value)
 
 
 def test_corrupt_compressed_payload() -> None:
@@ -339,6 +412,12 @@ def test_take_and_slice() -> None:
         cols.take(np.array([-1]))
     with pytest.raises(IndexError):
         cols.take(np.ones(5, bool))
+    with pytest.raises(IndexError):
+        cols.take(np.array([0.5]))
+    with pytest.raises(IndexError):
+        cols.take(np.zeros((2, 2), np.int64))
+    assert repr(cols) == "<RecordColumns count=30 offsets=1000..1029>"
+    assert repr(cols.slice(3, 3)) == "<RecordColumns count=0>"
     nohead = decode_columns(one(build_batch([(b"a", b"b")] * 3)))
     assert nohead.take(np.array([2, 1])).headers is None
     assert nohead.slice(1, 2).headers is None
@@ -435,18 +514,61 @@ uniform_lists = st.builds(
     st.integers(min_value=0, max_value=200),
     st.none() | st.binary(max_size=14),
 )
+# Enough records with headers for the vectorised header path (see vector_headers).
+header_heavy = st.lists(
+    st.builds(
+        NewRecord,
+        key=st.none() | st.binary(max_size=20),
+        value=maybe_bytes,
+        headers=st.lists(
+            st.tuples(
+                st.sampled_from(["", "trace-id", "\u00e9t\u00e9", "k" * 13]) | st.text(max_size=6),
+                st.none() | st.binary(max_size=30),
+            ),
+            min_size=0,
+            max_size=4,
+        ),
+    ),
+    min_size=8,
+    max_size=60,
+)
+any_records = record_lists | uniform_lists | header_heavy
+
+
+class vector_headers:  # noqa: N801 - used like a function
+    """Run with columnar's vectorised-header threshold at ``threshold`` (1:
+    every header index vectorised; 10**9: every header in Python)."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+
+    def __enter__(self) -> None:
+        self.saved = columnar._MIN_VECTOR_HEADERS
+        columnar._MIN_VECTOR_HEADERS = self.threshold
+
+    def __exit__(self, *exc: object) -> None:
+        columnar._MIN_VECTOR_HEADERS = self.saved
+
+
+thresholds = st.sampled_from([1, 4, 32, 10**9])
 
 
 @settings(max_examples=400, deadline=None)
 @given(
-    recs=record_lists | uniform_lists,
+    recs=any_records,
     base_offset=st.integers(min_value=0, max_value=2**62),
     codec=st.sampled_from(list(CompressionType)),
     log_append=st.booleans(),
     prefix=st.binary(max_size=3),
+    threshold=thresholds,
 )
 def test_columns_equal_rows(
-    recs: list[NewRecord], base_offset: int, codec: int, log_append: bool, prefix: bytes
+    recs: list[NewRecord],
+    base_offset: int,
+    codec: int,
+    log_append: bool,
+    prefix: bytes,
+    threshold: int,
 ) -> None:
     ts_type = TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME
     data = build_batch(
@@ -459,7 +581,8 @@ def test_columns_equal_rows(
     # Another batch before it: the section does not start at byte 0 of the buffer.
     data = build_batch([(prefix, prefix)], base_offset=0) + data
     batch = list(iter_batches(data, check_crcs=True))[1]
-    cols = decode_columns(batch)
+    with vector_headers(threshold):
+        cols = decode_columns(batch)
     assert rows_of(cols) == batch.records()
 
 
@@ -493,11 +616,12 @@ edits = st.lists(
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    recs=record_lists.filter(bool),
+    recs=any_records.filter(bool),
     changes=edits,
     count_change=st.sampled_from([0, 0, 0, -1, 1]),
     codec=st.sampled_from([CompressionType.NONE, CompressionType.NONE, CompressionType.LZ4]),
     log_append=st.booleans(),
+    threshold=thresholds,
 )
 def test_mutated_sections_fail_exactly_like_rows(
     recs: list[NewRecord],
@@ -505,6 +629,7 @@ def test_mutated_sections_fail_exactly_like_rows(
     count_change: int,
     codec: int,
     log_append: bool,
+    threshold: int,
 ) -> None:
     valid = build_batch(recs, base_offset=1234)
     section = mutate(valid[61:], changes)
@@ -516,7 +641,8 @@ def test_mutated_sections_fail_exactly_like_rows(
         log_append=log_append,
         codec=codec,
     )
-    event(assert_same_as_rows(one(data + build_batch([(b"next", b"batch")])[:70])))
+    with vector_headers(threshold):
+        event(assert_same_as_rows(one(data + build_batch([(b"next", b"batch")])[:70])))
 
 
 varint_values = st.integers(min_value=-3, max_value=300) | st.integers(
@@ -549,8 +675,9 @@ def raw_records(draw: st.DrawFn) -> bytes:
     if rarely(draw, 30):
         nheaders = draw(st.sampled_from([-1, 100, 2**33]))
     body += varint(nheaders)
-    for _ in range(min(nheaders, 2)):
-        body += varint(1) + (b"\xff" if rarely(draw, 20) else b"h")
+    for _ in range(min(nheaders, 2) - (1 if nheaders == 2 and rarely(draw, 20) else 0)):
+        klen = draw(st.sampled_from([-1, 0, 2])) if rarely(draw, 20) else 1
+        body += varint(klen) + (b"\xff" if rarely(draw, 20) else b"h")
         hsize = draw(st.sampled_from([-1, 0, 2]))
         if rarely(draw, 20):
             hsize = draw(st.sampled_from([-2, 3]))
@@ -567,6 +694,7 @@ def raw_records(draw: st.DrawFn) -> bytes:
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=st.lists(raw_records(), min_size=1, max_size=8),
+    threshold=thresholds,
     count_change=st.sampled_from([0, 0, -1, 1]),
     base_offset=st.sampled_from([0, 0, 0, 2**62, INT64_MAX - 5]),
     base_timestamp=st.sampled_from([0, 0, 0, -(2**62), 2**62]),
@@ -578,6 +706,7 @@ def test_odd_varints_decode_exactly_like_rows(
     base_offset: int,
     base_timestamp: int,
     log_append: bool,
+    threshold: int,
 ) -> None:
     data = raw_batch(
         b"".join(records),
@@ -586,7 +715,8 @@ def test_odd_varints_decode_exactly_like_rows(
         base_timestamp=base_timestamp,
         log_append=log_append,
     )
-    event(assert_same_as_rows(one(data)))
+    with vector_headers(threshold):
+        event(assert_same_as_rows(one(data)))
 
 
 def test_records_package_does_not_import_columnar() -> None:
