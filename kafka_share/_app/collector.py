@@ -628,10 +628,7 @@ class FetchCollector(Generic[K, V]):
             ts_type = int(batch.timestamp_type)
             base, last = batch.base_offset, batch.last_offset
             try:
-                if batch.magic >= 2:
-                    columns = columnar.decode_columns(batch)
-                else:
-                    columns = columnar.columns_from_records(batch.records())
+                columns = columnar.decode_columns(batch)  # legacy batches too
             except CorruptBatchError as exc:
                 self._reject_batch(data, cursor, exc)
                 continue

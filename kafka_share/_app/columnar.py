@@ -15,28 +15,26 @@ into one ``pyarrow.RecordBatch`` by :func:`to_record_batch`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from kafka_share.models import AcknowledgeType, TopicIdPartition
-from kafka_share.records.batch import Record
-from kafka_share.records.columnar import RecordColumns, decode_columns
+from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, decode_columns
 
 __all__ = [
     "ARROW_SCHEMA",
     "ColumnarPending",
     "ColumnarRecords",
     "Piece",
-    "columns_from_records",
     "decode_columns",
     "rows_to_acknowledge",
     "to_record_batch",
 ]
 
-HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+HEADER_TYPE = HEADERS_TYPE.value_type
 
 #: The columns of ``poll_arrow``'s record batches (keys and values as views; with
 #: ``view_types=False`` they are ``binary``).
@@ -48,7 +46,7 @@ ARROW_SCHEMA = pa.schema([
     pa.field("timestamp_type", pa.int8(), nullable=False),
     pa.field("key", pa.binary_view()),
     pa.field("value", pa.binary_view()),
-    pa.field("headers", pa.list_(pa.field("item", HEADER_TYPE)), nullable=False),
+    pa.field("headers", HEADERS_TYPE, nullable=False),
     pa.field("delivery_count", pa.int32(), nullable=False),
 ])
 
@@ -169,53 +167,6 @@ class ColumnarRecords:
         return iter(self._by_partition.items())
 
 
-def columns_from_records(records: Sequence[Record]) -> RecordColumns:
-    """Columns of already decoded ``(offset, timestamp, key, value, headers)``
-    records: legacy (v0/v1) message sets, and batches whose offsets must be
-    matched one by one (rare paths, so a Python loop is fine)."""
-    keys = [r[2] for r in records]
-    values = [r[3] for r in records]
-    headers = None
-    if any(r[4] for r in records):
-        pairs = [h for r in records for h in r[4]]
-        ends = np.cumsum([0] + [len(r[4]) for r in records], dtype=np.int64)
-        headers = pa.ListArray.from_arrays(
-            _primitive(ends.astype(np.int32), pa.int32()),
-            pa.StructArray.from_arrays(
-                [_binary([k.encode() for k, _ in pairs]).cast(pa.string()),
-                 _binary([v for _, v in pairs])],
-                fields=list(HEADER_TYPE),
-            ),
-            type=ARROW_SCHEMA.field("headers").type,
-        )
-    key_sizes = np.array([-1 if k is None else len(k) for k in keys], dtype=np.int32)
-    value_sizes = np.array([-1 if v is None else len(v) for v in values], dtype=np.int32)
-    return RecordColumns(
-        len(records),
-        np.array([r[0] for r in records], dtype=np.int64),
-        np.array([r[1] for r in records], dtype=np.int64),
-        _binary(keys).cast(pa.binary_view()),
-        _binary(values).cast(pa.binary_view()),
-        key_sizes,
-        value_sizes,
-        headers,
-    )
-
-
-def _binary(items: Sequence[bytes | None]) -> Any:
-    """A ``binary`` array of ``items`` (None is null), from buffers (see
-    :func:`_primitive` for why not ``pa.array``)."""
-    sizes = np.array([0 if b is None else len(b) for b in items], dtype=np.int64)
-    offsets = np.zeros(len(items) + 1, dtype=np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    null = np.array([b is None for b in items], dtype=bool)
-    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
-    data = b"".join(b for b in items if b is not None)
-    return pa.Array.from_buffers(
-        pa.binary(), len(items), [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-
-
 def _primitive(values: Any, type: Any, null: Any = None) -> Any:
     """An Arrow array over a numpy array's memory (nulls where ``null`` is True).
 
@@ -330,6 +281,16 @@ _ROW_TYPES = frozenset(
 _KEY_COLUMNS = ("topic", "partition", "offset", "delivery_count")
 
 
+def _int64s(array: Any) -> Any:
+    """An integer Arrow array (no nulls) as int64 numpy, read from its buffer
+    (``to_numpy`` and ``np.asarray`` import pandas on first use)."""
+    if array.null_count:
+        raise ValueError(f"acknowledge_arrow() got a null in an integer column: {array.type}")
+    array = array.cast(pa.int64())
+    data = np.frombuffer(array.buffers()[1], dtype=np.int64)
+    return data[array.offset : array.offset + len(array)]
+
+
 def _column(batch: Any, name: str) -> Any:
     column = batch.column(name)
     # A table's columns are chunked; a record batch's are plain arrays.
@@ -367,11 +328,11 @@ def rows_to_acknowledge(batch: Any, type: Any) -> list[tuple[str, int, Any, Any,
         types = np.array([checked[v] for v in values] if len(distinct) > 1 else
                          [checked[values[0]]] * n if n else [], dtype=np.int64)
     encoded = _column(batch, "topic").dictionary_encode()
-    topics = encoded.dictionary.to_pylist()
-    topic_index = np.asarray(encoded.indices).astype(np.int64)
-    partitions = np.asarray(_column(batch, "partition")).astype(np.int64)
-    offsets = np.asarray(_column(batch, "offset")).astype(np.int64)
-    counts = np.asarray(_column(batch, "delivery_count")).astype(np.int64)
+    topics = [str(t) for t in encoded.dictionary]
+    topic_index = _int64s(encoded.indices)
+    partitions = _int64s(_column(batch, "partition"))
+    offsets = _int64s(_column(batch, "offset"))
+    counts = _int64s(_column(batch, "delivery_count"))
     keys = (topic_index << 32) | partitions
     out: list[tuple[str, int, Any, Any, Any]] = []
     for key in np.unique(keys).tolist():

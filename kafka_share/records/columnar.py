@@ -83,7 +83,7 @@ import pyarrow as pa
 
 from kafka_share.records.batch import RecordBatch
 
-__all__ = ["HEADERS_TYPE", "RecordColumns", "decode_columns"]
+__all__ = ["HEADERS_TYPE", "RecordColumns", "columns_from_rows", "decode_columns"]
 
 if sys.byteorder != "little":  # pragma: no cover - no such CI machine
     # Arrow buffers are native-endian; the views here are written little-endian.
@@ -250,7 +250,7 @@ class RecordColumns:
             _take_views(self.values, value_sizes, idx),
             key_sizes,
             value_sizes,
-            None if self.headers is None else self.headers.take(pa.array(idx, pa.int64())),
+            None if self.headers is None else self.headers.take(_int64_array(idx)),
         )
 
     def slice(self, start: int, stop: int) -> RecordColumns:
@@ -718,9 +718,7 @@ def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n:
         null_count=nulls,
     )
     items = pa.StructArray.from_arrays([hkeys, hvalues], names=["key", "value"])
-    return pa.ListArray.from_arrays(
-        pa.array(list_offsets.astype(np.int32)), items, type=HEADERS_TYPE
-    )
+    return pa.ListArray.from_arrays(_int32_array(list_offsets), items, type=HEADERS_TYPE)
 
 
 def _py_headers(buf: bytes, q: int, end: int, out: Any, flat: int, first: int, count: int) -> int:
@@ -792,7 +790,7 @@ def decode_columns(batch: RecordBatch) -> RecordColumns:
             offsets or timestamps outside int64 (see the module docstring).
     """
     if batch.magic < 2:
-        return _from_rows(batch.records())
+        return columns_from_rows(batch.records())
     buf, start, end, count, append_timestamp = batch._records_section()
     try:
         return _decode(batch, buf, start, end, count, append_timestamp)
@@ -817,7 +815,7 @@ def _decode(
     if count == 0:
         if end != start:
             raise _CorruptError(f"{end - start} bytes left over after 0 records", None, start)
-        return _from_rows([])
+        return columns_from_rows([])
     a = np.frombuffer(buf, np.uint8)
     alen = len(a)
     # The buffer as unaligned little-endian uint16 at every byte position: a
@@ -916,18 +914,60 @@ def _add_base(deltas: Any, base: int, what: str, starts: Any) -> Any:
     return deltas.astype(np.int64) + base
 
 
-def _from_rows(rows: list[Any]) -> RecordColumns:
-    """Columns built from decoded rows (legacy batches, which have no headers,
-    and empty batches): copies."""
+def _int32_array(values: Any) -> Any:
+    """An int32 Arrow array of ``values``, from its buffer. Never ``pa.array``
+    in this module: on first use it imports pandas (to recognise pandas
+    objects), half a second of CPU for a consumer that never needs pandas."""
+    data = np.ascontiguousarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
+
+
+def _int64_array(values: Any) -> Any:
+    data = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+
+
+def _binary(items: list[bytes | None]) -> Any:
+    """A ``binary`` array of ``items`` (None is null), from buffers."""
+    sizes = np.array([0 if b is None else len(b) for b in items], dtype=np.int64)
+    offsets = np.zeros(len(items) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    null = np.array([b is None for b in items], dtype=bool)
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
+    data = b"".join(b for b in items if b is not None)
+    return pa.Array.from_buffers(
+        pa.binary(), len(items),
+        [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+    )
+
+
+def columns_from_rows(rows: list[Any]) -> RecordColumns:
+    """Columns of already decoded ``(offset, timestamp, key, value, headers)``
+    rows (:data:`~kafka_share.records.batch.Record`): legacy (magic 0/1)
+    message sets and empty batches. Copies; a Python loop per row."""
     keys = [r[2] for r in rows]
     values = [r[3] for r in rows]
+    headers = None
+    if any(r[4] for r in rows):
+        pairs = [h for r in rows for h in r[4]]
+        ends = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum([len(r[4]) for r in rows], out=ends[1:])
+        headers = pa.ListArray.from_arrays(
+            _int32_array(ends),
+            pa.StructArray.from_arrays(
+                [_binary([k.encode() for k, _ in pairs]).cast(pa.string()),
+                 _binary([v for _, v in pairs])],
+                names=["key", "value"],
+            ),
+            type=HEADERS_TYPE,
+        )
     return RecordColumns(
         len(rows),
         np.array([r[0] for r in rows], np.int64),
         np.array([r[1] for r in rows], np.int64),
-        pa.array(keys, pa.binary_view()),
-        pa.array(values, pa.binary_view()),
+        _binary(keys).cast(pa.binary_view()),
+        _binary(values).cast(pa.binary_view()),
         np.array([-1 if k is None else len(k) for k in keys], np.int32),
         np.array([-1 if v is None else len(v) for v in values], np.int32),
-        None,
+        headers,
     )

@@ -219,9 +219,10 @@ def test_current_records_are_in_offset_order() -> None:
 
 def _piece(offsets: list[int], count: int = 1) -> Any:
     np = pytest.importorskip("numpy")
-    from kafka_share._app.columnar import Piece, columns_from_records
+    from kafka_share._app.columnar import Piece
+    from kafka_share.records.columnar import columns_from_rows
 
-    columns = columns_from_records([(o, 0, None, b"v", ()) for o in offsets])
+    columns = columns_from_rows([(o, 0, None, b"v", ()) for o in offsets])
     return Piece(columns, np.full(len(offsets), count, dtype=np.int32), 0)
 
 

@@ -9,8 +9,9 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from kafka_share import TopicIdPartition
-from kafka_share._app.columnar import ColumnarRecords, Piece, columns_from_records, to_record_batch
+from kafka_share._app.columnar import ColumnarRecords, Piece, to_record_batch
 from kafka_share.records.batch import Record
+from kafka_share.records.columnar import columns_from_rows
 from kafka_share.spark._arrow import arrow_schema, poll_batch_to_table, read_ipc, split_ipc
 from kafka_share.spark.source import source_schema
 
@@ -30,7 +31,7 @@ def records_to_table(
 ) -> pa.Table:
     """The source's table for ``records``, through poll_arrow's own batch builder."""
     piece = Piece(
-        columns_from_records(records), np.full(len(records), delivery_count, np.int32),
+        columns_from_rows(records), np.full(len(records), delivery_count, np.int32),
         timestamp_type,
     )
     batch = to_record_batch(ColumnarRecords({TIP: [piece]}), view_types=False)

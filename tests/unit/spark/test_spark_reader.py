@@ -14,7 +14,8 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from kafka_share import AcknowledgeType, TopicIdPartition
-from kafka_share._app.columnar import ColumnarRecords, Piece, columns_from_records, to_record_batch
+from kafka_share._app.columnar import ColumnarRecords, Piece, to_record_batch
+from kafka_share.records.columnar import columns_from_rows
 from kafka_share.spark._arrow import read_ipc
 from kafka_share.spark._options import SparkOptionError, parse_source_options
 from kafka_share.spark.source import ArrowPartition, ShareGroupStreamReader, source_schema
@@ -43,7 +44,7 @@ class StandInConsumer:
         n = self.batches.pop(0) if self.batches else 0
         self.current = list(range(self.next_offset, self.next_offset + n))
         self.next_offset += n
-        columns = columns_from_records([(o, 0, None, b"v", ()) for o in self.current])
+        columns = columns_from_rows([(o, 0, None, b"v", ()) for o in self.current])
         piece = Piece(columns, np.ones(n, dtype=np.int32), 0)
         tip = TopicIdPartition(uuid.UUID(int=1), "t", 0)
         return to_record_batch(ColumnarRecords({tip: [piece]}), view_types=False)

@@ -1,0 +1,113 @@
+"""poll_arrow's columnar pieces and the record batch built from them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+import numpy as np
+import pyarrow as pa
+
+from kafka_share._app.columnar import (
+    ARROW_SCHEMA,
+    ColumnarPending,
+    ColumnarRecords,
+    Piece,
+    rows_to_acknowledge,
+    to_record_batch,
+)
+from kafka_share.models import TopicIdPartition
+from kafka_share.records.columnar import columns_from_rows
+
+TIP = TopicIdPartition(uuid.UUID(int=5), "orders", 3)
+TIP1 = TopicIdPartition(uuid.UUID(int=6), "audit", 0)
+
+
+def piece(offsets: list[int], counts: list[int] | None = None, headers: bool = False) -> Piece:
+    rows = [
+        (o, 1_700_000_000_000 + o if o % 5 else -1, b"k%d" % o if o % 2 else None, b"v%d" % o,
+         (("h", b"x"),) if headers and o % 3 == 0 else ())
+        for o in offsets
+    ]
+    return Piece(
+        columns_from_rows(rows),
+        np.array(counts or [1] * len(offsets), dtype=np.int32), 0,
+    )
+
+
+def test_record_batch_columns_in_partition_then_offset_order() -> None:
+    records = ColumnarRecords({
+        TIP: [piece([10, 11, 12], [1, 2, 1]), piece([14], [1], headers=True)],
+        TIP1: [piece([0, 1])],
+    })
+    assert records.count() == 6 and len(records) == 6 and records
+    batch = to_record_batch(records, view_types=True)
+    assert batch.schema == ARROW_SCHEMA
+    rows = batch.to_pylist()
+    assert [(r["topic"], r["partition"], r["offset"]) for r in rows] == [
+        ("orders", 3, 10), ("orders", 3, 11), ("orders", 3, 12), ("orders", 3, 14),
+        ("audit", 0, 0), ("audit", 0, 1),
+    ]
+    assert [r["delivery_count"] for r in rows] == [1, 2, 1, 1, 1, 1]
+    assert rows[0]["timestamp"] is None and rows[1]["timestamp"] is not None  # -1 is null
+    assert rows[1]["key"] == b"k11" and rows[0]["key"] is None and rows[0]["value"] == b"v10"
+    assert rows[3]["headers"] == [] and rows[0]["headers"] == []
+    binary = to_record_batch(records, view_types=False)
+    assert binary.schema.field("value").type == pa.binary()
+    assert binary.column("value").to_pylist() == batch.column("value").to_pylist()
+    empty = to_record_batch(ColumnarRecords(), view_types=False)
+    assert empty.num_rows == 0 and empty.schema == binary.schema
+
+
+def test_pending_rows_are_sliced_across_pieces_and_removed_by_offset() -> None:
+    pending = ColumnarPending()
+    pending.append(piece([0, 1, 2]))
+    pending.append(piece([]))  # an empty piece is not kept
+    pending.append(piece([5, 6]))
+    assert len(pending) == 5
+
+    def offsets(pieces: list[Piece]) -> list[int]:
+        return [o for p in pieces for o in p.columns.offsets.tolist()]
+
+    assert offsets(pending.rows(1, 4)) == [1, 2, 5]
+    mask = pending.removal_mask(1, frozenset({2, 6}))
+    assert mask.tolist() == [False, True, False, True]
+    pending.remove(1, mask)
+    assert offsets(pending.rows(0, len(pending))) == [0, 1, 5]
+
+
+def test_rows_to_acknowledge_groups_by_partition() -> None:
+    batch = to_record_batch(
+        ColumnarRecords({TIP: [piece([7, 8], [2, 1])], TIP1: [piece([3])]}), view_types=False
+    )
+    rows = rows_to_acknowledge(batch, [1, 2, 3])
+    by_partition = {(t, p): (o.tolist(), c.tolist(), ty.tolist()) for t, p, o, c, ty in rows}
+    assert by_partition == {
+        ("orders", 3): ([7, 8], [2, 1], [1, 2]), ("audit", 0): ([3], [1], [3]),
+    }
+    (_, _, _, _, one_type), = rows_to_acknowledge(batch.slice(2), 2)
+    assert one_type == 2
+
+
+def test_the_columnar_path_does_not_import_pandas() -> None:
+    # pa.array() imports pandas on first use: half a second of CPU in a consumer.
+    script = (
+        "import sys, uuid, numpy as np\n"
+        "from kafka_share._app.columnar import ColumnarRecords, Piece, to_record_batch, "
+        "rows_to_acknowledge\n"
+        "from kafka_share.models import TopicIdPartition\n"
+        "from kafka_share.records.builder import NewRecord, build_batch\n"
+        "from kafka_share.records.batch import iter_batches\n"
+        "from kafka_share.records.columnar import decode_columns\n"
+        "data = build_batch([NewRecord(b'k', b'v' * 100, headers=[('h', b'x')])] * 100)\n"
+        "cols = decode_columns(next(iter_batches(data, check_crcs=True)))\n"
+        "tip = TopicIdPartition(uuid.UUID(int=1), 't', 0)\n"
+        "p = Piece(cols.take(np.arange(0, 100, 2)), np.ones(50, dtype=np.int32), 0)\n"
+        "b = to_record_batch(ColumnarRecords({tip: [p]}), view_types=False)\n"
+        "rows_to_acknowledge(b, [1] * 50)\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "False", out.stderr
