@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+
 import numpy as np
 import pyarrow as pa
 
