@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kafka_share import AcknowledgeType, IllegalStateError, WakeupError
-from kafka_share._app.events import AcknowledgeSyncEvent, CompletedShareFetch
+from kafka_share._app.events import AcknowledgeSyncEvent, CompletedShareFetch, FetchEvent
 from kafka_share._net import aio as aio_shell
 from kafka_share.aio import AsyncShareConsumer
 from kafka_share.models import TopicIdPartition
@@ -320,3 +320,45 @@ def test_a_poll_of_its_own_ends_an_async_for_batch() -> None:
         return polled, iterated
 
     assert run(main()) == ([5, 6, 7], [8, 9])
+
+
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+def test_the_fetch_after_a_large_response_carries_the_acks_of_all_its_records(
+    mode: str,
+) -> None:
+    """A response too large to fetch ahead of (over AHEAD_MAX_HELD records) is
+    fetched for by the poll after the one that hands out its last records, so
+    that ShareFetch acknowledges all of them: one that left the last ones
+    acquired kept the broker on it for tens of milliseconds."""
+
+    async def main() -> tuple[list[list[list[int]]], list[int]]:
+        c = await consumer(max_poll_records=500, share_acknowledgement_mode=mode)
+        #: the offsets acknowledged by each FetchEvent submitted
+        submitted: list[list[int]] = []
+        real = c._thread.submit
+
+        def submit(event: Any) -> None:
+            if isinstance(event, FetchEvent):  # the acks as submitted (merged later)
+                acks = event.acks.get(TIP)
+                submitted.append(sorted(acks.acknowledgements.as_dict()) if acks else [])
+            real(event)
+
+        c._thread.submit = submit  # type: ignore[method-assign]
+        c._fetch_buffer.add_all([fetch(0, 1200)])
+        per_poll: list[list[list[int]]] = []
+        counts: list[int] = []
+        for _ in range(4):
+            submitted.clear()
+            records = await c.poll(0.05)
+            counts.append(records.count())
+            per_poll.append(list(submitted))
+            for r in records:
+                if mode == "explicit":
+                    c.acknowledge(r)
+        await c.close(timeout=0.5)
+        return per_poll, counts
+
+    per_poll, counts = run(main())
+    assert counts == [500, 500, 200, 0]
+    assert per_poll[2] == [], "the poll handing out the last records fetched before their acks"
+    assert per_poll[3] == [list(range(1000, 1200))]
