@@ -76,14 +76,19 @@ from __future__ import annotations
 
 import sys
 from array import array
+from collections.abc import Iterator
+from functools import partial
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from kafka_share.records.batch import RecordBatch
+from kafka_share.records.batch import RecordBatch, RecordShape
 
-__all__ = ["HEADERS_TYPE", "RecordColumns", "columns_from_rows", "decode_columns"]
+__all__ = [
+    "HEADERS_TYPE", "RecordColumns", "columns_from_rows", "decode_columns", "shaped_record_chunks",
+]
 
 if sys.byteorder != "little":  # pragma: no cover - no such CI machine
     # Arrow buffers are native-endian; the views here are written little-endian.
@@ -971,3 +976,41 @@ def columns_from_rows(rows: list[Any]) -> RecordColumns:
         np.array([-1 if v is None else len(v) for v in values], np.int32),
         headers,
     )
+
+
+# ---------------------------------------------------------------------- rows from columns
+
+
+def shaped_record_chunks(
+    batch: RecordBatch, shape: RecordShape, chunk_records: int
+) -> Iterator[list[Any]]:
+    """:meth:`RecordBatch.shaped_record_chunks` through :func:`decode_columns`:
+    the varints of the whole batch decoded at once, then each chunk's tuples
+    built by C loops (``map`` over ``zip``), about half the row decoder's cost
+    per record for batches of more than a few dozen records.
+
+    Raises:
+        CorruptBatchError: as :func:`decode_columns` (before the first chunk).
+    """
+    columns = decode_columns(batch)
+    step = max(1, chunk_records)
+    for start in range(0, columns.count, step):
+        part = columns if step >= columns.count else columns.slice(start, start + step)
+        yield _shaped(part, shape)
+
+
+def _shaped(c: RecordColumns, shape: RecordShape) -> list[Any]:
+    headers: Any
+    if c.headers is None:
+        headers = repeat(())
+    else:
+        headers = [
+            tuple((h["key"], h["value"]) for h in record) for record in c.headers.to_pylist()
+        ]
+    return list(map(partial(tuple.__new__, shape.type), zip(
+        repeat(shape.topic), repeat(shape.partition), c.offsets.tolist(),
+        c.timestamps.tolist(), repeat(shape.timestamp_type), c.keys.to_pylist(),
+        c.values.to_pylist(), headers, repeat(shape.leader_epoch),
+        repeat(shape.delivery_count), c.key_sizes.tolist(), c.value_sizes.tolist(),
+        strict=False,  # the repeat()s are endless
+    )))

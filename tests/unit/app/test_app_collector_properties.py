@@ -134,6 +134,7 @@ def reference(
     sliced=st.booleans(),
     limit=st.sampled_from([None, 1, 2, 100]),
     chunk=st.sampled_from([1, 2, 3, 1000]),
+    vectorised=st.booleans(),
 )
 def test_collector_matches_the_reference_model(
     fetch: tuple[bytes, set[int], list[tuple[int, int, int]]],
@@ -142,11 +143,16 @@ def test_collector_matches_the_reference_model(
     sliced: bool,
     limit: int | None,
     chunk: int,
+    vectorised: bool,
 ) -> None:
     """Also decoding a batch at a time (the asyncio consumer) and collecting in
     slices of ``limit`` records, large batches in pieces of ``chunk`` records,
-    and in columnar mode (``poll_arrow``): the same records, GAPs and acks."""
-    with mock.patch.object(collector_module, "_DECODE_CHUNK_RECORDS", chunk):
+    records built from numpy-decoded columns (``vectorised``, from any batch
+    size), and in columnar mode (``poll_arrow``): the same records, GAPs and acks."""
+    with mock.patch.object(collector_module, "_DECODE_CHUNK_RECORDS", chunk), \
+            mock.patch.object(
+                collector_module, "_COLUMNAR_MIN_RECORDS", 1 if vectorised else 10**9
+            ):
         _check_against_the_model(fetch, max_poll_records, mode, sliced, limit)
 
 
