@@ -564,7 +564,8 @@ def _decode_v2_records(
     """``count`` records from ``pos``, and the position after them; ``to_end``:
     they must end exactly at ``end`` (the whole records section)."""
     # The hot loop. Varints are decoded inline with 1- and 2-byte fast paths
-    # (almost every length, delta and size in practice), falling back to
+    # (almost every length, delta and size in practice), and 3 bytes for the
+    # record and value lengths (values of 8 KiB to 1 MiB), falling back to
     # _read_varint for longer ones; zig-zag decode is (u >> 1) ^ -(u & 1).
     # Lengths are validated only where a bad one could move backwards or read
     # past the record: a final "pos == rec_end" check catches the rest.
@@ -588,7 +589,13 @@ def _decode_v2_records(
                 length = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                length, pos = read_varint(buf, pos)
+                b3 = buf[pos + 2]
+                if b3 < 0x80:
+                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                    length = (u >> 1) ^ -(u & 1)
+                    pos += 3
+                else:
+                    length, pos = read_varint(buf, pos)
         rec_end = pos + length
         if length < _MIN_RECORD_BODY or rec_end > end:
             raise _RecordError(f"record length {length} does not fit", pos)
@@ -643,7 +650,13 @@ def _decode_v2_records(
                 vlen = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                vlen, pos = read_varint(buf, pos)
+                b3 = buf[pos + 2]
+                if b3 < 0x80:
+                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                    vlen = (u >> 1) ^ -(u & 1)
+                    pos += 3
+                else:
+                    vlen, pos = read_varint(buf, pos)
         value: bytes | None
         if vlen >= 0:
             value = buf[pos : pos + vlen]
