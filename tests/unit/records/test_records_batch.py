@@ -168,17 +168,25 @@ VARINT_EDGE_SIZES = [0, 63, 64, 8184, 8191, 8192, 10_240, 2**20 - 16, 2**20 - 1,
 @pytest.mark.parametrize("as_view", [False, True], ids=["bytes", "memoryview"])
 def test_values_at_every_varint_width(as_view: bool) -> None:
     specs = [
-        NewRecord(key=b"k" * (size % 70), value=bytes([size % 251]) * size, timestamp=i)
+        NewRecord(
+            key=b"k" * (size % 70), value=bytes([size % 251]) * size, timestamp=i,
+            headers=[("size", b"%d" % size), ("ü", None)] if i % 2 else (),
+        )
         for i, size in enumerate(VARINT_EDGE_SIZES)
     ]
     data = build_batch(specs, base_offset=10)
+    # Records this large are decoded straight from a memoryview input.
     batch = one(memoryview(bytearray(data)).toreadonly() if as_view else data)  # type: ignore[arg-type]
     recs = batch.records()
     assert [(r[0], r[1]) for r in recs] == [(10 + i, i) for i in range(len(specs))]
-    for (_, _, key, value, _), size in zip(recs, VARINT_EDGE_SIZES, strict=True):
+    for i, ((_, _, key, value, headers), size) in enumerate(
+        zip(recs, VARINT_EDGE_SIZES, strict=True)
+    ):
         assert type(key) is bytes and type(value) is bytes
         assert key == b"k" * (size % 70)
         assert value == bytes([size % 251]) * size
+        assert headers == ((("size", b"%d" % size), ("ü", None)) if i % 2 else ())
+        assert all(type(v) is bytes for _, v in headers[:1])
     shape = RecordShape(tuple, "t", 0, TimestampType.CREATE_TIME, None, 1)
     assert [(r[5], r[6], r[11]) for r in batch.shaped_records(shape)] == [
         (r[2], r[3], len(r[3])) for r in recs if r[3] is not None
