@@ -46,13 +46,17 @@ Copies and views
 ``data`` may be ``bytes`` or a zero-copy ``memoryview`` of the response
 buffer. Headers are read straight from it and the CRC is computed over a view.
 Record keys and values must reach users as ``bytes``; slicing ``bytes``
-produces them directly and is the fastest option measured (slicing a
-memoryview and calling ``bytes()`` on each key and value measured 25-30%
-slower per record for 100 B and 1 KiB values), so the records section is
-turned into ``bytes`` once per batch: the decompressed buffer already is
-``bytes``; an uncompressed batch inside a ``bytes`` input is sliced in place
-(no copy); an uncompressed batch inside a ``memoryview`` costs one copy of
-that batch (a memcpy, cheap beside decoding; the benchmark shows both inputs).
+produces them directly and is the fastest option measured for small records
+(slicing a memoryview and calling ``bytes()`` on each key and value measured
+25-30% slower per record for 100 B and 1 KiB values), so the records section
+is normally turned into ``bytes`` once per batch: the decompressed buffer
+already is ``bytes``; an uncompressed batch inside a ``bytes`` input is sliced
+in place (no copy); an uncompressed batch of small records inside a
+``memoryview`` costs one copy of that batch (a memcpy, cheap beside decoding
+them). An uncompressed batch whose records average 2 KiB or more is decoded
+straight from the ``memoryview``: each key and value is copied once, from the
+response buffer into its ``bytes``, and the section copy, which for 10 KiB
+records cost about as much as the rest of their decoding, is skipped.
 
 Errors
 ------
@@ -148,6 +152,12 @@ _ATTR_CONTROL = 0x20
 _ATTR_DELETE_HORIZON = 0x40
 
 _NO_HEADERS: tuple[Header, ...] = ()
+#: An uncompressed batch inside a memoryview whose records average at least this
+#: many bytes is decoded from the view (one copy per key and value); smaller
+#: records decode faster from one ``bytes`` copy of the section (bytes slicing
+#: beats a memoryview slice plus ``tobytes()`` per record; the copy is cheap
+#: beside their decoding).
+_VIEW_MIN_RECORD_BYTES = 2048
 _CONTROL_KEY = struct.Struct(">hh")
 
 # Legacy message: crc I, magic b, attributes b, [timestamp q (v1)], key length i
@@ -424,7 +434,7 @@ class RecordBatch:
             if done >= count:
                 return
 
-    def _records_section(self) -> tuple[bytes, int, int, int, int | None]:
+    def _records_section(self) -> tuple[bytes | memoryview, int, int, int, int | None]:
         """(buffer, start, end, record count, append timestamp) of the records."""
         data = self._data
         pos = self._start + BATCH_HEADER_SIZE
@@ -433,9 +443,11 @@ class RecordBatch:
         count = self.record_count
         if count < 0:
             raise self._corrupt(f"negative record count {count}")
-        buf: bytes
+        buf: bytes | memoryview
         if codec == 0:
-            if isinstance(data, bytes):
+            if isinstance(data, bytes) or end - pos >= count * _VIEW_MIN_RECORD_BYTES:
+                # Large records are sliced straight out of the view, each key and
+                # value copied once, instead of copying the whole section first.
                 buf = data
             else:
                 buf = data[pos:end].tobytes()
@@ -457,7 +469,7 @@ class RecordBatch:
 
     def _decode_section(
         self,
-        section: tuple[bytes, int, int, int, int | None],
+        section: tuple[bytes | memoryview, int, int, int, int | None],
         shape: RecordShape | None,
         pos: int,
         count: int,
@@ -508,7 +520,7 @@ class _RecordError(Exception):
     """Internal: malformed record; args are (reason, byte position)."""
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Zig-zag varint/varlong at ``pos``; returns (value, next position)."""
     result = 0
     shift = 0
@@ -524,7 +536,9 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise _RecordError("varint longer than 10 bytes", start)
 
 
-def _read_headers(buf: bytes, pos: int, count: int, rec_end: int) -> tuple[tuple[Header, ...], int]:
+def _read_headers(
+    buf: bytes | memoryview, pos: int, count: int, rec_end: int
+) -> tuple[tuple[Header, ...], int]:
     # Each header needs at least 2 bytes, which bounds a hostile count.
     if count < 0 or count * 2 > rec_end - pos:
         raise _RecordError(f"header count {count} does not fit in the record", pos)
@@ -533,7 +547,7 @@ def _read_headers(buf: bytes, pos: int, count: int, rec_end: int) -> tuple[tuple
         klen, pos = _read_varint(buf, pos)
         if klen < 0 or pos + klen > rec_end:
             raise _RecordError(f"bad header key length {klen}", pos)
-        hkey = buf[pos : pos + klen].decode()
+        hkey = str(buf[pos : pos + klen], "utf-8")
         pos += klen
         vlen, pos = _read_varint(buf, pos)
         if vlen < 0:
@@ -543,14 +557,14 @@ def _read_headers(buf: bytes, pos: int, count: int, rec_end: int) -> tuple[tuple
         else:
             if pos + vlen > rec_end:
                 raise _RecordError(f"header value length {vlen} overruns the record", pos)
-            hval = buf[pos : pos + vlen]
+            hval = bytes(buf[pos : pos + vlen])
             pos += vlen
         headers.append((hkey, hval))
     return tuple(headers), pos
 
 
 def _decode_v2_records(
-    buf: bytes,
+    buf: bytes | memoryview,
     pos: int,
     end: int,
     count: int,
@@ -564,7 +578,8 @@ def _decode_v2_records(
     """``count`` records from ``pos``, and the position after them; ``to_end``:
     they must end exactly at ``end`` (the whole records section)."""
     # The hot loop. Varints are decoded inline with 1- and 2-byte fast paths
-    # (almost every length, delta and size in practice), falling back to
+    # (almost every length, delta and size in practice), and 3 bytes for the
+    # record and value lengths (values of 8 KiB to 1 MiB), falling back to
     # _read_varint for longer ones; zig-zag decode is (u >> 1) ^ -(u & 1).
     # Lengths are validated only where a bad one could move backwards or read
     # past the record: a final "pos == rec_end" check catches the rest.
@@ -576,6 +591,9 @@ def _decode_v2_records(
         s_ts_type, s_epoch, s_count = shape.timestamp_type, shape.leader_epoch, shape.delivery_count
     read_varint = _read_varint
     no_headers = _NO_HEADERS
+    # A memoryview (large records, see _VIEW_MIN_RECORD_BYTES) reads varints the
+    # same way; only keys and values need turning into bytes.
+    view = not isinstance(buf, bytes)
     for _ in range(count):
         b = buf[pos]
         if b < 0x80:
@@ -588,7 +606,13 @@ def _decode_v2_records(
                 length = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                length, pos = read_varint(buf, pos)
+                b3 = buf[pos + 2]
+                if b3 < 0x80:
+                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                    length = (u >> 1) ^ -(u & 1)
+                    pos += 3
+                else:
+                    length, pos = read_varint(buf, pos)
         rec_end = pos + length
         if length < _MIN_RECORD_BODY or rec_end > end:
             raise _RecordError(f"record length {length} does not fit", pos)
@@ -624,9 +648,11 @@ def _decode_v2_records(
             pos += 1
         else:
             klen, pos = read_varint(buf, pos)
-        key: bytes | None
+        key: Any
         if klen >= 0:
             key = buf[pos : pos + klen]
+            if view:
+                key = key.tobytes()
             pos += klen
         elif klen == -1:
             key = None
@@ -643,10 +669,18 @@ def _decode_v2_records(
                 vlen = (u >> 1) ^ -(u & 1)
                 pos += 2
             else:
-                vlen, pos = read_varint(buf, pos)
-        value: bytes | None
+                b3 = buf[pos + 2]
+                if b3 < 0x80:
+                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                    vlen = (u >> 1) ^ -(u & 1)
+                    pos += 3
+                else:
+                    vlen, pos = read_varint(buf, pos)
+        value: Any
         if vlen >= 0:
             value = buf[pos : pos + vlen]
+            if view:
+                value = value.tobytes()
             pos += vlen
         elif vlen == -1:
             value = None

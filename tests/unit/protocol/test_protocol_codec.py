@@ -315,3 +315,50 @@ def test_buffered_bytes_counts_a_partial_large_frame() -> None:
     assert codec.buffered_bytes == 150_000
     with pytest.raises(CorruptMessageError, match="150000 bytes of an incomplete frame"):
         codec.receive_eof()
+
+
+def _one_response(codec: KafkaCodec, payload: bytes) -> m.ShareFetchResponse:
+    cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
+    [resp] = feed(codec, share_fetch_frame(cid, payload), [70_000] * 100)
+    assert isinstance(resp, m.ShareFetchResponse)
+    return resp
+
+
+def test_a_frame_buffer_is_reused_only_once_no_view_of_it_is_left() -> None:
+    codec = KafkaCodec("c")
+    first = _one_response(codec, b"a" * 200_000)
+    first_buffer = records_of(first).obj
+    # A view of the first response is alive (only a slice of it, from another
+    # object): the next frame must get a buffer of its own.
+    kept = records_of(first)[1000:1010]
+    del first
+    second = _one_response(codec, b"b" * 150_000)
+    assert records_of(second).obj is not first_buffer
+    assert bytes(kept) == b"a" * 10
+    del kept
+    # Nothing views the first buffer any more: the next frame that fits reuses it,
+    # and the second response, still held, is untouched.
+    third = _one_response(codec, b"c" * 180_000)
+    assert records_of(third).obj is first_buffer
+    assert bytes(records_of(third)) == b"c" * 180_000
+    assert bytes(records_of(second)) == b"b" * 150_000
+    # A frame larger than every free buffer gets a new one.
+    del second
+    fourth = _one_response(codec, b"d" * 300_000)
+    assert records_of(fourth).obj is not first_buffer
+    assert bytes(records_of(fourth)) == b"d" * 300_000
+    assert bytes(records_of(third)) == b"c" * 180_000
+
+
+def test_frame_buffers_above_the_reuse_limit_are_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kafka_share.protocol.codec as codec_module
+
+    monkeypatch.setattr(codec_module, "MAX_REUSED_FRAME_BYTES", 100_000)
+    codec = KafkaCodec("c")
+    first = _one_response(codec, b"a" * 200_000)
+    first_buffer = records_of(first).obj
+    del first
+    second = _one_response(codec, b"b" * 150_000)
+    assert records_of(second).obj is not first_buffer

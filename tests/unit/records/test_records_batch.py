@@ -159,6 +159,40 @@ def test_negative_timestamp_deltas_and_big_varints() -> None:
     assert recs[3][3] == b"d" * 70_000
 
 
+# Value sizes whose (zig-zag) length varints, and the record length varints
+# around them, take 1, 2, 3 and 4 bytes: the decoder reads 1- to 3-byte
+# varints inline and longer ones with a helper.
+VARINT_EDGE_SIZES = [0, 63, 64, 8184, 8191, 8192, 10_240, 2**20 - 16, 2**20 - 1, 2**20]
+
+
+@pytest.mark.parametrize("as_view", [False, True], ids=["bytes", "memoryview"])
+def test_values_at_every_varint_width(as_view: bool) -> None:
+    specs = [
+        NewRecord(
+            key=b"k" * (size % 70), value=bytes([size % 251]) * size, timestamp=i,
+            headers=[("size", b"%d" % size), ("ü", None)] if i % 2 else (),
+        )
+        for i, size in enumerate(VARINT_EDGE_SIZES)
+    ]
+    data = build_batch(specs, base_offset=10)
+    # Records this large are decoded straight from a memoryview input.
+    batch = one(memoryview(bytearray(data)).toreadonly() if as_view else data)  # type: ignore[arg-type]
+    recs = batch.records()
+    assert [(r[0], r[1]) for r in recs] == [(10 + i, i) for i in range(len(specs))]
+    for i, ((_, _, key, value, headers), size) in enumerate(
+        zip(recs, VARINT_EDGE_SIZES, strict=True)
+    ):
+        assert type(key) is bytes and type(value) is bytes
+        assert key == b"k" * (size % 70)
+        assert value == bytes([size % 251]) * size
+        assert headers == ((("size", b"%d" % size), ("ü", None)) if i % 2 else ())
+        assert all(type(v) is bytes for _, v in headers[:1])
+    shape = RecordShape(tuple, "t", 0, TimestampType.CREATE_TIME, None, 1)
+    assert [(r[5], r[6], r[11]) for r in batch.shaped_records(shape)] == [
+        (r[2], r[3], len(r[3])) for r in recs if r[3] is not None
+    ]
+
+
 def test_log_append_time_uses_max_timestamp_for_every_record() -> None:
     specs = [NewRecord(value=b"a", timestamp=1), NewRecord(value=b"b", timestamp=2)]
     data = build_batch(specs, timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=777)
