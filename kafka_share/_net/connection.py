@@ -37,7 +37,6 @@ import logging
 import random as _random
 import socket
 import ssl
-import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -110,12 +109,6 @@ TRANSITIONS: dict[ConnectionState, frozenset[ConnectionState]] = {
     _S.CLOSED: frozenset(),
 }
 
-#: While a large response streams in, the socket reports readable only once this
-#: many bytes of it (or all that is left, if less) have arrived (SO_RCVLOWAT).
-#: Every wakeup of the network thread costs a loop of Python bookkeeping, and a
-#: 10 KiB-record response (~5 MB) took ~30 of them; this about halves that.
-#: (A 512 KiB mark lowered throughput in the same measurements.)
-_FRAME_RCVLOWAT_BYTES = 128 * 1024
 #: Raw bytes read from a TLS socket at a time.
 _TLS_READ_BYTES = 256 * 1024
 #: SaslHandshake v1 / SaslAuthenticate v2 (brokers with share groups have both).
@@ -168,12 +161,6 @@ class BrokerConnection:
         self.was_ready = False
         self._awaiting_token = False
         self._receive_buffer_bytes = receive_buffer_bytes
-        # The socket's SO_RCVLOWAT (1 is the kernel's default); 0: not used. Only
-        # on Linux, whose poll reports a socket readable anyway when its receive
-        # window or memory runs short (so a low-water mark cannot stall a read),
-        # and only with the kernel's auto-tuned receive buffer, which grows to
-        # hold the mark.
-        self._rcvlowat = 1 if sys.platform == "linux" and receive_buffer_bytes < 0 else 0
         self._send_buffer_bytes = send_buffer_bytes
         self._log: Logger = logger or log
         self.host = host
@@ -359,12 +346,6 @@ class BrokerConnection:
             except KafkaError as exc:
                 self.close(exc)
                 return
-            if self._rcvlowat:
-                # Exactly what the frame still needs, never more: the broker sends
-                # nothing else until it is complete, so a larger mark could stall.
-                # (Not under TLS: ciphertext already buffered by the TLS layer
-                # would make that count wrong.)
-                self._set_rcvlowat(min(codec.frame_remaining, _FRAME_RCVLOWAT_BYTES) or 1)
         try:
             while True:
                 event = codec.next_response()
@@ -520,21 +501,6 @@ class BrokerConnection:
             return False
         self._flush()  # reading may produce TLS records (key updates)
         return got
-
-    def _set_rcvlowat(self, nbytes: int) -> None:
-        if nbytes == self._rcvlowat:
-            return
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, nbytes)
-        except OSError:
-            # Unsupported here: read as data comes (and never leave a mark set).
-            self._rcvlowat = 0
-            try:
-                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
-            except OSError:
-                pass
-            return
-        self._rcvlowat = nbytes
 
     def _negotiating(self) -> bool:
         # A method, so that type checkers do not narrow self.state across calls.

@@ -179,11 +179,6 @@ class KafkaCodec:
             pending += 4 + self._frame_fill
         return pending
 
-    @property
-    def frame_remaining(self) -> int:
-        """Bytes still missing from the frame being received (0: none in progress)."""
-        return 0 if self._frame is None else self._frame_size - self._frame_fill
-
     def send_request(
         self, request: RequestMessage, version: int, *, tag: Any = None
     ) -> tuple[int, bytes]:
