@@ -317,7 +317,7 @@ _VARINT2_VALUE, _VARINT2_SIZE, _VARINT2_RAW = _varint2_tables()
 _VARINT1_VALUE = _VARINT2_VALUE[:0x100].copy()  # by first byte, for one-byte varints
 
 
-def _py_varint(buf: bytes, pos: int, limit: int, what: str) -> tuple[int, int]:
+def _py_varint(buf: bytes | memoryview, pos: int, limit: int, what: str) -> tuple[int, int]:
     """One zig-zag varint at ``pos`` that must end by ``limit``; (value, next pos)."""
     result = 0
     shift = 0
@@ -420,7 +420,7 @@ _MIN_GUESSED = 16
 
 
 def _record_starts(
-    a: Any, w16: Any, buf: bytes, start: int, end: int, count: int
+    a: Any, w16: Any, buf: bytes | memoryview, start: int, end: int, count: int
 ) -> tuple[Any, Any, Any]:
     """Every record's start, body start (after its length) and length
     (validated: lengths fit, none left over).
@@ -504,7 +504,7 @@ _BAD_STEP = 1 << 62
 _STEP1, _STEP2 = _step_tables()
 
 
-def _quick_scan(buf: bytes, pos: int, end: int, count: int) -> Any:
+def _quick_scan(buf: bytes | memoryview, pos: int, end: int, count: int) -> Any:
     """Starts of the ``count`` records from ``pos``, the last one ending the
     section, when every length varint has one or two bytes; else (or for
     any problem) ``None``, and :func:`_scan_starts` says what is wrong.
@@ -528,7 +528,7 @@ def _quick_scan(buf: bytes, pos: int, end: int, count: int) -> Any:
     return np.array(starts, np.int64)
 
 
-def _scan_starts(buf: bytes, pos: int, end: int, first: int, count: int) -> Any:
+def _scan_starts(buf: bytes | memoryview, pos: int, end: int, first: int, count: int) -> Any:
     """Starts of records ``first`` .. ``count - 1`` from ``pos``, the last one
     ending the section: a loop over the length varints only."""
     starts = array("q")
@@ -562,7 +562,7 @@ def _scan_starts(buf: bytes, pos: int, end: int, first: int, count: int) -> Any:
 # ---------------------------------------------------------------------- keys and values
 
 
-def _views(a: Any, buf: bytes, pos: Any, sizes: Any, rel: Any, long_index: Any) -> Any:
+def _views(a: Any, buf: bytes | memoryview, pos: Any, sizes: Any, rel: Any, long_index: Any) -> Any:
     """Binary_view views (16 bytes each) of the values at ``pos`` with ``sizes``.
 
     ``rel`` is each value's offset in its data buffer, ``long_index`` its
@@ -594,7 +594,7 @@ def _views(a: Any, buf: bytes, pos: Any, sizes: Any, rel: Any, long_index: Any) 
         raw = views.view(np.uint8).reshape(n, 16)
         for i in tail:
             p = int(pos[i])
-            raw[i, 4:] = np.frombuffer(buf[p : p + _INLINE].ljust(_INLINE, b"\0"), np.uint8)
+            raw[i, 4:] = np.frombuffer(bytes(buf[p : p + _INLINE]).ljust(_INLINE, b"\0"), np.uint8)
     words = views.view(_VIEW_WORDS)
     lo = words["lo"]
     lo &= _VIEW_MASK_LO.take(size_class)
@@ -647,7 +647,9 @@ def _end_varints(a: Any, w16: Any, pos: Any, limit: Any, what: str) -> tuple[Any
     return values, nxt
 
 
-def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n: int) -> Any:
+def _headers(
+    a: Any, w16: Any, buf: bytes | memoryview, rows: Any, pos: Any, rec_end: Any, n: int
+) -> Any:
     """The headers column, given ``rows``: the records whose header count is
     not a single 0 byte. Advances every position in ``pos`` past its header
     count and headers. ``None`` if every count is 0 after all (a padded 0).
@@ -706,7 +708,7 @@ def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n:
         for k in range(total):
             start = int(key_pos[k])
             try:
-                buf[start : start + int(key_len[k])].decode()
+                bytes(buf[start : start + int(key_len[k])]).decode()
             except UnicodeDecodeError as exc:
                 record = int(np.searchsorted(list_offsets, k, side="right")) - 1
                 raise _CorruptError(f"header key is not UTF-8 ({exc})", record, start) from None
@@ -726,7 +728,9 @@ def _headers(a: Any, w16: Any, buf: bytes, rows: Any, pos: Any, rec_end: Any, n:
     return pa.ListArray.from_arrays(_int32_array(list_offsets), items, type=HEADERS_TYPE)
 
 
-def _py_headers(buf: bytes, q: int, end: int, out: Any, flat: int, first: int, count: int) -> int:
+def _py_headers(
+    buf: bytes | memoryview, q: int, end: int, out: Any, flat: int, first: int, count: int
+) -> int:
     """Headers ``first`` .. ``count - 1`` of one record from ``q``, in Python;
     stores them as :func:`_header_step` does; the position after them."""
     for k in range(flat + first, flat + count):
@@ -811,7 +815,7 @@ def decode_columns(batch: RecordBatch) -> RecordColumns:
 
 def _decode(
     batch: RecordBatch,
-    buf: bytes,
+    buf: bytes | memoryview,
     start: int,
     end: int,
     count: int,

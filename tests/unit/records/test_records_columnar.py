@@ -728,3 +728,32 @@ def test_records_package_does_not_import_columnar() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_large_records_decoded_from_a_memoryview() -> None:
+    # Records of 2 KiB and more are decoded straight from the response buffer (a
+    # memoryview), without copying the section first: header keys checked as
+    # UTF-8 and values ending at the buffer's end must work on a view too.
+    import os
+
+    from kafka_share.records.batch import CorruptBatchError, iter_batches
+    from kafka_share.records.builder import NewRecord, build_batch
+
+    records = [
+        NewRecord(key=None, value=os.urandom(2500), headers=[("ключ", b"x")], timestamp=5 + i)
+        for i in range(40)
+    ] + [NewRecord(key=None, value=b"ab", timestamp=9)]
+    data = build_batch(records, base_offset=0)
+    (batch,) = iter_batches(memoryview(bytearray(data)), check_crcs=True)
+    rows = batch.records()
+    columns = decode_columns(batch)
+    assert columns.values.to_pylist() == [r[3] for r in rows]
+    assert columns.headers is not None
+    assert [[(h["key"], h["value"]) for h in hs] for hs in columns.headers.to_pylist()] == [
+        list(r[4]) for r in rows
+    ]
+    bad = bytearray(data)
+    bad[bytes(bad).index("ключ".encode())] = 0xFF
+    (broken,) = iter_batches(memoryview(bad), check_crcs=False)
+    with pytest.raises(CorruptBatchError, match="not UTF-8"):
+        decode_columns(broken)
