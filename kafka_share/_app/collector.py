@@ -118,15 +118,18 @@ def columnar_helpers() -> Any:
 
 _columnar = columnar_helpers
 
-#: batches at least this big are decoded through numpy when it is installed
-#: (below it the fixed cost of the vectorised decoder, ~70 µs, does not pay)
+#: batches of at least this many records are decoded through numpy when it is
+#: installed (below it the fixed cost of the vectorised decoder, ~70 µs, does
+#: not pay), if their records average less than _COLUMNAR_MAX_RECORD_BYTES
+#: (above, copying the values dominates and the row decoder is as fast)
 _COLUMNAR_MIN_RECORDS = 64
+_COLUMNAR_MAX_RECORD_BYTES = 4096
 
 
-def _vectorised_rows() -> Any:
+def vectorised_rows() -> Any:
     """:mod:`kafka_share.records.columnar` if numpy and pyarrow are installed, else
-    None; looked up once, when the first large batch arrives (not at import:
-    numpy and pyarrow take a few hundred ms to import)."""
+    None; imported once (about 0.1 s of CPU), by the first consumer created, so
+    that no poll pays for it."""
     global _VECTORISED
     if _VECTORISED is False:
         try:
@@ -239,6 +242,8 @@ class FetchCollector(Generic[K, V]):
         #: decode into columns for ``poll_arrow`` instead of one ConsumerRecord per
         #: record (set once, before the first collect: the consumer never mixes them)
         self.columnar = False
+        #: numpy-backed row decoding (kafka_share.records.columnar), or None
+        self._vectorised = vectorised_rows()
 
     def drop_stale(self, node_id: int, generation: int) -> int:
         """Drop fetched records of ``node_id``'s share sessions older than
@@ -554,7 +559,8 @@ class FetchCollector(Generic[K, V]):
                 )
                 try:
                     vectorised = (
-                        _vectorised_rows() if batch.record_count >= _COLUMNAR_MIN_RECORDS
+                        self._vectorised if batch.record_count >= _COLUMNAR_MIN_RECORDS
+                        and batch.size_in_bytes < batch.record_count * _COLUMNAR_MAX_RECORD_BYTES
                         else None
                     )
                     if vectorised is not None:
