@@ -49,10 +49,9 @@ class AckDeferral:
     acknowledgements to carry.
     """
 
-    __slots__ = ("_held_since_ms", "_max_records", "_trickle")
+    __slots__ = ("_held_since_ms", "_trickle")
 
-    def __init__(self, max_records: int) -> None:
-        self._max_records = max_records
+    def __init__(self) -> None:
         #: the node's last answer brought a few records (the consumer is caught up)
         self._trickle = False
         #: when acknowledgements were first held back in the current window
@@ -62,10 +61,12 @@ class AckDeferral:
     def trickle(self) -> bool:
         return self._trickle
 
-    def on_response(self, acquired: int, size_bytes: int) -> None:
-        """A fetch to the node was answered with ``acquired`` records of
-        ``size_bytes`` bytes in all."""
-        self._trickle = acquired > 0 and caught_up(acquired, size_bytes, self._max_records)
+    def on_response(self, acquired: int, size_bytes: int, max_records: int) -> None:
+        """A fetch to the node that asked for up to ``max_records`` records was
+        answered with ``acquired`` records of ``size_bytes`` bytes in all (a
+        fetch capped to the application's pace that got all it asked for is not
+        a trickle: the consumer is behind)."""
+        self._trickle = acquired > 0 and caught_up(acquired, size_bytes, max_records)
 
     def on_failure(self) -> None:
         """A fetch to the node failed: acknowledgements go with the next one."""

@@ -235,7 +235,7 @@ class ShareConsumeManager:
         if state is None:
             state = _NodeState(
                 ShareSession(node_id, self._log),
-                deferral=AckDeferral(self._settings.max_records),
+                deferral=AckDeferral(),
             )
             self._nodes[node_id] = state
         return state
@@ -865,7 +865,7 @@ class ShareConsumeManager:
             self._count_sent(plan.acknowledgements)
             handler = self._fetch_handler(
                 node_id, state, plan.acknowledgements, known, now_ms, self._ahead,
-                state.generation,
+                state.generation, max_records,
             )
             out.append(UnsentRequest(node_id, Channel.SHARE, wire_request, handler))
         return out
@@ -900,6 +900,7 @@ class ShareConsumeManager:
         sent_ms: int,
         ahead: bool,
         generation: int,
+        max_records: int,
     ) -> ResponseHandler:
         session = state.session  # the session this request was built on
 
@@ -1005,7 +1006,7 @@ class ShareConsumeManager:
             size_bytes = sum(len(f.records) for f in completed)
             acquired_count = sum(b - a + 1 for f in completed for a, b, _ in f.acquired)
             if state.deferral is not None:
-                state.deferral.on_response(acquired_count, size_bytes)
+                state.deferral.on_response(acquired_count, size_bytes, max_records)
             if self._metrics is not None:
                 self._metrics.record_fetch(
                     now_ms,

@@ -976,3 +976,17 @@ def test_commit_sync_sends_held_acks_at_once() -> None:
     assert ack_batches(req.request, 0) == [(0, 0, [1])]
     req.handler(ack_response(0), None)
     assert future.result(timeout=0) == {TIP0: None}
+
+
+def test_an_answer_with_all_a_pace_capped_fetch_asked_for_is_not_a_trickle() -> None:
+    env = _established_on_node_1()
+    env.mgr.on_fetch({}, max_records=2)  # a slow application: its pace caps the fetch
+    reqs = env.poll(0)
+    assert reqs[1].request.max_records == 2
+    reqs[1].handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=b"\x00" * 8,
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=0, last_offset=1, delivery_count=1)],
+    )), None)
+    env.mgr.on_fetch({TIP0: (1, acks(0, 1))}, max_records=2)
+    assert fetch_ack_batches(env.poll(1)[1].request, 0) == [(0, 1, [1])]
