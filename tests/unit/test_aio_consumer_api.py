@@ -320,3 +320,41 @@ def test_a_poll_of_its_own_ends_an_async_for_batch() -> None:
         return polled, iterated
 
     assert run(main()) == ([5, 6, 7], [8, 9])
+
+
+def test_a_poll_runs_one_engine_round_for_its_poll_and_fetch_events() -> None:
+    """A poll's PollEvent is applied without a round of its own: the FetchEvent's
+    round covers both; a poll that hands over nothing else runs the owed round
+    before it returns, so the engine still sees the poll at once."""
+
+    async def main() -> tuple[list[str], list[str]]:
+        c = await consumer()
+        shell = c._shell
+        log: list[str] = []
+        real_submit, real_round = shell.submit, shell._run_round
+
+        def submit(event: Any) -> None:
+            log.append(type(event).__name__)
+            real_submit(event)
+
+        def run_round() -> None:
+            log.append("round")
+            real_round()
+
+        shell.submit = submit  # type: ignore[method-assign]
+        shell._run_round = run_round  # type: ignore[method-assign]
+        try:
+            await c.poll(0)  # nothing buffered: the poll fetches
+            fetching = list(log)
+            log.clear()
+            c._fetch_buffer.add_all([fetch(0, 3)])
+            c._prefetch = False  # a buffered response is drained before fetching again
+            assert (await c.poll(0)).count() == 3
+            return fetching, list(log)
+        finally:
+            await c.close(timeout=1.0)
+
+    fetching, returning = run(main())
+    assert fetching == ["PollEvent", "FetchEvent", "round"]
+    assert returning[0] == "PollEvent" and returning.count("round") == 1
+    assert returning[-1] == "round"
