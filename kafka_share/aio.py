@@ -286,6 +286,7 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
             )
         finally:
             self._poll_end(records)
+            self._shell.flush()
         return records
 
     async def _wait_until(self, deadline_ms: int) -> None:
@@ -305,6 +306,7 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
             if records is not None:
                 return records
             if not self._fetch_buffer.has_data() and not self._fetch_buffer.has_background():
+                self._shell.flush()  # the engine must see this poll before it waits
                 waited_from = _now_ms()
                 await self._shell.wait(min(remaining, 1000))
                 self._poll_waited_ms += _now_ms() - waited_from

@@ -232,6 +232,7 @@ class ShareConsumer(ConsumerCore[K, V]):
             records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
         finally:
             self._poll_end(records)
+            self._thread.flush()
         return records
 
 
@@ -255,6 +256,7 @@ class ShareConsumer(ConsumerCore[K, V]):
             records, remaining = self._poll_outcome(self._poll_once(), deadline)
             if records is not None:
                 return records
+            self._thread.flush()  # the engine must see this poll before it waits
             waited_from = _now_ms()
             self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
             self._poll_waited_ms += _now_ms() - waited_from

@@ -35,7 +35,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from kafka_share._app.events import ApplicationEvent, CompletedShareFetch, ErrorEvent
+from kafka_share._app.events import ApplicationEvent, CompletedShareFetch, ErrorEvent, PollEvent
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
@@ -153,6 +153,8 @@ class AsyncEngineShell(EngineDriver):
         #: loop was blocked
         self._timer_due_ms: int | None = None
         self._round_scheduled = False
+        #: a PollEvent was applied without the round that follows events (see submit)
+        self._round_owed = False
         #: the application's awaiting calls, woken after a round that gave them
         #: something to look at (data, a background event, a completed call)
         self._waiters: list[asyncio.Future[None]] = []
@@ -180,7 +182,19 @@ class AsyncEngineShell(EngineDriver):
         if future is not None:
             future.add_done_callback(self._note_news)
         self._guarded(self._apply, event, monotonic_ms())
+        if type(event) is PollEvent:
+            # Nothing to send yet: the poll goes on to submit its fetch, whose
+            # round covers both, or calls flush() before it waits or returns.
+            self._round_owed = True
+            return
+        self._round_owed = False
         self._guarded(self._run_round)
+
+    def flush(self) -> None:
+        """Run the round owed to an event applied without one (a PollEvent)."""
+        if self._round_owed:
+            self._round_owed = False
+            self._guarded(self._run_round)
 
     async def wait(self, timeout_ms: int) -> None:
         """Wait up to ``timeout_ms`` for news from a round (or :meth:`wake`). Also

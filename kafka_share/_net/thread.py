@@ -31,7 +31,13 @@ from __future__ import annotations
 import queue
 import threading
 
-from kafka_share._app.events import ApplicationEvent, CompletedShareFetch, ErrorEvent, StopEvent
+from kafka_share._app.events import (
+    ApplicationEvent,
+    CompletedShareFetch,
+    ErrorEvent,
+    PollEvent,
+    StopEvent,
+)
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
@@ -61,6 +67,8 @@ class NetworkThread(EngineDriver):
         #: why the thread died, once it has (every later call fails with it)
         self._died: KafkaError | None = None
         self._stop = threading.Event()
+        #: a PollEvent was queued without waking the thread (see submit)
+        self._wake_owed = False
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-share-network-{client_id}", daemon=True
         )
@@ -79,9 +87,24 @@ class NetworkThread(EngineDriver):
                 future.set_exception(died)
             return
         self._events.put(event)
-        self._client.wakeup()
+        if type(event) is PollEvent:
+            # The poll that queued it goes on to submit its fetch, which wakes the
+            # thread for both, or calls flush() before it waits or returns: one
+            # wakeup per poll instead of two, each a hand-over of the GIL to
+            # this thread while the application thread is on its way to the fetch.
+            self._wake_owed = True
+        else:
+            self._wake_owed = False
+            self._client.wakeup()
         if self._died is not None:  # died while we were putting it
             self._fail_pending(self._died)
+
+    def flush(self) -> None:
+        """Wake the thread for an event queued without a wakeup (a PollEvent).
+        The application thread calls it before it waits and when a poll returns."""
+        if self._wake_owed:
+            self._wake_owed = False
+            self._client.wakeup()
 
     def stop(self, timeout_ms: int) -> None:
         """Stop the loop and wait up to ``timeout_ms`` for the thread to end."""

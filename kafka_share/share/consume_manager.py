@@ -56,6 +56,7 @@ from kafka_share.protocol.messages import (
     ShareFetchResponse,
 )
 from kafka_share.share import _codes
+from kafka_share.share.ack_deferral import AckDeferral
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
 from kafka_share.share.backoff import ExponentialBackoff
 from kafka_share.share.capabilities import ShareCapabilities, ShareFeature
@@ -172,6 +173,10 @@ class _NodeState:
     generation: int = 0
     #: the close is a leave (not the consumer closing): open a new session afterwards
     reopen_after_close: bool = False
+    #: whether acks wait for a later fetch while this node's answers are a trickle
+    deferral: AckDeferral | None = None
+    #: the async acks are ones held back from a fetch (they ride on the next one)
+    acks_held: bool = False
 
 
 class ShareConsumeManager:
@@ -228,7 +233,10 @@ class ShareConsumeManager:
     def _node(self, node_id: int) -> _NodeState:
         state = self._nodes.get(node_id)
         if state is None:
-            state = _NodeState(ShareSession(node_id, self._log))
+            state = _NodeState(
+                ShareSession(node_id, self._log),
+                deferral=AckDeferral(),
+            )
             self._nodes[node_id] = state
         return state
 
@@ -541,6 +549,9 @@ class ShareConsumeManager:
                 waits.append(max(1, expiry - now_ms + 1))
         waits.extend(
             max(0, s.async_linger_until_ms - now_ms)
+            if not (s.acks_held and now_ms >= s.async_linger_until_ms)
+            # held acks past their window wait for the fetch, then go alone
+            else max(0, s.async_linger_until_ms + ACK_LINGER_MS - now_ms)
             for s in self._nodes.values()
             if s.async_acks
         )
@@ -557,8 +568,14 @@ class ShareConsumeManager:
     def _next_ack_request(
         self, node_id: int, state: _NodeState, now_ms: int
     ) -> UnsentRequest | None:
-        if state.async_acks and now_ms >= state.async_linger_until_ms:
+        if (
+            state.async_acks
+            and now_ms >= state.async_linger_until_ms
+            # held-back acks whose window ended ride on the fetch this round builds
+            and not (state.acks_held and self._fetch_takes_held(state, now_ms))
+        ):
             acks, state.async_acks = state.async_acks, {}
+            state.acks_held = False
             return self._ack_request(node_id, state, acks, None, now_ms)
         while state.sync_queue:
             commit = state.sync_queue[0]
@@ -589,6 +606,18 @@ class ShareConsumeManager:
             plan = state.session.build_close(acks_for_node)
             return self._share_acknowledge(node_id, state, plan, commit, close=True)
         return None
+
+    def _fetch_takes_held(self, state: _NodeState, now_ms: int) -> bool:
+        """Whether acks held back from a fetch (whose window has ended) may wait
+        for the fetch this round builds instead of going as a ShareAcknowledge
+        that the fetch would queue behind. Bounded: past ``ACK_LINGER_MS`` after
+        the window they go on their own whatever happens."""
+        return (
+            self.fetch_more
+            and self._closing is None
+            and not self._fetch_blocked
+            and now_ms < state.async_linger_until_ms + ACK_LINGER_MS
+        )
 
     def _share_acknowledge(
         self,
@@ -775,11 +804,19 @@ class ShareConsumeManager:
                 for tip, a in state.async_acks.items():
                     _merge_into(acks, tip, a)
                 state.async_acks = {}
+                state.acks_held = False
             missing_renew = self._missing(node_id, ShareFeature.RENEW)
             if missing_renew is not None and any(a.has_renew for a in acks.values()):
                 renew = {t: a for t, a in acks.items() if a.has_renew}
                 self._fail(renew, missing_renew, None)
                 acks = {t: a for t, a in acks.items() if not a.has_renew}
+            fetch_records = bool(parts) and (record_node is None or record_node == node_id)
+            s = self._settings
+            hold_until = self._hold_acks_until(state, acks, fetch_records, now_ms)
+            if hold_until is not None:
+                _queue_async(state, acks, now_ms + s.ack_timeout_ms, hold_until)
+                state.acks_held = True
+                acks = {}
             plan = state.session.build_fetch(parts, acks)
             if plan.epoch == 0:
                 state.generation += 1  # a new session: what it acquires is its own
@@ -788,8 +825,6 @@ class ShareConsumeManager:
                     self._sink.session_replaced(node_id, state.generation)
             if plan.unsendable:
                 self._fail(plan.unsendable, _session_lost(node_id), None)
-            fetch_records = bool(parts) and (record_node is None or record_node == node_id)
-            s = self._settings
             if plan.is_renew_ack or not fetch_records:
                 max_wait = min_bytes = max_bytes = max_records = batch_size = 0
             else:
@@ -799,6 +834,10 @@ class ShareConsumeManager:
                     max_records = batch_size = max(1, min(max_records, self._max_records_cap))
                 if self._ahead:
                     max_wait = 0
+                if hold_until is not None:
+                    # The held acks go with the next fetch, at the latest when
+                    # this one comes back empty at the end of their window.
+                    max_wait = max(0, min(max_wait, hold_until - now_ms))
                 if self._renewal is not None:
                     # A long-polling fetch would hold back the next renewal to
                     # this node (one share request per node is in flight).
@@ -826,10 +865,31 @@ class ShareConsumeManager:
             self._count_sent(plan.acknowledgements)
             handler = self._fetch_handler(
                 node_id, state, plan.acknowledgements, known, now_ms, self._ahead,
-                state.generation,
+                state.generation, max_records,
             )
             out.append(UnsentRequest(node_id, Channel.SHARE, wire_request, handler))
         return out
+
+    def _hold_acks_until(
+        self,
+        state: _NodeState,
+        acks: Mapping[TopicIdPartition, Acknowledgements],
+        fetch_records: bool,
+        now_ms: int,
+    ) -> int | None:
+        """Until when ``acks`` wait for a later fetch instead of riding on this
+        long-polling one (see share/ack_deferral.py); None: they ride on it."""
+        if (
+            not acks
+            or not fetch_records
+            or self._ahead
+            or state.deferral is None
+            or state.session.is_new
+            or self._settings.max_wait_ms <= 0
+            or any(a.has_renew for a in acks.values())
+        ):
+            return None
+        return state.deferral.hold_until_ms(now_ms, sum(len(a) for a in acks.values()))
 
     def _fetch_handler(
         self,
@@ -840,12 +900,15 @@ class ShareConsumeManager:
         sent_ms: int,
         ahead: bool,
         generation: int,
+        max_records: int,
     ) -> ResponseHandler:
         session = state.session  # the session this request was built on
 
         def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
             self._now_ms = max(self._now_ms, now_ms)
             if error is not None:
+                if state.deferral is not None:
+                    state.deferral.on_failure()
                 session.handle_error()
                 # Back off before the next request to this node: a broker that is
                 # down (or a leader that moved) would otherwise be asked again on
@@ -940,12 +1003,16 @@ class ShareConsumeManager:
                         ),
                         None,
                     )
+            size_bytes = sum(len(f.records) for f in completed)
+            acquired_count = sum(b - a + 1 for f in completed for a, b, _ in f.acquired)
+            if state.deferral is not None:
+                state.deferral.on_response(acquired_count, size_bytes, max_records)
             if self._metrics is not None:
                 self._metrics.record_fetch(
                     now_ms,
                     latency_ms=now_ms - sent_ms,
-                    size_bytes=sum(len(f.records) for f in completed),
-                    records=sum(b - a + 1 for f in completed for a, b, _ in f.acquired),
+                    size_bytes=size_bytes,
+                    records=acquired_count,
                     throttle_time_ms=response.throttle_time_ms,
                 )
             if completed or (ahead and self._ahead):
@@ -1246,6 +1313,7 @@ def _queue_async(
 ) -> None:
     """Add ``acks`` to a node's asynchronous acks. The first to arrive set the
     linger; acks that must go now (``linger_until_ms`` 0) end it for all."""
+    state.acks_held = False
     if not state.async_acks:
         state.async_linger_until_ms = linger_until_ms
     elif linger_until_ms == 0:

@@ -209,7 +209,8 @@ def test_commit_sync_results_and_callback_on_application_thread(
     c.subscribe([topic])
     caplog.set_level(logging.ERROR, logger="kafka_share")
     # Explicit mode: each batch is acknowledged before the next poll, which sends
-    # those acks; the last batch's acks go with commit_sync.
+    # those acks (or, for a caught-up consumer, holds them back briefly from its
+    # fetches); the last batch's acks, and any held back, go with commit_sync.
     batches: list[list[ConsumerRecord[Any, Any]]] = []
 
     def ack_all(batch: list[ConsumerRecord[Any, Any]]) -> None:
@@ -222,7 +223,7 @@ def test_commit_sync_results_and_callback_on_application_thread(
     last_partitions = {(r.topic, r.partition) for r in batches[-1]}
     results = c.commit_sync(timeout=10.0)
 
-    assert {(tip.topic, tip.partition) for tip in results} == last_partitions
+    assert last_partitions <= {(tip.topic, tip.partition) for tip in results}
     assert results and all(err is None for err in results.values())
     main = threading.current_thread().name
     assert calls, "the callback ran before commit_sync returned"

@@ -362,3 +362,41 @@ def test_the_fetch_after_a_large_response_carries_the_acks_of_all_its_records(
     assert counts == [500, 500, 200, 0]
     assert per_poll[2] == [], "the poll handing out the last records fetched before their acks"
     assert per_poll[3] == [list(range(1000, 1200))]
+
+
+def test_a_poll_runs_one_engine_round_for_its_poll_and_fetch_events() -> None:
+    """A poll's PollEvent is applied without a round of its own: the FetchEvent's
+    round covers both; a poll that hands over nothing else runs the owed round
+    before it returns, so the engine still sees the poll at once."""
+
+    async def main() -> tuple[list[str], list[str]]:
+        c = await consumer()
+        shell = c._shell
+        log: list[str] = []
+        real_submit, real_round = shell.submit, shell._run_round
+
+        def submit(event: Any) -> None:
+            log.append(type(event).__name__)
+            real_submit(event)
+
+        def run_round() -> None:
+            log.append("round")
+            real_round()
+
+        shell.submit = submit  # type: ignore[method-assign]
+        shell._run_round = run_round  # type: ignore[method-assign]
+        try:
+            await c.poll(0)  # nothing buffered: the poll fetches
+            fetching = list(log)
+            log.clear()
+            c._fetch_buffer.add_all([fetch(0, 3)])
+            c._prefetch = False  # a buffered response is drained before fetching again
+            assert (await c.poll(0)).count() == 3
+            return fetching, list(log)
+        finally:
+            await c.close(timeout=1.0)
+
+    fetching, returning = run(main())
+    assert fetching == ["PollEvent", "FetchEvent", "round"]
+    assert returning[0] == "PollEvent" and returning.count("round") == 1
+    assert returning[-1] == "round"

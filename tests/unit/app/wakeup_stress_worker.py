@@ -39,6 +39,9 @@ class InertNetworkThread:
         if future is not None and type(event).__name__ != "AcknowledgeSyncEvent":
             future.set_result({} if type(event).__name__ == "AcknowledgeOnCloseEvent" else None)
 
+    def flush(self) -> None:
+        pass
+
     def stop(self, timeout_ms: int) -> None:
         pass
 

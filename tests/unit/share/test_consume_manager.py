@@ -24,9 +24,10 @@ from kafka_share.protocol.messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
+from kafka_share.share.ack_deferral import ACK_DEFER_MS
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareCapabilities
-from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
+from kafka_share.share.consume_manager import ACK_LINGER_MS, FetchSettings, ShareConsumeManager
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share.share.unsent import Channel, UnsentRequest, VersionedRequest
 
@@ -837,3 +838,155 @@ def test_fetched_records_carry_the_generation_of_the_session_that_acquired_them(
     )), None)
     [fetched] = env.sink.fetches
     assert fetched.session_generation == 1
+
+
+# -- acknowledgements held back while the answers are a trickle -------------------
+
+
+def _trickle(env: Env, now_ms: int, first: int, last: int) -> None:
+    """A round on node 1 (node 2 idle) answered at ``now_ms`` with records
+    ``first``..``last`` of TIP0: a caught-up consumer's answer."""
+    env.mgr.fetch_more = True
+    reqs = env.poll(now_ms)
+    reqs[1].handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=b"\x00" * 8,
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=first, last_offset=last, delivery_count=1)],
+    )), None)
+
+
+def _established_on_node_1() -> Env:
+    env = Env()
+    env.mgr.assigned = [TIP0]
+    env.mgr.on_fetch({})
+    env.poll(0)[1].handler(ShareFetchResponse(), None)
+    return env
+
+
+def test_acks_are_held_back_from_long_polling_fetches_while_answers_are_a_trickle() -> None:
+    """The broker holds the answer to a fetch carrying acks until it has written
+    them: a caught-up consumer's fetches go without them for ACK_DEFER_MS, and
+    wait no longer than that window, so the acks are at most that late."""
+    env = _established_on_node_1()
+    _trickle(env, 0, 0, 0)
+    env.mgr.on_fetch({TIP0: (1, acks(0))})
+    fetch = env.poll(10)[1]
+    assert fetch_ack_batches(fetch.request, 0) == []
+    assert fetch.request.max_wait_ms == ACK_DEFER_MS
+    fetch.handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=b"\x00" * 8,
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=1, last_offset=1, delivery_count=1)],
+    )), None)
+    assert env.sink.completions == []
+    env.mgr.on_fetch({TIP0: (1, acks(1))})
+    fetch = env.poll(20)[1]
+    assert fetch_ack_batches(fetch.request, 0) == []
+    assert fetch.request.max_wait_ms == 10 + ACK_DEFER_MS - 20
+    fetch.handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=b"\x00" * 8,
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=2, last_offset=2, delivery_count=1)],
+    )), None)
+    # The window has ended: every held ack rides on the next fetch, which long-polls.
+    env.mgr.on_fetch({TIP0: (1, acks(2))})
+    reqs = env.poll(10 + ACK_DEFER_MS)
+    assert set(reqs) == {1}
+    fetch = reqs[1]
+    assert isinstance(fetch.request, ShareFetchRequest)
+    assert fetch_ack_batches(fetch.request, 0) == [(0, 2, [1])]
+    assert fetch.request.max_wait_ms == 500
+    fetch.handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
+    assert env.sink.errors_of(TIP0) == [None]
+
+
+def test_acks_ride_on_the_fetch_after_an_empty_or_a_large_answer() -> None:
+    env = _established_on_node_1()  # the last answer was empty
+    env.mgr.on_fetch({TIP0: (1, acks(7))})
+    fetch = env.poll(0)[1].request
+    assert fetch_ack_batches(fetch, 0) == [(7, 7, [1])]
+    assert fetch.max_wait_ms == 500
+
+    env = _established_on_node_1()
+    _trickle(env, 0, 0, 99)  # max_records (100): the consumer is behind
+    env.mgr.on_fetch({TIP0: (1, acks(*range(100)))})
+    assert fetch_ack_batches(env.poll(1)[1].request, 0) == [(0, 99, [1])]
+
+
+def test_held_acks_past_their_window_ride_on_the_fetch_not_a_share_acknowledge() -> None:
+    env = _established_on_node_1()
+    _trickle(env, 0, 0, 0)
+    env.mgr.on_fetch({TIP0: (1, acks(0))})
+    fetch = env.poll(0)[1]
+    fetch.handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
+    # the fetch came back empty at the end of the window; the round goes on
+    assert env.mgr.fetch_more
+    reqs = env.poll(ACK_DEFER_MS)
+    assert set(reqs) == {1}
+    assert isinstance(reqs[1].request, ShareFetchRequest)
+    assert fetch_ack_batches(reqs[1].request, 0) == [(0, 0, [1])]
+
+
+def test_held_acks_go_alone_when_no_fetch_takes_them() -> None:
+    env = _established_on_node_1()
+    _trickle(env, 0, 0, 0)
+    env.mgr.on_fetch({TIP0: (1, acks(0))})
+    env.poll(0)[1].handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=b"\x00" * 8,
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=1, last_offset=1, delivery_count=1)],
+    )), None)
+    assert not env.mgr.fetch_more  # the application has not asked again
+    assert env.poll(ACK_DEFER_MS - 1) == {}
+    assert env.mgr.time_until_next_ms(ACK_DEFER_MS - 1) == 1
+    reqs = env.poll(ACK_DEFER_MS)
+    assert isinstance(reqs[1].request, ShareAcknowledgeRequest)
+    assert ack_batches(reqs[1].request, 0) == [(0, 0, [1])]
+
+
+def test_held_acks_past_their_window_do_not_spin_the_network_loop() -> None:
+    """While the fetch that would carry them is in flight past their window,
+    held acks set a deadline ACK_LINGER_MS later, not a wait of 0 (a busy loop);
+    by then, with no fetch taking them, they go on their own."""
+    env = _established_on_node_1()
+    _trickle(env, 0, 0, 0)
+    env.mgr.on_fetch({TIP0: (1, acks(0))})
+    fetch = env.poll(0)[1]
+    assert fetch_ack_batches(fetch.request, 0) == []
+    assert env.mgr.time_until_next_ms(ACK_DEFER_MS + 5) == ACK_LINGER_MS - 5
+    fetch.handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
+    env.mgr.fetch_more = False
+    reqs = env.poll(ACK_DEFER_MS + 5)
+    assert isinstance(reqs[1].request, ShareAcknowledgeRequest)
+    assert ack_batches(reqs[1].request, 0) == [(0, 0, [1])]
+
+
+def test_commit_sync_sends_held_acks_at_once() -> None:
+    env = _established_on_node_1()
+    _trickle(env, 0, 0, 0)
+    env.mgr.on_fetch({TIP0: (1, acks(0))})
+    fetch = env.poll(0)[1]
+    assert fetch_ack_batches(fetch.request, 0) == []
+    fetch.handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
+    env.mgr.fetch_more = False
+    future: Future[object] = Future()
+    env.mgr.on_sync({}, 10_000, future)
+    req = env.poll(1)[1]
+    assert isinstance(req.request, ShareAcknowledgeRequest)
+    assert ack_batches(req.request, 0) == [(0, 0, [1])]
+    req.handler(ack_response(0), None)
+    assert future.result(timeout=0) == {TIP0: None}
+
+
+def test_an_answer_with_all_a_pace_capped_fetch_asked_for_is_not_a_trickle() -> None:
+    env = _established_on_node_1()
+    env.mgr.on_fetch({}, max_records=2)  # a slow application: its pace caps the fetch
+    reqs = env.poll(0)
+    assert reqs[1].request.max_records == 2
+    reqs[1].handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=b"\x00" * 8,
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=0, last_offset=1, delivery_count=1)],
+    )), None)
+    env.mgr.on_fetch({TIP0: (1, acks(0, 1))}, max_records=2)
+    assert fetch_ack_batches(env.poll(1)[1].request, 0) == [(0, 1, [1])]
