@@ -60,7 +60,7 @@ from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords,
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
-from kafka_share.share.fetch_ahead import FetchAheadPolicy
+from kafka_share.share.fetch_ahead import FetchAheadPolicy, may_fetch_holding
 from kafka_share.share.results import LocksLost, SessionReplaced
 
 __all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell"]
@@ -412,6 +412,11 @@ class ConsumerCore(Generic[K, V]):
             and (not buffered_before or (self._prefetch and not batch.records and not have_records))
             and not self._collector.has_buffered()
         )
+        if want_fetch and not may_fetch_holding(self._in_flight.most_held()):
+            # The records this poll hands out (earlier slices included) would keep
+            # the broker from acquiring more (its per-partition lock limit): the
+            # next poll fetches, carrying their acks.
+            want_fetch = False
         if not batch.records and batch.error is None:
             if want_fetch or acks:
                 self._send_acks(acks, fetch=want_fetch)

@@ -1,0 +1,179 @@
+"""A poll that drains the buffer fetches at once only while the records it hands
+out stay under the broker's per-partition lock limit.
+
+With ``max.poll.records`` at or above ``group.share.partition.max.record.locks``
+(2000 by default), the draining poll alone holds the limit: a fetch sent then
+(carrying only the earlier polls' acks) finds the share-partition full, the
+broker parks it for ``fetch.max.wait.ms`` and this poll's acks wait behind it,
+once per response (throughput fell from ~300,000 to ~17,000 records/s). Such a
+poll leaves the fetch to the next poll, which carries its acks. The broker
+address is unreachable; the test plays the network's part by adding completed
+fetches to the buffer and records what the consumer hands to its I/O shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from typing import Any
+
+import pytest
+
+from kafka_share import ShareConsumer
+from kafka_share._app.events import AcknowledgeAsyncEvent, CompletedShareFetch, FetchEvent
+from kafka_share.aio import AsyncShareConsumer
+from kafka_share.models import TopicIdPartition
+from kafka_share.records.builder import NewRecord, build_batch
+from kafka_share.share.fetch_ahead import AHEAD_MAX_HELD
+
+TIP = TopicIdPartition(uuid.UUID(int=31), "jobs", 0)
+NODE = 1
+MAX_POLL = 2000
+
+
+def _refusing_address() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def response(count: int, per_batch: int = 500) -> CompletedShareFetch:
+    """One ShareFetch response acquiring offsets ``0 .. count - 1``."""
+    data = bytearray()
+    for start in range(0, count, per_batch):
+        n = min(per_batch, count - start)
+        data += build_batch(
+            [NewRecord(key=None, value=b"v") for _ in range(n)], base_offset=start
+        )
+    return CompletedShareFetch(NODE, TIP, memoryview(bytes(data)), [(0, count - 1, 1)])
+
+
+class Recorder:
+    """What the consumer hands to its I/O shell: (kind, acknowledged offsets of
+    TIP), copied when handed over (the engine merges later acks into the same
+    objects)."""
+
+    def __init__(self, c: Any) -> None:
+        self.events: list[tuple[type, set[int]]] = []
+        real = c._thread.submit
+
+        def submit(event: Any) -> None:
+            acks = getattr(event, "acks", {})
+            offsets = set(acks[TIP].acknowledgements.as_dict()) if TIP in acks else set()
+            self.events.append((type(event), offsets))
+            real(event)
+
+        c._thread.submit = submit
+
+    def take(self) -> list[tuple[type, set[int]]]:
+        out, self.events = self.events, []
+        return out
+
+
+def fetches(events: list[tuple[type, set[int]]]) -> list[set[int]]:
+    """The acknowledged offsets each FetchEvent carries."""
+    return [offsets for kind, offsets in events if kind is FetchEvent]
+
+
+def acked(events: list[tuple[type, set[int]]]) -> set[int]:
+    out: set[int] = set()
+    for kind, offsets in events:
+        if kind in (FetchEvent, AcknowledgeAsyncEvent):
+            out |= offsets
+    return out
+
+
+def scenario(
+    total: int, poll: Any, acknowledge: Any, recorder: Recorder
+) -> list[list[tuple[type, set[int]]]]:
+    """Poll until ``total`` records arrived, then once more (nothing buffered);
+    returns the events of each poll."""
+    per_poll: list[list[tuple[type, set[int]]]] = []
+    got = 0
+    while got < total:
+        records = list(poll())
+        got += len(records)
+        for r in records:
+            acknowledge(r)
+        per_poll.append(recorder.take())
+    poll()  # the buffer is empty: this poll fetches
+    per_poll.append(recorder.take())
+    return per_poll
+
+
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+def test_the_poll_holding_more_than_half_the_lock_limit_leaves_the_fetch_to_the_next(
+    mode: str,
+) -> None:
+    total = MAX_POLL + AHEAD_MAX_HELD + 500  # the draining poll hands out 1500
+    c: ShareConsumer[Any, Any] = ShareConsumer(
+        bootstrap_servers=_refusing_address(), group_id="g", max_poll_records=MAX_POLL,
+        share_acknowledgement_mode=mode,
+    )
+    with c:
+        c.subscribe(["jobs"])
+        recorder = Recorder(c)
+        c._fetch_buffer.add_all([response(total)])
+        ack = c.acknowledge if mode == "explicit" else (lambda r: None)
+        first, draining, after = scenario(total, lambda: c.poll(0.05), ack, recorder)
+        assert fetches(first) == []
+        # The draining poll holds 1500 records: a fetch now would find the
+        # share-partition at its limit. Its acks (the first poll's) go out anyway.
+        assert fetches(draining) == []
+        assert acked(draining) == set(range(MAX_POLL))
+        # The next poll fetches, carrying the acks of every record held.
+        assert fetches(after) == [set(range(MAX_POLL, total))]
+
+
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+def test_the_poll_holding_few_records_still_fetches_as_it_drains_the_buffer(mode: str) -> None:
+    total = MAX_POLL + AHEAD_MAX_HELD  # the draining poll hands out 1000
+    c: ShareConsumer[Any, Any] = ShareConsumer(
+        bootstrap_servers=_refusing_address(), group_id="g", max_poll_records=MAX_POLL,
+        share_acknowledgement_mode=mode,
+    )
+    with c:
+        c.subscribe(["jobs"])
+        recorder = Recorder(c)
+        c._fetch_buffer.add_all([response(total)])
+        ack = c.acknowledge if mode == "explicit" else (lambda r: None)
+        _first, draining, _after = scenario(total, lambda: c.poll(0.05), ack, recorder)
+        assert fetches(draining) == [set(range(MAX_POLL))]
+
+
+@pytest.mark.parametrize(
+    "held, fetches_now", [(AHEAD_MAX_HELD + 500, False), (AHEAD_MAX_HELD, True)]
+)
+def test_the_async_consumer_counts_every_slice_of_the_poll(held: int, fetches_now: bool) -> None:
+    """The asyncio consumer collects a poll in slices of 500 records; the slice
+    that drains the buffer counts what the earlier slices handed out too."""
+    total = MAX_POLL + held
+
+    async def main() -> list[list[tuple[type, set[int]]]]:
+        c: AsyncShareConsumer[Any, Any] = AsyncShareConsumer(
+            bootstrap_servers=_refusing_address(), group_id="g", max_poll_records=MAX_POLL
+        )
+        await c.subscribe(["jobs"])
+        recorder = Recorder(c)
+        c._fetch_buffer.add_all([response(total)])
+        per_poll: list[list[tuple[type, set[int]]]] = []
+        got = 0
+        while got < total:
+            got += (await c.poll(0.05)).count()
+            per_poll.append(recorder.take())
+        await c.poll(0.05)
+        per_poll.append(recorder.take())
+        await c.close(timeout=0.5)
+        return per_poll
+
+    first, draining, after = asyncio.run(main())
+    assert fetches(first) == []
+    # The first slice of a poll hands the last poll's acks over (to ride on the
+    # next fetch if one goes out soon); the draining slice fetches or not.
+    assert acked(draining) == set(range(MAX_POLL))
+    if fetches_now:
+        assert len(fetches(draining)) == 1
+    else:
+        assert fetches(draining) == []
+        assert fetches(after) == [set(range(MAX_POLL, total))]
