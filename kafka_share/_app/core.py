@@ -60,7 +60,7 @@ from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords,
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume_manager import ACK_LINGER_MS
-from kafka_share.share.fetch_ahead import FetchAheadPolicy, may_fetch_holding
+from kafka_share.share.fetch_ahead import FetchAheadPolicy
 from kafka_share.share.results import LocksLost, SessionReplaced
 
 __all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell"]
@@ -405,18 +405,17 @@ class ConsumerCore(Generic[K, V]):
         # response's records keeps the broker on it for tens of milliseconds
         # (measured: ~35 ms for a 9,000-record response less its last 82, even
         # with max_wait_ms 0), where one acknowledging all of them is answered
-        # in ~3 ms. The next poll sends it, with these records' acks. (A fetch
-        # ahead of a small response is the policy's decision, above.)
+        # in ~3 ms. The next poll sends it, with these records' acks. This also
+        # keeps a large max.poll.records from stalling: records still held count
+        # towards the broker's per-partition lock limit, and a fetch sent while
+        # they reach it would wait fetch.max.wait.ms for nothing, once per
+        # response. (A fetch ahead of a small response is the policy's decision,
+        # above.)
         want_fetch = (
             not self._fetch_sent
             and (not buffered_before or (self._prefetch and not batch.records and not have_records))
             and not self._collector.has_buffered()
         )
-        if want_fetch and not may_fetch_holding(self._in_flight.most_held()):
-            # The records this poll hands out (earlier slices included) would keep
-            # the broker from acquiring more (its per-partition lock limit): the
-            # next poll fetches, carrying their acks.
-            want_fetch = False
         if not batch.records and batch.error is None:
             if want_fetch or acks:
                 self._send_acks(acks, fetch=want_fetch)

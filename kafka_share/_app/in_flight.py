@@ -422,11 +422,6 @@ class InFlightBatch:
             for p in self._partitions.values()
         )
 
-    def most_held(self) -> int:
-        """The most records of one partition handed out and not yet acknowledged
-        (what this consumer still holds of that partition's record-lock limit)."""
-        return max((len(p.records) for p in self._partitions.values()), default=0)
-
     def has_renewing(self) -> bool:
         return any(p.renewing or p.ready for p in self._partitions.values())
 

@@ -32,14 +32,6 @@ The rules, each a method below:
 * **Once per response** (:meth:`FetchAheadPolicy.ahead_while_delivering`): if
   that fetch comes back empty, the next one waits until the response is drained,
   so an idle consumer does not send an empty ShareFetch per poll.
-* **Not while holding the lock limit** (:func:`may_fetch_holding`): the fetch
-  asked for by the poll that drains the buffer carries the acks taken so far,
-  but the records that poll hands out stay acquired until the next poll. With a
-  large ``max.poll.records`` they alone can reach the broker's limit: the broker
-  then acquires nothing and parks the fetch for ``fetch.max.wait.ms`` while the
-  acks that would free the locks queue behind it (one request per node), once
-  per response. Past :data:`AHEAD_MAX_HELD` records of one partition, the fetch
-  waits for the next poll and carries their acks (Java fetches only then).
 
 Time comes in as ``now_ms`` (any monotonic millisecond clock, fractions
 allowed); the consumer passes its own clock.
@@ -55,7 +47,6 @@ __all__ = [
     "FetchAheadPolicy",
     "caught_up",
     "may_fetch_ahead",
-    "may_fetch_holding",
 ]
 
 #: A fetch ahead goes out only while the response being delivered acquired at
@@ -94,20 +85,6 @@ def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -
     if acquired > AHEAD_MAX_HELD:
         return False
     return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
-
-
-def may_fetch_holding(held: int) -> bool:
-    """Whether a fetch may go out while the application holds ``held`` records of
-    one partition that it has not acknowledged yet (those of the poll asking).
-
-    The broker acquires nothing for a share-partition whose in-flight records,
-    counted from the oldest unacknowledged offset, reach
-    ``group.share.partition.max.record.locks`` (default 2000, not visible to the
-    client); such a fetch waits on the broker until ``fetch.max.wait.ms``. Half
-    that default (:data:`AHEAD_MAX_HELD`) leaves room for other consumers of the
-    partition, as the fetch-ahead rule does.
-    """
-    return held <= AHEAD_MAX_HELD
 
 
 class FetchAheadPolicy:

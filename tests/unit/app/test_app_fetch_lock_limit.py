@@ -1,14 +1,14 @@
-"""A poll that drains the buffer fetches at once only while the records it hands
-out stay under the broker's per-partition lock limit.
+"""A poll that hands out the last records of a response does not fetch: the next
+poll does, carrying their acks.
 
 With ``max.poll.records`` at or above ``group.share.partition.max.record.locks``
 (2000 by default), the draining poll alone holds the limit: a fetch sent then
 (carrying only the earlier polls' acks) finds the share-partition full, the
 broker parks it for ``fetch.max.wait.ms`` and this poll's acks wait behind it,
-once per response (throughput fell from ~300,000 to ~17,000 records/s). Such a
-poll leaves the fetch to the next poll, which carries its acks. The broker
-address is unreachable; the test plays the network's part by adding completed
-fetches to the buffer and records what the consumer hands to its I/O shell.
+once per response (throughput fell from ~300,000 to ~17,000 records/s). The
+broker address is unreachable; the test plays the network's part by adding
+completed fetches to the buffer and records what the consumer hands to its I/O
+shell.
 """
 
 from __future__ import annotations
@@ -126,29 +126,10 @@ def test_the_poll_holding_more_than_half_the_lock_limit_leaves_the_fetch_to_the_
         assert fetches(after) == [set(range(MAX_POLL, total))]
 
 
-@pytest.mark.parametrize("mode", ["implicit", "explicit"])
-def test_the_poll_holding_few_records_still_fetches_as_it_drains_the_buffer(mode: str) -> None:
-    total = MAX_POLL + AHEAD_MAX_HELD  # the draining poll hands out 1000
-    c: ShareConsumer[Any, Any] = ShareConsumer(
-        bootstrap_servers=_refusing_address(), group_id="g", max_poll_records=MAX_POLL,
-        share_acknowledgement_mode=mode,
-    )
-    with c:
-        c.subscribe(["jobs"])
-        recorder = Recorder(c)
-        c._fetch_buffer.add_all([response(total)])
-        ack = c.acknowledge if mode == "explicit" else (lambda r: None)
-        _first, draining, _after = scenario(total, lambda: c.poll(0.05), ack, recorder)
-        assert fetches(draining) == [set(range(MAX_POLL))]
-
-
-@pytest.mark.parametrize(
-    "held, fetches_now", [(AHEAD_MAX_HELD + 500, False), (AHEAD_MAX_HELD, True)]
-)
-def test_the_async_consumer_counts_every_slice_of_the_poll(held: int, fetches_now: bool) -> None:
-    """The asyncio consumer collects a poll in slices of 500 records; the slice
-    that drains the buffer counts what the earlier slices handed out too."""
-    total = MAX_POLL + held
+def test_the_async_consumer_leaves_the_fetch_to_the_next_poll_too() -> None:
+    """The asyncio consumer collects a poll in slices of 500 records: the slice
+    that drains the buffer does not fetch either."""
+    total = MAX_POLL + AHEAD_MAX_HELD + 500
 
     async def main() -> list[list[tuple[type, set[int]]]]:
         c: AsyncShareConsumer[Any, Any] = AsyncShareConsumer(
@@ -170,10 +151,7 @@ def test_the_async_consumer_counts_every_slice_of_the_poll(held: int, fetches_no
     first, draining, after = asyncio.run(main())
     assert fetches(first) == []
     # The first slice of a poll hands the last poll's acks over (to ride on the
-    # next fetch if one goes out soon); the draining slice fetches or not.
+    # next fetch if one goes out soon); the draining slice does not fetch.
     assert acked(draining) == set(range(MAX_POLL))
-    if fetches_now:
-        assert len(fetches(draining)) == 1
-    else:
-        assert fetches(draining) == []
-        assert fetches(after) == [set(range(MAX_POLL, total))]
+    assert fetches(draining) == []
+    assert fetches(after) == [set(range(MAX_POLL, total))]

@@ -9,7 +9,6 @@ from kafka_share.share.fetch_ahead import (
     FetchAheadPolicy,
     caught_up,
     may_fetch_ahead,
-    may_fetch_holding,
 )
 
 
@@ -132,14 +131,3 @@ def test_a_slow_application_asks_for_what_it_processes_in_half_the_lock() -> Non
     policy.poll_returned(11_000.0, 1)
     policy.poll_started(111_000.0)
     assert policy.max_records() == 1
-
-
-def test_no_fetch_while_the_poll_holds_more_than_half_the_lock_limit() -> None:
-    # The broker's default limit is 2000 in-flight records per share-partition,
-    # counted from the oldest unacknowledged offset; a fetch sent while this
-    # consumer holds that many acquires nothing and waits out fetch.max.wait.ms.
-    assert may_fetch_holding(0)
-    assert may_fetch_holding(500)  # the default max.poll.records
-    assert may_fetch_holding(AHEAD_MAX_HELD)
-    assert not may_fetch_holding(AHEAD_MAX_HELD + 1)
-    assert not may_fetch_holding(5000)
