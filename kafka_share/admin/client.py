@@ -474,8 +474,11 @@ class Admin:
     ) -> None:
         """Create topics (a name alone uses the broker's default partitions and replicas).
 
-        Returns when the controller has created them; leaders may take a moment
-        longer to appear in metadata (see :meth:`describe_topics`).
+        Returns once the metadata shows them with a leader for every partition
+        (or when ``timeout`` is about to run out): the controller answers as soon
+        as it has created them, and brokers learn of them a moment later, so a
+        describe or produce right after the call would otherwise fail with
+        UNKNOWN_TOPIC_OR_PARTITION.
 
         Raises:
             TopicAlreadyExistsError, InvalidPartitionsError, InvalidConfigError, ...:
@@ -493,6 +496,15 @@ class Admin:
             deadline,
             "CREATE on the CLUSTER or on each TOPIC",
         )
+        if validate_only:
+            return
+        wanted = [t.name for t in new]
+        # Leave a little of the deadline unused: the topics exist, and a caller
+        # that then times out on its own call gets that call's error.
+        while monotonic_ms() < deadline - 100:
+            if rq.topics_visible(self._metadata(wanted, deadline), wanted):
+                return
+            time.sleep(0.05)
 
     def delete_topics(self, topics: Iterable[str], *, timeout: float | None = None) -> None:
         """Delete topics by name.

@@ -185,6 +185,19 @@ def _topic_error(code: int, name: str) -> BrokerError:
     return error
 
 
+def topics_visible(view: MetadataView, names: Sequence[str]) -> bool:
+    """Whether ``view`` shows every topic of ``names`` with a leader for each
+    partition (what a created topic needs before it can be described or used)."""
+    by_name = {t.name: t for t in view.topics}
+    for name in names:
+        t = by_name.get(name)
+        if t is None or t.error_code != 0 or not t.partitions:
+            return False
+        if any(leader.leader_id < 0 for leader in t.partitions.values()):
+            return False
+    return True
+
+
 def topic_descriptions(view: MetadataView, names: Sequence[str]) -> dict[str, TopicDescription]:
     """The descriptions of ``names`` from ``view``; raises for a missing topic."""
     by_name = {t.name: t for t in view.topics}
