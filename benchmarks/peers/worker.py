@@ -110,15 +110,21 @@ class ColumnValues:
 Batches = Iterator["list[bytes | None] | ColumnValues"]
 
 
-def _kafka_share(args: argparse.Namespace, explicit: bool) -> tuple[Callable[[], None], Batches]:
-    from kafka_share import ShareConsumer
-
+def _kafka_share_config(args: argparse.Namespace, explicit: bool) -> dict[str, Any]:
+    """The configuration of every kafka-share client (threaded, asyncio, arrow)."""
     config: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap_servers,
         "group.id": args.group,
         "share.acknowledgement.mode": "explicit" if explicit else "implicit",
     }
     config.update(args.config)
+    return config
+
+
+def _kafka_share(args: argparse.Namespace, explicit: bool) -> tuple[Callable[[], None], Batches]:
+    from kafka_share import ShareConsumer
+
+    config = _kafka_share_config(args, explicit)
     consumer: ShareConsumer[bytes, bytes] = ShareConsumer(config)
 
     def batches() -> Batches:
@@ -150,12 +156,7 @@ def _kafka_share_arrow(
     import kafka_share._app.columnar  # noqa: F401
     from kafka_share import ShareConsumer
 
-    config: dict[str, Any] = {
-        "bootstrap.servers": args.bootstrap_servers,
-        "group.id": args.group,
-        "share.acknowledgement.mode": "explicit" if explicit else "implicit",
-    }
-    config.update(args.config)
+    config = _kafka_share_config(args, explicit)
     consumer: ShareConsumer[bytes, bytes] = ShareConsumer(config)
 
     def batches() -> Batches:
@@ -186,12 +187,7 @@ def _kafka_share_async(
 
     from kafka_share.aio import AsyncShareConsumer
 
-    config: dict[str, Any] = {
-        "bootstrap.servers": args.bootstrap_servers,
-        "group.id": args.group,
-        "share.acknowledgement.mode": "explicit" if explicit else "implicit",
-    }
-    config.update(args.config)
+    config = _kafka_share_config(args, explicit)
     loop = asyncio.new_event_loop()
 
     async def create() -> AsyncShareConsumer[bytes, bytes]:
