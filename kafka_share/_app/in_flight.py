@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafka_share.errors import IllegalStateError
@@ -23,55 +24,117 @@ GAP = 0
 
 _CANNOT = "The record cannot be acknowledged: "
 _OFFSET = operator.attrgetter("offset")
+_FIRST = operator.attrgetter("first")
+_RENEW = AcknowledgeType.RENEW
 
 #: acknowledgements taken from the batch for one partition: (node, per-offset wire
-#: types, whole ranges ``(first, last, type)`` disjoint from those offsets)
+#: types of offsets without a record, ranges ``(first, last, type)`` of the
+#: records, disjoint from those offsets)
 Taken = tuple[int, dict[int, int], list[tuple[int, int, int]]]
 
 
 class _Span:
-    """Consecutive offsets handed out together and kept without an object per
-    record: ``poll_arrow`` rows (with their delivery counts), or in implicit mode
-    ``poll``'s records (``counts`` None: nothing to check them against, since
-    only the consumer itself acknowledges them). Acknowledged as a whole they
-    become one range (``type``), with no per-offset bookkeeping."""
+    """Consecutive offsets handed out together, kept without an entry per record:
+    ``poll``'s records (``records``: the list handed out, which explicit mode
+    checks acknowledgements against), ``poll_arrow`` rows (``counts``: their
+    delivery counts), or in implicit mode ``poll``'s records with neither
+    (nothing to check them against: only the consumer itself acknowledges them).
 
-    __slots__ = ("counts", "first", "last", "type")
+    Their acknowledgements: ``type`` when the whole span got one type (one range
+    on the wire, no per-offset work), else ``types``, one entry per offset (None:
+    not acknowledged yet; empty: none acknowledged), which leaves the batch as
+    one range per run of equal types. Never both. A span of explicit mode's
+    records has its ``types`` from the start, so acknowledging one of its
+    records is one list store.
+    """
 
-    def __init__(self, first: int, last: int, counts: Any) -> None:
+    __slots__ = ("counts", "first", "last", "records", "type", "types")
+
+    def __init__(
+        self,
+        first: int,
+        last: int,
+        counts: Any = None,
+        records: Sequence[ConsumerRecord[Any, Any]] = (),
+    ) -> None:
         self.first = first
         self.last = last
         #: delivery counts, one per offset (an int array), or None
         self.counts = counts
-        #: the wire type given to every offset of the span not in ``acks``
+        #: the records, one per offset, or empty (not kept)
+        self.records = records
+        #: the wire type of every offset of the span (acknowledged as a whole)
         self.type: int | None = None
+        #: per-offset types (AcknowledgeType members or wire ints), None where
+        #: not acknowledged; empty while no offset has one of its own
+        self.types: list[int | None] = [None] * len(records) if records else []
 
     @property
     def size(self) -> int:
         return self.last - self.first + 1
 
-    def holds(self, offset: int) -> bool:
-        return self.first <= offset <= self.last
-
     def count_of(self, offset: int) -> int:
         """Delivery count of ``offset`` (which it holds); -1 when not kept."""
+        if self.records:
+            return self.records[offset - self.first][9]
         return -1 if self.counts is None else int(self.counts[offset - self.first])
 
-    def without(self, offsets: dict[int, int]) -> list[_Span]:
-        """The span less ``offsets``, as spans of the consecutive offsets left."""
-        out: list[_Span] = []
-        run: int | None = None
-        for o in range(self.first, self.last + 2):
-            if o <= self.last and o not in offsets:
-                if run is None:
-                    run = o
-            elif run is not None:
-                counts = None if self.counts is None else self.counts[
-                    run - self.first : o - self.first
-                ]
-                out.append(_Span(run, o - 1, counts))
-                run = None
-        return out
+    def per_offset(self) -> list[int | None]:
+        """``types``, created (from ``type``, which it replaces) if empty."""
+        if not self.types:
+            self.types = [self.type] * self.size
+            self.type = None
+        return self.types
+
+    def unacknowledged(self) -> int:
+        if self.type is not None:
+            return 0
+        return self.types.count(None) if self.types else self.size
+
+    def piece(self, lo: int, hi: int) -> _Span:
+        """A new span of the offsets ``first + lo`` to ``first + hi - 1``, not acknowledged."""
+        return _Span(
+            self.first + lo, self.first + hi - 1,
+            None if self.counts is None else self.counts[lo:hi], self.records[lo:hi],
+        )
+
+    def take(
+        self,
+        ranges: list[tuple[int, int, int]],
+        kept: list[_Span],
+        renewing: dict[int, ConsumerRecord[Any, Any]],
+    ) -> None:
+        """Move the acknowledged offsets out: to ``ranges`` (one per run of equal
+        types), RENEWed records also to ``renewing``; the span itself, or the
+        pieces of it still unacknowledged, go to ``kept``."""
+        if self.type is not None:
+            ranges.append((self.first, self.last, int(self.type)))
+            return
+        types = self.types
+        head = types[0] if types else None
+        if head is None and (not types or types.count(None) == len(types)):
+            kept.append(self)  # nothing acknowledged
+            return
+        if head is not None and types.count(head) == len(types):
+            runs: Iterable[tuple[int | None, int]] = ((head, len(types)),)  # the common case
+        else:
+            runs = ((t, len(list(run))) for t, run in itertools.groupby(types))
+        lo = 0
+        for t, n in runs:
+            hi = lo + n
+            if t is None:
+                kept.append(self.piece(lo, hi))
+            else:
+                if t == _RENEW and self.records:
+                    # Held apart until the broker answers (see on_renew_completed).
+                    renewing.update(zip(range(self.first + lo, self.first + hi),
+                                        self.records[lo:hi], strict=True))
+                ranges.append((self.first + lo, self.first + hi - 1, int(t)))
+            lo = hi
+
+
+#: ``InFlightBatch._hit`` when no span was hit yet: holds no record.
+_NO_SPAN = _Span(0, -1)
 
 
 def _span_of(spans: list[_Span], offset: int) -> _Span | None:
@@ -81,27 +144,36 @@ def _span_of(spans: list[_Span], offset: int) -> _Span | None:
     return None
 
 
-def _any_inside(acks: dict[int, int], span: _Span) -> bool:
-    first, last = span.first, span.last
-    return any(first <= o <= last for o in acks)
+def _add_runs(
+    spans: list[_Span], records: list[ConsumerRecord[Any, Any]], *, keep: bool
+) -> None:
+    """``records`` (any order, each offset once) as one span per run of
+    consecutive offsets; the records kept in them if ``keep``."""
+    ordered = sorted(records, key=_OFFSET)
+    start = 0
+    n = len(ordered)
+    for j in range(1, n + 1):
+        if j == n or ordered[j][2] != ordered[j - 1][2] + 1:
+            spans.append(_Span(
+                ordered[start][2], ordered[j - 1][2], None, ordered[start:j] if keep else ()
+            ))
+            start = j
 
 
 class _PartitionInFlight:
     __slots__ = (
-        "acks", "failed_offsets", "generation", "node_id", "raised", "ready", "records",
-        "renewing", "spans",
+        "acks", "failed_offsets", "generation", "node_id", "raised", "ready", "renewing", "spans",
     )
 
     def __init__(self, node_id: int, generation: int) -> None:
         self.node_id = node_id
         #: the share session with ``node_id`` that acquired these records
         self.generation = generation
-        #: offset -> record still awaiting (or holding) an acknowledgement
-        self.records: dict[int, ConsumerRecord[Any, Any]] = {}
-        #: records handed out without an entry each (poll_arrow rows; poll's
-        #: records in implicit mode), disjoint from ``records``
+        #: the records (or rows) handed out and not yet taken with their
+        #: acknowledgement, as spans of consecutive offsets, with their acks
         self.spans: list[_Span] = []
-        #: offset -> wire acknowledge type (GAP=0 included)
+        #: offset -> wire acknowledge type of an offset without a record: GAPs
+        #: and failed offsets (disjoint from ``spans``)
         self.acks: dict[int, int] = {}
         #: offset -> default wire type of a record that could not be returned
         #: (deserialization or CRC failure); only these may be acknowledged by
@@ -119,10 +191,13 @@ class _PartitionInFlight:
 class InFlightBatch:
     """Acknowledgement bookkeeping for the current batch of records.
 
-    ``record_spans`` (implicit mode): ``poll``'s records of consecutive offsets
-    are kept as one span, not one entry each; the consumer accepts them as a
-    whole, as one range on the wire, and only ``async for`` acknowledges them
-    one by one (checked by offset).
+    Records are kept as spans of consecutive offsets (see :class:`_Span`), not
+    one entry each, and acknowledgements leave the batch as ``(first, last,
+    type)`` ranges: a span acknowledged with one type is one range end to end.
+    ``record_spans`` (implicit mode): ``poll``'s records are not kept at all
+    (the consumer accepts them as a whole; only ``async for`` acknowledges them
+    one by one, checked by offset). Explicit mode keeps them, to check that an
+    acknowledged record is the one handed out (same offset and delivery count).
     """
 
     def __init__(self, *, record_spans: bool = False) -> None:
@@ -131,6 +206,9 @@ class InFlightBatch:
         #: (topic, partition) -> its entry in _partitions, for acknowledge(record):
         #: hashing a str and an int is cheaper than a TopicIdPartition (UUID)
         self._by_name: dict[tuple[str, int], tuple[TopicIdPartition, _PartitionInFlight]] = {}
+        #: the span of records last acknowledged: acknowledge() first looks for
+        #: the record there, by identity (reset whenever spans leave the batch)
+        self._hit = _NO_SPAN
         #: (topic, partition) -> the acks last handed to the network thread (the
         #: dict and ranges themselves, not copies): only read to explain a refused
         #: acknowledgement
@@ -146,7 +224,7 @@ class InFlightBatch:
     ) -> _PartitionInFlight:
         p = self._partitions.get(tip)
         if p is None or p.node_id != node_id or p.generation != generation:
-            if p is not None and (p.records or p.spans or p.acks or p.renewing or p.ready):
+            if p is not None and (p.spans or p.acks or p.renewing or p.ready):
                 # Records of one partition from a new node (or a new share session
                 # with it): the old ones' acks must still go where they belong, so
                 # keep them apart.
@@ -168,15 +246,18 @@ class InFlightBatch:
         records: list[ConsumerRecord[Any, Any]],
         generation: int = 0,
     ) -> None:
+        """Records handed out by ``poll``. The batch keeps ``records`` (the list
+        itself) in explicit mode: the caller must not change it afterwards."""
         p = self._partition(tip, node_id, generation)
-        if self._record_spans and records:
-            # The collector hands a partition's records out in offset order, each
-            # offset once: first and last tell whether they are consecutive.
-            first, last = records[0][2], records[-1][2]
-            if last - first + 1 == len(records):
-                p.spans.append(_Span(first, last, None))
-                return
-        p.records.update(zip(map(_OFFSET, records), records, strict=True))
+        if not records:
+            return
+        # The collector hands a partition's records out in offset order, each
+        # offset once: first and last tell whether they are consecutive.
+        first, last = records[0][2], records[-1][2]
+        if last - first + 1 == len(records):
+            p.spans.append(_Span(first, last, None, () if self._record_spans else records))
+        else:
+            _add_runs(p.spans, records, keep=not self._record_spans)
 
     def add_rows(
         self, tip: TopicIdPartition, node_id: int, pieces: list[Any], generation: int = 0
@@ -246,19 +327,30 @@ class InFlightBatch:
     # -- acknowledging ----------------------------------------------------------------
 
     def acknowledge(self, record: ConsumerRecord[Any, Any], ack_type: AcknowledgeType) -> None:
+        # The hot path (explicit mode, one call per record): the record handed
+        # out, found by identity in the span acknowledged last. An IndexError
+        # (past the span, or a span without records) falls through to the search.
+        span = self._hit
+        i = record[2] - span.first
+        if i >= 0:
+            try:
+                if span.records[i] is record:
+                    span.types[i] = ack_type
+                    return
+            except IndexError:
+                pass
+        self._acknowledge_found(record, ack_type)
+
+    def _acknowledge_found(self, record: ConsumerRecord[Any, Any], ack_type: int) -> None:
         entry = self._by_name.get((record[0], record[1]))
-        if entry is None:
-            raise IllegalStateError(self._refusal(record[0], record[1], record[2], record[9]))
-        p = entry[1]
         offset = record[2]
-        held = p.records.get(offset)
+        span = None if entry is None else _span_of(entry[1].spans, offset)
         # The same offset redelivered (a higher delivery count) is another record.
-        if held is None or held[9] != record[9]:
-            span = _span_of(p.spans, offset) if held is None else None
-            count = -1 if span is None else span.count_of(offset)
-            if span is None or count not in (-1, record[9]):
-                raise IllegalStateError(self._refusal(record[0], record[1], offset, record[9]))
-        p.acks[offset] = int(ack_type)
+        if span is None or span.count_of(offset) not in (-1, record[9]):
+            raise IllegalStateError(self._refusal(record[0], record[1], offset, record[9]))
+        span.per_offset()[offset - span.first] = ack_type
+        if span.records:
+            self._hit = span
 
     def acknowledge_rows(self, rows: list[tuple[str, int, Any, Any, Any]]) -> None:
         """Acknowledge ``poll_arrow`` rows: ``(topic, partition, offsets,
@@ -266,7 +358,7 @@ class InFlightBatch:
         (``types`` one int for every row, or an array). All or nothing: every
         row is checked before any acknowledgement is recorded. A call covering
         a whole span with one type acknowledges it as one range."""
-        plan: list[tuple[_PartitionInFlight, _Span, Any, Any, Any]] = []
+        plan: list[tuple[_Span, Any, Any]] = []
         for topic, partition, offsets, counts, types in rows:
             entry = self._by_name.get((topic, partition))
             spans = entry[1].spans if entry is not None else []
@@ -284,15 +376,14 @@ class InFlightBatch:
                         self._refusal(topic, partition, int(offsets[i]), int(counts[i]))
                     )
                 covered |= inside
-                assert entry is not None
-                plan.append((entry[1], span, offsets[inside],
-                             types if isinstance(types, int) else types[inside], counts))
+                plan.append((span, offsets[inside],
+                             types if isinstance(types, int) else types[inside]))
             if not covered.all():
                 i = int((~covered).nonzero()[0][0])
                 raise IllegalStateError(
                     self._refusal(topic, partition, int(offsets[i]), int(counts[i]))
                 )
-        for p, span, offsets, types, _ in plan:
+        for span, offsets, types in plan:
             single = types if isinstance(types, int) else (
                 int(types[0]) if (types == types[0]).all() else None
             )
@@ -301,17 +392,13 @@ class InFlightBatch:
                 and len(set(offsets.tolist())) == span.size
             ):
                 span.type = single  # the whole span, one type: one range
-                if p.acks and _any_inside(p.acks, span):
-                    for o in range(span.first, span.last + 1):
-                        p.acks.pop(o, None)  # the last call wins
+                span.types = []  # the last call wins
             else:
                 values = [single] * len(offsets) if single is not None else types.tolist()
-                p.acks.update(zip(offsets.tolist(), values, strict=True))
-                if span.type is not None:
-                    # Acknowledged as a whole before: keep that for the other rows.
-                    for o in range(span.first, span.last + 1):
-                        p.acks.setdefault(o, span.type)
-                    span.type = None
+                per_offset = span.per_offset()
+                first = span.first
+                for o, t in zip(offsets.tolist(), values, strict=True):
+                    per_offset[o - first] = t
 
     def acknowledge_offset(
         self, topic: str, partition: int, offset: int, ack_type: AcknowledgeType
@@ -326,21 +413,14 @@ class InFlightBatch:
         """Implicit mode: every record not yet acknowledged gets ``ack_type``."""
         value = int(ack_type)
         for p in self._partitions.values():
-            if p.records:
-                if not p.acks:
-                    p.acks = dict.fromkeys(p.records, value)
-                else:
-                    for offset in p.records:
-                        p.acks.setdefault(offset, value)
             for span in p.spans:
                 if span.type is not None:
                     continue
-                if p.acks and _any_inside(p.acks, span):
+                if not span.types:
+                    span.type = value  # one range
+                elif None in span.types:
                     # Some were acknowledged one by one (async for): the rest too.
-                    for o in range(span.first, span.last + 1):
-                        p.acks.setdefault(o, value)
-                else:
-                    span.type = value
+                    span.types = [value if t is None else t for t in span.types]
 
     def _refusal(self, topic: str, partition: int, offset: int, delivery_count: int) -> str:
         """Why ``acknowledge`` refused a record (error path only)."""
@@ -348,13 +428,9 @@ class InFlightBatch:
         entry = self._by_name.get((topic, partition))
         p = entry[1] if entry is not None else None
         if p is not None:
-            held = p.records.get(offset)
             span = _span_of(p.spans, offset)
-            held_count = (
-                held[9] if held is not None else span.count_of(offset) if span is not None
-                else None
-            )
-            if held_count is not None:
+            if span is not None:
+                held_count = span.count_of(offset)
                 return (
                     f"{_CANNOT}this {where} is from an earlier delivery (delivery count "
                     f"{delivery_count}); the last poll returned it again with delivery "
@@ -383,9 +459,7 @@ class InFlightBatch:
     def _offset_refusal(self, topic: str, partition: int, offset: int) -> str:
         where = f"{topic}-{partition} offset {offset}"
         entry = self._by_name.get((topic, partition))
-        if entry is not None and (
-            offset in entry[1].records or _span_of(entry[1].spans, offset) is not None
-        ):
+        if entry is not None and _span_of(entry[1].spans, offset) is not None:
             return (
                 f"{_CANNOT}{where} was returned by poll(): acknowledge_offset() only takes "
                 "records poll() could not return; use acknowledge(record)"
@@ -413,28 +487,23 @@ class InFlightBatch:
         return self.unacknowledged_count() == 0
 
     def unacknowledged_count(self) -> int:
-        return sum(
-            sum(1 for o in p.records if o not in p.acks)
-            + sum(
-                sum(1 for o in range(s.first, s.last + 1) if o not in p.acks)
-                for s in p.spans if s.type is None
-            )
-            for p in self._partitions.values()
-        )
+        return sum(s.unacknowledged() for p in self._partitions.values() for s in p.spans)
 
     def has_renewing(self) -> bool:
         return any(p.renewing or p.ready for p in self._partitions.values())
 
     def has_records(self) -> bool:
-        return any(p.records or p.spans for p in self._partitions.values())
+        return any(p.spans for p in self._partitions.values())
 
     def has_pending_acks(self) -> bool:
-        return any(p.acks for p in self._partitions.values())
+        return any(
+            p.acks or any(s.type is not None or s.unacknowledged() < s.size for s in p.spans)
+            for p in self._partitions.values()
+        )
 
     def is_empty(self) -> bool:
         return not any(
-            p.records or p.spans or p.acks or p.renewing or p.ready
-            for p in self._partitions.values()
+            p.spans or p.acks or p.renewing or p.ready for p in self._partitions.values()
         )
 
     # -- hand-off to the network thread ------------------------------------------------
@@ -450,64 +519,36 @@ class InFlightBatch:
 
     def take_acknowledgements(self) -> dict[TopicIdPartition, Taken]:
         """Remove and return the acknowledged offsets: tip -> (node_id, {offset:
-        type}, [(first, last, type)]): spans acknowledged as a whole come as
-        ranges, disjoint from the per-offset types.
+        type} of the offsets without a record (GAPs, failed offsets), [(first,
+        last, type)] of the records, one range per run of equal types), the
+        two disjoint.
 
         Acknowledged records leave the batch (they can no longer be acknowledged).
         RENEWed records move to the renewing set until the broker answers.
         """
         out: dict[TopicIdPartition, Taken] = {}
+        self._hit = _NO_SPAN  # its span may leave
         for tip, p in self._partitions.items():
-            ranges = self._take_spans(p) if p.spans else []
-            if not p.acks:
-                if ranges:
-                    out[tip] = (p.node_id, {}, ranges)
-                    self._sent[(tip.topic, tip.partition)] = ({}, ranges)
-                continue
+            ranges: list[tuple[int, int, int]] = []
+            if p.spans:
+                kept: list[_Span] = []
+                for span in p.spans:
+                    span.take(ranges, kept, p.renewing)
+                p.spans = kept
             acks = p.acks
-            p.acks = {}
-            if (
-                len(acks) >= len(p.records)
-                and not p.failed_offsets
-                and AcknowledgeType.RENEW not in acks.values()
-                and acks.keys() >= p.records.keys()
-            ):
-                p.records = {}  # the common case: everything acknowledged, no RENEW
-            else:
+            if not (acks or ranges):
+                continue
+            p.acks = {}  # the dict taken is the caller's
+            if acks:
                 failed = p.failed_offsets
-                for offset, t in acks.items():
-                    record = p.records.pop(offset, None)
-                    if t == AcknowledgeType.RENEW and record is not None:
-                        p.renewing[offset] = record
-                    if failed and failed.pop(offset, None) is not None:
-                        p.raised.discard(offset)
+                if failed:
+                    for offset in acks:
+                        if failed.pop(offset, None) is not None:
+                            p.raised.discard(offset)
             out[tip] = (p.node_id, acks, ranges)
             self._sent[(tip.topic, tip.partition)] = (acks, ranges)
         self._compact()
         return out
-
-    @staticmethod
-    def _take_spans(p: _PartitionInFlight) -> list[tuple[int, int, int]]:
-        """Take the acknowledged spans of ``p`` out of it: those acknowledged as
-        a whole become ranges; offsets acknowledged one by one (in ``p.acks``,
-        which still holds them) leave their span, which keeps the others."""
-        ranges: list[tuple[int, int, int]] = []
-        kept: list[_Span] = []
-        acks = p.acks
-        for span in p.spans:
-            if span.type is not None:
-                if acks and _any_inside(acks, span):
-                    # One by one first, then as a whole: per offset for this span.
-                    for o in range(span.first, span.last + 1):
-                        acks.setdefault(o, span.type)
-                else:
-                    ranges.append((span.first, span.last, span.type))
-            elif acks and _any_inside(acks, span):
-                kept.extend(span.without(acks))
-            else:
-                kept.append(span)
-        p.spans = kept
-        return ranges
 
     def on_renew_completed(
         self, tip: TopicIdPartition, renewed: frozenset[int], failed: frozenset[int]
@@ -529,16 +570,18 @@ class InFlightBatch:
         out: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]] = {}
         for tip, p in self._partitions.items():
             if p.ready:
-                p.records.update(p.ready)
-                out[tip] = [p.ready[o] for o in sorted(p.ready)]
+                records = [p.ready[o] for o in sorted(p.ready)]
+                _add_runs(p.spans, records, keep=True)
+                out[tip] = records
                 p.ready = {}
         return out
 
     def current_records(self) -> dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]:
+        """The records of the batch not yet taken with their acknowledgement."""
         return {
-            tip: [p.records[o] for o in sorted(p.records)]
+            tip: [r for s in sorted(p.spans, key=_FIRST) for r in s.records]
             for tip, p in self._partitions.items()
-            if p.records
+            if any(s.records for s in p.spans)
         }
 
     def node_of(self, tip: TopicIdPartition) -> int | None:
@@ -551,13 +594,14 @@ class InFlightBatch:
         return (p.node_id, p.generation) if p is not None else None
 
     def clear(self) -> None:
+        self._hit = _NO_SPAN
         self._partitions.clear()
         self._by_name.clear()
         self._sent.clear()
 
     def _compact(self) -> None:
         for tip in [t for t, p in self._partitions.items()
-                    if not (p.records or p.spans or p.acks or p.renewing or p.ready
+                    if not (p.spans or p.acks or p.renewing or p.ready
                             or p.failed_offsets)]:
             del self._partitions[tip]
             entry = self._by_name.get((tip.topic, tip.partition))
