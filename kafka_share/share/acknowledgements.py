@@ -36,6 +36,7 @@ the :class:`AckResult` that is reported to the application.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterable, Iterator
 from typing import Final
@@ -195,7 +196,7 @@ class Acknowledgements:
             if first <= previous_last or first > last or first < 0:
                 raise ValueError(f"acknowledged ranges overlap or are empty: {spans}")
             previous_last = last
-        if spans and types and any(_in_ranges(o, spans) for o in types):
+        if spans and types and _any_in_ranges(types, spans):
             raise ValueError("an offset is both in the map and in a range")
         acks = cls()
         acks._types = types
@@ -293,9 +294,10 @@ class Acknowledgements:
     def to_batches(self) -> list[AckBatch]:
         """Coalesce into wire batches (see the module docstring for the rules)."""
         if not self._types:
-            # Ranges alone: one single-type batch each (the broker applies a
-            # one-element type array to the whole range).
-            return [AckBatch(first, last, (t,)) for first, last, t in self._ranges]
+            # Ranges alone: the same batches as the offsets spelled out would
+            # give, found run by run (a span acknowledged with one type is one
+            # run, one single-type batch).
+            return _batches_of_runs(self._ranges)
         self._expand()
         types = self._types
         lo, hi = min(types), max(types)
@@ -382,8 +384,72 @@ def _in_ranges(offset: int, ranges: list[tuple[int, int, int]]) -> bool:
     return any(first <= offset <= last for first, last, _ in ranges)
 
 
+def _any_in_ranges(offsets: Iterable[int], ranges: list[tuple[int, int, int]]) -> bool:
+    """Whether an offset falls in one of the sorted, disjoint ``ranges`` (a
+    bisect each: explicit acknowledgements of mixed types are many ranges)."""
+    firsts = [first for first, _, _ in ranges]
+    for o in offsets:
+        i = bisect.bisect_right(firsts, o) - 1
+        if i >= 0 and o <= ranges[i][1]:
+            return True
+    return False
+
+
 def _overlap(a: list[tuple[int, int, int]], b: list[tuple[int, int, int]]) -> bool:
-    return any(f1 <= l2 and f2 <= l1 for f1, l1, _ in a for f2, l2, _ in b)
+    """Whether two lists of disjoint ranges overlap (sorted together, an overlap
+    shows between neighbours; not every pair compared)."""
+    if not a or not b:
+        return False
+    both = sorted(a + b)
+    return any(later[0] <= earlier[1] for earlier, later in itertools.pairwise(both))
+
+
+def _batches_of_runs(ranges: list[tuple[int, int, int]]) -> list[AckBatch]:
+    """Wire batches for sorted, disjoint ``(first, last, type)`` ranges: the
+    batches :func:`_split_contiguous` makes of the same offsets spelled out, with
+    work per range (per offset only inside mixed batches, whose types go on the
+    wire one per offset anyway)."""
+    batches: list[AckBatch] = []
+    stretch: list[tuple[int, int, int]] = []  # touching runs, types differ
+    for first, last, t in ranges:
+        if stretch and stretch[-1][1] + 1 == first:
+            if stretch[-1][2] == t:
+                stretch[-1] = (stretch[-1][0], last, t)
+                continue
+        elif stretch:
+            _split_runs(stretch, batches)
+            stretch = []
+        stretch.append((first, last, t))
+    if stretch:
+        _split_runs(stretch, batches)
+    return batches
+
+
+def _split_runs(runs: list[tuple[int, int, int]], out: list[AckBatch]) -> None:
+    """:func:`_split_contiguous` for one contiguous stretch given as its maximal
+    runs of one type: a run longer than MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE
+    is a batch of its own, the runs between such runs one mixed batch."""
+    pending: list[tuple[int, int, int]] = []
+    for run in runs:
+        if run[1] - run[0] + 1 > MAX_RECORDS_WITH_SAME_ACKNOWLEDGE_TYPE:
+            if pending:
+                _emit_runs(pending, out)
+                pending = []
+            out.append(AckBatch(run[0], run[1], (run[2],)))
+        else:
+            pending.append(run)
+    if pending:
+        _emit_runs(pending, out)
+
+
+def _emit_runs(runs: list[tuple[int, int, int]], out: list[AckBatch]) -> None:
+    if len(runs) == 1:
+        out.append(AckBatch(runs[0][0], runs[0][1], (runs[0][2],)))
+        return
+    types = tuple(itertools.chain.from_iterable(
+        itertools.repeat(t, last - first + 1) for first, last, t in runs
+    ))
+    out.append(AckBatch(runs[0][0], runs[-1][1], types))
 
 
 def _split_contiguous(first_offset: int, types: list[int], out: list[AckBatch]) -> None:

@@ -325,3 +325,64 @@ def test_bad_ranges_are_refused() -> None:
         Acknowledgements.from_types({3: 1}, ranges=[(0, 4, 1)])
     with pytest.raises(ValueError, match="invalid acknowledge type"):
         Acknowledgements.from_types({}, ranges=[(0, 4, 9)])
+
+
+def _ranges_of(entries: dict[int, int]) -> list[tuple[int, int, int]]:
+    """``entries`` as one (first, last, type) range per offset (the finest split
+    the consumer can hand over: alternating types)."""
+    return [(o, o, t) for o, t in sorted(entries.items())]
+
+
+@settings(max_examples=300)
+@given(ack_maps, st.booleans())
+def test_property_ranges_give_the_batches_of_the_offsets_spelled_out(
+    entries: dict[int, int], per_offset: bool
+) -> None:
+    # Explicit acknowledgements of mixed types arrive as runs: the wire batches
+    # must be those of the same offsets given one by one (a mixed stretch is one
+    # batch with a type per offset, not a batch per run).
+    if per_offset:
+        ranges = _ranges_of(entries)
+    else:
+        ranges = []
+        for o, t in sorted(entries.items()):
+            if ranges and ranges[-1][1] + 1 == o and ranges[-1][2] == t:
+                ranges[-1] = (ranges[-1][0], o, t)
+            else:
+                ranges.append((o, o, t))
+    from_ranges = Acknowledgements.from_types({}, ranges=ranges)
+    assert from_ranges.offset_ranges() is not None  # not spelled out
+    batches = from_ranges.to_batches()
+    assert batches == acks_of(dict(entries)).to_batches()
+    _check_broker_rules(batches)
+    assert batches_to_map(batches) == entries
+
+
+@settings(max_examples=300)
+@given(run_lists)
+def test_property_long_runs_as_ranges_split_like_offsets(
+    runs: list[tuple[int, int, int]]
+) -> None:
+    entries = _runs_to_map(runs)
+    batches = Acknowledgements.from_types({}, ranges=_ranges_of(entries)).to_batches()
+    assert batches == acks_of(dict(entries)).to_batches()
+
+
+def test_mixed_runs_are_one_batch_with_a_type_per_offset() -> None:
+    ranges = [(0, 1, 1), (2, 2, 3), (3, 14, 1), (15, 15, 2), (20, 20, 1)]
+    assert Acknowledgements.from_types({}, ranges=ranges).to_batches() == [
+        AckBatch(0, 2, (1, 1, 3)), AckBatch(3, 14, (1,)), AckBatch(15, 15, (2,)),
+        AckBatch(20, 20, (1,)),
+    ]
+
+
+def test_many_ranges_merge_and_check_without_comparing_every_pair() -> None:
+    a = Acknowledgements.from_types({}, ranges=[(o, o, 1 + o % 2) for o in range(0, 20000, 2)])
+    b = Acknowledgements.from_types({}, ranges=[(o, o, 3) for o in range(1, 20000, 2)])
+    a.merge(b)  # disjoint: still ranges
+    assert a.offset_ranges() is not None and len(a) == 20000
+    with pytest.raises(ValueError, match="both in the map"):
+        Acknowledgements.from_types({19998: 1}, ranges=[(o, o, 1) for o in range(0, 20000, 2)])
+    assert Acknowledgements.from_types(
+        {o: 0 for o in range(1, 20000, 2)}, ranges=[(o, o, 1) for o in range(0, 20000, 2)]
+    )
