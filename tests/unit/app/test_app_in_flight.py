@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafka_share._app.in_flight import GAP, InFlightBatch
 from kafka_share.errors import IllegalStateError
@@ -307,3 +310,142 @@ def test_partly_acknowledged_rows_stay_in_the_batch() -> None:
     assert b.unacknowledged_count() == 2 and not b.is_empty()
     with pytest.raises(IllegalStateError, match="from node 1"):
         b.add_rows(TIP, 2, [_piece([5])])  # another node while rows are in flight
+
+
+# -- explicit mode's record spans against a reference model -----------------------------
+
+_TYPES = [ACCEPT, RELEASE, REJECT, RENEW]
+
+
+def test_records_acknowledged_in_order_with_one_type_leave_as_one_range() -> None:
+    records = [rec(o) for o in range(100, 600)]
+    b = InFlightBatch()
+    b.add_records(TIP, 1, records)
+    for r in records:
+        b.acknowledge(r, ACCEPT)
+    assert b.all_acknowledged()
+    assert b.take_acknowledgements() == {TIP: (1, {}, [(100, 599, 1)])}
+    assert b.is_empty()
+    with pytest.raises(IllegalStateError, match="already acknowledged"):
+        b.acknowledge(records[7], ACCEPT)  # the same object, once sent
+
+
+def test_mixed_types_leave_as_one_range_per_run_and_unacknowledged_ones_stay() -> None:
+    records = [rec(o, 2) for o in range(10)]
+    b = InFlightBatch()
+    b.add_records(TIP, 1, records)
+    for r in records[:4]:
+        b.acknowledge(r, ACCEPT)
+    b.acknowledge(records[4], REJECT)
+    b.acknowledge(rec(5, 2), RENEW)  # an equal record, not the one handed out
+    b.acknowledge(records[8], RELEASE)
+    assert b.unacknowledged_count() == 3
+    assert b.take_acknowledgements() == {
+        TIP: (1, {}, [(0, 3, 1), (4, 4, 3), (5, 5, 4), (8, 8, 2)]),
+    }
+    assert b.has_renewing() and b.current_records() == {TIP: [records[6], records[7],
+                                                              records[9]]}
+    with pytest.raises(IllegalStateError, match="being renewed"):
+        b.acknowledge(records[5], ACCEPT)
+    with pytest.raises(IllegalStateError, match="earlier delivery"):
+        b.acknowledge(rec(6, 1), ACCEPT)
+    b.acknowledge(records[9], ACCEPT)
+    b.acknowledge(records[6], ACCEPT)
+    assert b.unacknowledged_count() == 1
+    assert b.take_acknowledgements() == {TIP: (1, {}, [(6, 6, 1), (9, 9, 1)])}
+
+
+_Op = tuple[str, int, int, int, int]
+
+
+@st.composite
+def _explicit_scenarios(draw: st.DrawFn) -> tuple[list[list[int]], list[_Op]]:
+    # Per partition, the offsets handed out (ascending, with holes), and a list of
+    # operations: ("ack", partition, offset, how, type index) with how 0 = the
+    # record handed out, 1 = an equal copy, 2 = an older delivery; ("take", ...).
+    parts = [
+        sorted(draw(st.sets(st.integers(0, 40), min_size=1, max_size=25)))
+        for _ in range(draw(st.integers(1, 2)))
+    ]
+    ops = draw(st.lists(st.one_of(
+        st.tuples(st.just("ack"), st.integers(0, len(parts) - 1), st.integers(0, 42),
+                  st.integers(0, 2), st.integers(0, 3)),
+        st.tuples(st.just("take"), st.just(0), st.just(0), st.just(0), st.just(0)),
+    ), max_size=80))
+    return parts, ops
+
+
+def _expand(ranges: list[tuple[int, int, int]]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for first, last, t in ranges:
+        out.update(dict.fromkeys(range(first, last + 1), t))
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(_explicit_scenarios(), st.booleans())
+def test_property_explicit_acknowledgements_match_a_reference_model(
+    scenario: tuple[list[list[int]], list[_Op]], split: bool
+) -> None:
+    parts, ops = scenario
+    tips = [TIP, TIP1]
+    b = InFlightBatch()
+    handed: dict[tuple[int, int], ConsumerRecord[Any, Any]] = {}
+    for p, offsets in enumerate(parts):
+        records = [rec(o, 2, tips[p]) for o in offsets]
+        if split:  # two polls' worth of records for the partition
+            b.add_records(tips[p], 1, records[: len(records) // 2])
+            b.add_records(tips[p], 1, records[len(records) // 2 :])
+        else:
+            b.add_records(tips[p], 1, records)
+        handed.update(((p, r.offset), r) for r in records)
+    originals = dict(handed)  # each record object handed out, also once sent
+    pending: dict[tuple[int, int], int] = {}  # the model: last type wins
+    renewing: set[tuple[int, int]] = set()
+
+    def check_take() -> None:
+        taken = b.take_acknowledgements()
+        got: dict[tuple[int, int], int] = {}
+        for tip, (node, acks, ranges) in taken.items():
+            assert node == 1 and acks == {}
+            assert ranges == sorted(ranges)
+            # One range per run: touching ranges of one span differ in type.
+            for (_, last, t), (first, _, u) in itertools.pairwise(ranges):
+                assert last < first and (split or last + 1 < first or t != u)
+            got.update(((tip.partition, o), t) for o, t in _expand(ranges).items())
+        assert got == pending
+        for key, t in pending.items():
+            del handed[key]
+            if t == RENEW:
+                renewing.add(key)
+        pending.clear()
+
+    for op, p, offset, how, type_index in ops:
+        if op == "take":
+            check_take()
+            continue
+        key = (p, offset)
+        ack_type = _TYPES[type_index]
+        record = handed.get(key)
+        if how == 0 and key in originals:
+            candidate = originals[key]  # also once it was sent: refused then
+        elif record is None:
+            candidate = rec(offset, 2, tips[p])
+        else:
+            candidate = rec(offset, 2 if how == 1 else 1, tips[p])
+        if record is None or how == 2:
+            with pytest.raises(IllegalStateError):
+                b.acknowledge(candidate, ack_type)
+        else:
+            b.acknowledge(candidate, ack_type)
+            pending[key] = int(ack_type)
+        assert b.unacknowledged_count() == len(handed) - len(pending)
+        assert b.all_acknowledged() == (len(handed) == len(pending))
+    check_take()
+    assert b.current_records() == {
+        tip: [handed[(p, o)] for o in sorted(o for q, o in handed if q == p)]
+        for p, tip in enumerate(tips[: len(parts)]) if any(q == p for q, _ in handed)
+    }
+    for p, o in renewing:
+        with pytest.raises(IllegalStateError, match="being renewed"):
+            b.acknowledge(rec(o, 2, tips[p]), ACCEPT)
