@@ -133,7 +133,7 @@ class _Span:
             lo = hi
 
 
-#: ``InFlightBatch._hit`` when no span was hit yet: holds no record.
+#: ``InFlightBatch.hit`` when no span was hit yet: holds no record.
 _NO_SPAN = _Span(0, -1)
 
 
@@ -207,8 +207,9 @@ class InFlightBatch:
         #: hashing a str and an int is cheaper than a TopicIdPartition (UUID)
         self._by_name: dict[tuple[str, int], tuple[TopicIdPartition, _PartitionInFlight]] = {}
         #: the span of records last acknowledged: acknowledge() first looks for
-        #: the record there, by identity (reset whenever spans leave the batch)
-        self._hit = _NO_SPAN
+        #: the record there, by identity (reset whenever spans leave the batch).
+        #: ConsumerCore.acknowledge does the same first, saving a call per record.
+        self.hit = _NO_SPAN
         #: (topic, partition) -> the acks last handed to the network thread (the
         #: dict and ranges themselves, not copies): only read to explain a refused
         #: acknowledgement
@@ -328,17 +329,18 @@ class InFlightBatch:
 
     def acknowledge(self, record: ConsumerRecord[Any, Any], ack_type: AcknowledgeType) -> None:
         # The hot path (explicit mode, one call per record): the record handed
-        # out, found by identity in the span acknowledged last. An IndexError
-        # (past the span, or a span without records) falls through to the search.
-        span = self._hit
+        # out, found by identity in the span acknowledged last. A negative index
+        # needs no test: the record it reads holds another offset, so it is not
+        # this one. An IndexError (past the span, or a span without records)
+        # falls through to the search.
+        span = self.hit
         i = record[2] - span.first
-        if i >= 0:
-            try:
-                if span.records[i] is record:
-                    span.types[i] = ack_type
-                    return
-            except IndexError:
-                pass
+        try:
+            if span.records[i] is record:
+                span.types[i] = ack_type
+                return
+        except IndexError:
+            pass
         self._acknowledge_found(record, ack_type)
 
     def _acknowledge_found(self, record: ConsumerRecord[Any, Any], ack_type: int) -> None:
@@ -350,7 +352,7 @@ class InFlightBatch:
             raise IllegalStateError(self._refusal(record[0], record[1], offset, record[9]))
         span.per_offset()[offset - span.first] = ack_type
         if span.records:
-            self._hit = span
+            self.hit = span
 
     def acknowledge_rows(self, rows: list[tuple[str, int, Any, Any, Any]]) -> None:
         """Acknowledge ``poll_arrow`` rows: ``(topic, partition, offsets,
@@ -527,7 +529,7 @@ class InFlightBatch:
         RENEWed records move to the renewing set until the broker answers.
         """
         out: dict[TopicIdPartition, Taken] = {}
-        self._hit = _NO_SPAN  # its span may leave
+        self.hit = _NO_SPAN  # its span may leave
         for tip, p in self._partitions.items():
             ranges: list[tuple[int, int, int]] = []
             if p.spans:
@@ -594,7 +596,7 @@ class InFlightBatch:
         return (p.node_id, p.generation) if p is not None else None
 
     def clear(self) -> None:
-        self._hit = _NO_SPAN
+        self.hit = _NO_SPAN
         self._partitions.clear()
         self._by_name.clear()
         self._sent.clear()
