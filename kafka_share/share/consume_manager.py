@@ -348,7 +348,11 @@ class ShareConsumeManager:
         if self._renewal is not None:
             # Acknowledged records are not renewed any more.
             for tip, (_node_id, a) in acks.items():
-                self.held.acks_sent(tip, a.offsets())
+                ranges = a.offset_ranges()
+                if ranges is not None:
+                    self.held.acks_sent_ranges(tip, ranges)
+                else:
+                    self.held.acks_sent(tip, a.offsets())
         if not stale:
             return acks
         for tip in stale:

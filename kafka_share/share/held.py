@@ -193,6 +193,19 @@ class HeldRecords:
                         s.acking = set()
                     s.acking.add(o)
 
+    def acks_sent_ranges(self, tip: TopicIdPartition, ranges: list[tuple[int, int]]) -> None:
+        """:meth:`acks_sent` for the offsets of ``(first, last)`` ranges, without a
+        Python step per offset (explicit acknowledgements arrive as ranges)."""
+        if not self._track_acks:
+            return
+        for s in self._spans.get(tip, ()):
+            for first, last in ranges:
+                lo, hi = max(first, s.first), min(last, s.last)
+                if lo <= hi:
+                    if s.acking is None:
+                        s.acking = set()
+                    s.acking.update(range(lo, hi + 1))
+
     def ack_returned(self, tip: TopicIdPartition, offsets: Iterable[int]) -> None:
         """The application RENEWed these offsets itself and holds them again."""
         wanted = set(offsets)

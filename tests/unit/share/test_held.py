@@ -101,3 +101,19 @@ def test_ranges_settle_like_their_offsets() -> None:
     held.settle(TIP, [1002, 1003])
     held.settle_ranges(TIP, [(1004, 1004)])
     assert not held
+
+
+def test_acks_sent_as_ranges_are_those_offsets_acks_sent() -> None:
+    by_offsets, by_ranges = HeldRecords(track_acks=True), HeldRecords(track_acks=True)
+    for held in (by_offsets, by_ranges):
+        held.acquire(TIP, 1, 1, [(0, 9, 1), (20, 29, 2)], 0, 1_000)
+    ranges = [(2, 4), (8, 22), (27, 27), (40, 50)]
+    by_offsets.acks_sent(TIP, [o for f, la in ranges for o in range(f, la + 1)])
+    by_ranges.acks_sent_ranges(TIP, ranges)
+    assert [s.renewable() for s in by_ranges.spans()] == [
+        s.renewable() for s in by_offsets.spans()
+    ] == [[0, 1, 5, 6, 7], [23, 24, 25, 26, 28, 29]]
+    untracked = HeldRecords()
+    untracked.acquire(TIP, 1, 1, [(0, 9, 1)], 0, 1_000)
+    untracked.acks_sent_ranges(TIP, ranges)
+    assert next(untracked.spans()).acking is None
