@@ -542,13 +542,10 @@ class ConsumerCore(Generic[K, V]):
             # the span acknowledged last; anything else goes the whole way.
             span = self._in_flight.hit
             i = record[2] - span.first
-            try:
-                if span.records[i] is record:
-                    span.types[i] = type
-                    return
-            except IndexError:
-                pass
-            self._in_flight.acknowledge(record, type)
+            if 0 <= i < span.size and span.records[i] is record:
+                span.types[i] = type
+                return
+            self._in_flight.acknowledge_searched(record, type)
             return
         with self._owned():
             ack_type = self._check_ack_type(type)

@@ -48,7 +48,7 @@ class _Span:
     records is one list store.
     """
 
-    __slots__ = ("counts", "first", "last", "records", "type", "types")
+    __slots__ = ("counts", "first", "last", "records", "size", "type", "types")
 
     def __init__(
         self,
@@ -59,6 +59,8 @@ class _Span:
     ) -> None:
         self.first = first
         self.last = last
+        #: how many offsets (an attribute, not a property: acknowledge() reads it)
+        self.size = last - first + 1
         #: delivery counts, one per offset (an int array), or None
         self.counts = counts
         #: the records, one per offset, or empty (not kept)
@@ -68,10 +70,6 @@ class _Span:
         #: per-offset types (AcknowledgeType members or wire ints), None where
         #: not acknowledged; empty while no offset has one of its own
         self.types: list[int | None] = [None] * len(records) if records else []
-
-    @property
-    def size(self) -> int:
-        return self.last - self.first + 1
 
     def count_of(self, offset: int) -> int:
         """Delivery count of ``offset`` (which it holds); -1 when not kept."""
@@ -329,30 +327,37 @@ class InFlightBatch:
 
     def acknowledge(self, record: ConsumerRecord[Any, Any], ack_type: AcknowledgeType) -> None:
         # The hot path (explicit mode, one call per record): the record handed
-        # out, found by identity in the span acknowledged last. A negative index
-        # needs no test: the record it reads holds another offset, so it is not
-        # this one. An IndexError (past the span, or a span without records)
-        # falls through to the search.
+        # out, found by identity in the span acknowledged last. Bounds tested,
+        # not an IndexError caught: raising one costs more than the search, and
+        # acknowledging partitions in turn misses on every call.
         span = self.hit
         i = record[2] - span.first
-        try:
-            if span.records[i] is record:
-                span.types[i] = ack_type
-                return
-        except IndexError:
-            pass
-        self._acknowledge_found(record, ack_type)
+        if 0 <= i < span.size and span.records[i] is record:
+            span.types[i] = ack_type
+            return
+        self.acknowledge_searched(record, ack_type)
 
-    def _acknowledge_found(self, record: ConsumerRecord[Any, Any], ack_type: int) -> None:
+    def acknowledge_searched(self, record: ConsumerRecord[Any, Any], ack_type: int) -> None:
+        """:meth:`acknowledge` without looking in the span acknowledged last first."""
         entry = self._by_name.get((record[0], record[1]))
         offset = record[2]
-        span = None if entry is None else _span_of(entry[1].spans, offset)
-        # The same offset redelivered (a higher delivery count) is another record.
-        if span is None or span.count_of(offset) not in (-1, record[9]):
-            raise IllegalStateError(self._refusal(record[0], record[1], offset, record[9]))
-        span.per_offset()[offset - span.first] = ack_type
-        if span.records:
-            self.hit = span
+        if entry is not None:
+            for span in entry[1].spans:
+                if span.first <= offset <= span.last:
+                    i = offset - span.first
+                    records = span.records
+                    # The same offset redelivered (a higher delivery count) is
+                    # another record.
+                    if records:
+                        if records[i] is record or records[i][9] == record[9]:
+                            span.types[i] = ack_type
+                            self.hit = span
+                            return
+                    elif span.counts is None or int(span.counts[i]) == record[9]:
+                        span.per_offset()[i] = ack_type
+                        return
+                    break
+        raise IllegalStateError(self._refusal(record[0], record[1], offset, record[9]))
 
     def acknowledge_rows(self, rows: list[tuple[str, int, Any, Any, Any]]) -> None:
         """Acknowledge ``poll_arrow`` rows: ``(topic, partition, offsets,
