@@ -360,3 +360,39 @@ def test_poll_arrow_without_pyarrow_names_the_extra() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
     assert "pip install 'kafka-share[arrow]'" in proc.stdout, proc.stderr
+
+
+def test_acknowledge_fast_path_checks_the_record_and_leaves_ranges() -> None:
+    # acknowledge() first looks for the record object itself in the span it
+    # acknowledged last; partitions taken in turn, equal copies, older deliveries
+    # and records sent already must all come out as the full check decides.
+    import uuid
+
+    from kafka_share.models import TopicIdPartition
+
+    tips = [TopicIdPartition(uuid.uuid4(), "t", p) for p in (0, 1)]
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
+                       share_acknowledgement_mode="explicit") as c:
+        records = [
+            [_record()._replace(partition=p, offset=o, delivery_count=2)
+             for o in range(p * 50, p * 50 + 20)]
+            for p in (0, 1)
+        ]
+        for tip, recs in zip(tips, records, strict=True):
+            c._in_flight.add_records(tip, 1, recs)
+        for a, b in zip(records[0][:10], records[1][:10], strict=True):  # in turn
+            c.acknowledge(a)
+            c.acknowledge(b, AcknowledgeType.RELEASE)
+        c.acknowledge(records[0][10]._replace(), AcknowledgeType.REJECT)  # an equal copy
+        with pytest.raises(IllegalStateError, match="earlier delivery"):
+            c.acknowledge(records[0][11]._replace(delivery_count=1))
+        for r in records[0][11:] + records[1][10:]:
+            c.acknowledge(r)
+        acks = {tip: na.acknowledgements for tip, na in c._take_acks().items()}
+        assert acks[tips[0]].offset_ranges() == [(0, 9), (10, 10), (11, 19)]
+        assert acks[tips[0]].as_dict() == {o: 3 if o == 10 else 1 for o in range(20)}
+        assert acks[tips[1]].offset_ranges() == [(50, 59), (60, 69)]
+        assert acks[tips[1]].as_dict() == {o: 2 if o < 60 else 1 for o in range(50, 70)}
+        for r in (records[0][19], records[1][0]):
+            with pytest.raises(IllegalStateError, match="already acknowledged"):
+                c.acknowledge(r)
