@@ -523,7 +523,7 @@ class NetworkClient:
             return False
         if writable:
             conn.on_writable(now_ms)
-            if readable and conn.state is not ConnectionState.CLOSED:
+            if readable and conn.is_open():
                 conn.on_readable(now_ms)
             return False
         return readable and conn.on_readable(now_ms)

@@ -265,6 +265,11 @@ class BrokerConnection:
         """Usable for requests (while re-authenticating they wait in the queue)."""
         return self.state in (ConnectionState.READY, ConnectionState.REAUTHENTICATING)
 
+    def is_open(self) -> bool:
+        """Not CLOSED (a method, so that type checkers do not narrow the state
+        across calls that may close the connection)."""
+        return self.state is not ConnectionState.CLOSED
+
     @property
     def in_flight_count(self) -> int:
         return len(self._in_flight) + len(self._queued)
