@@ -50,7 +50,7 @@ from kafka_share.models import (
     ConsumerRecords,
     TopicIdPartition,
 )
-from kafka_share.records.batch import CorruptBatchError, RecordShape, iter_batches
+from kafka_share.records.batch import CorruptBatchError, RecordBatch, RecordShape, iter_batches
 from kafka_share.share.acquired import AcquiredRecords
 from kafka_share.share.held import held_ranges_without
 from kafka_share.share.results import LocksLost
@@ -146,6 +146,31 @@ _VECTORISED: Any = False
 
 def _acquired_count(fetch: CompletedShareFetch) -> int:
     return sum(last - first + 1 for first, last, _ in fetch.acquired)
+
+
+class _Walk:
+    """What a decoder found in a fetch since its last hand-over to delivery
+    (see :meth:`FetchCollector._acquired_batches`)."""
+
+    __slots__ = ("data", "gaps", "handed_over", "size")
+
+    def __init__(self, data: _PartitionData) -> None:
+        self.data = data
+        #: acquired offsets found without a record (GAP acknowledgements)
+        self.gaps: list[int] = []
+        #: payload bytes of the records found
+        self.size = 0
+        #: len(data.pending) at the last hand-over (it starts empty)
+        self.handed_over = 0
+
+    def finish(self, cursor: Any) -> None:
+        """Hand over the rest: the decoding is complete."""
+        data = self.data
+        data.bytes_left += self.size
+        self.size = 0
+        cursor.finish(self.gaps)
+        data.gaps.extend(self.gaps)
+        self.gaps.clear()
 
 
 class _PartitionData:
@@ -496,51 +521,18 @@ class FetchCollector(Generic[K, V]):
         tip = fetch.partition
         sliced = self._sliced
         cursor = acquired.cursor()
-        gaps: list[int] = []
+        walk = _Walk(data)
+        gaps = walk.gaps
         pending = data.pending
         take = cursor.take
         take_span = cursor.take_span
         new: Any = tuple.__new__
         record_type = ConsumerRecord
         topic, partition = tip.topic, tip.partition
-        size = 0
-        batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
-        decoded_upto = 0
-        while True:
-            if sliced and (len(pending) != decoded_upto or gaps):
-                # A slice is done: hand over what it found, let delivery go on.
-                found = len(pending) - decoded_upto
-                decoded_upto = len(pending)
-                data.bytes_left += size
-                size = 0
-                data.gaps.extend(gaps)
-                gaps.clear()
-                yield found
-            try:
-                batch = next(batches)
-            except StopIteration:
-                break
-            except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc)
+        for batch in self._acquired_batches(data, fetch, cursor, walk):
+            if isinstance(batch, int):
+                yield batch  # a slice handed over
                 continue
-            except CorruptMessageError as exc:
-                # Framing is lost: nothing after this point can be trusted, so the
-                # rest of what we acquired is rejected rather than left locked.
-                first = cursor.next_offset
-                rest: list[int] = []
-                cursor.finish(rest)
-                _report_at(data, CorruptRecordError(
-                    f"Record batch for partition {tip.topic}-{tip.partition} at offset "
-                    f"{first} is corrupt and its acquired records are rejected: {exc}"
-                ), rest)
-                break
-            next_offset = cursor.next_offset
-            if next_offset is None:
-                break
-            if batch.last_offset < next_offset:
-                continue
-            if batch.is_control:
-                continue  # its acquired offsets become GAPs as the cursor passes them
             epoch = batch.partition_leader_epoch
             leader_epoch = epoch if epoch >= 0 else None
             ts_type = batch.timestamp_type
@@ -592,7 +584,7 @@ class FetchCollector(Generic[K, V]):
                         present = set(offsets)
                         gaps.extend(o for o in range(base, last + 1) if o not in present)
                     pending.extend(shaped)
-                    size += _payload_size(shaped)
+                    walk.size += _payload_size(shaped)
                     continue
                 # Offsets out of order or outside the batch header's range (a
                 # broken batch that passed its CRC): match them one by one.
@@ -612,10 +604,8 @@ class FetchCollector(Generic[K, V]):
                     leader_epoch, count,
                     -1 if key is None else len(key), -1 if value is None else len(value),
                 )))
-            size += _payload_size(pending[first_new:])
-        data.bytes_left += size
-        cursor.finish(gaps)
-        data.gaps.extend(gaps)
+            walk.size += _payload_size(pending[first_new:])
+        walk.finish(cursor)
 
     def _decoding_columns(
         self, data: _PartitionData, fetch: CompletedShareFetch, acquired: AcquiredRecords
@@ -626,44 +616,14 @@ class FetchCollector(Generic[K, V]):
         columnar = _columnar()
         np = columnar.np
         piece_type = columnar.Piece
-        tip = fetch.partition
-        sliced = self._sliced
         cursor = acquired.cursor()
-        gaps: list[int] = []
+        walk = _Walk(data)
+        gaps = walk.gaps
         pending = data.pending
-        size = 0
-        decoded_upto = 0
-        batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
-        while True:
-            if sliced and (len(pending) != decoded_upto or gaps):
-                found = len(pending) - decoded_upto
-                decoded_upto = len(pending)
-                data.bytes_left += size
-                size = 0
-                data.gaps.extend(gaps)
-                gaps.clear()
-                yield found
-            try:
-                batch = next(batches)
-            except StopIteration:
-                break
-            except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc)
+        for batch in self._acquired_batches(data, fetch, cursor, walk):
+            if isinstance(batch, int):
+                yield batch  # a slice handed over
                 continue
-            except CorruptMessageError as exc:
-                first = cursor.next_offset
-                rest: list[int] = []
-                cursor.finish(rest)
-                _report_at(data, CorruptRecordError(
-                    f"Record batch for partition {tip.topic}-{tip.partition} at offset "
-                    f"{first} is corrupt and its acquired records are rejected: {exc}"
-                ), rest)
-                break
-            next_offset = cursor.next_offset
-            if next_offset is None:
-                break
-            if batch.last_offset < next_offset or batch.is_control:
-                continue  # a control batch's acquired offsets become GAPs
             ts_type = int(batch.timestamp_type)
             base, last = batch.base_offset, batch.last_offset
             try:
@@ -703,10 +663,60 @@ class FetchCollector(Generic[K, V]):
                     np.array(counts, dtype=np.int32), ts_type,
                 )
             pending.append(piece)
-            size += piece.payload_size()
-        data.bytes_left += size
-        cursor.finish(gaps)
-        data.gaps.extend(gaps)
+            walk.size += piece.payload_size()
+        walk.finish(cursor)
+
+    def _acquired_batches(
+        self, data: _PartitionData, fetch: CompletedShareFetch, cursor: Any, walk: _Walk
+    ) -> Iterator[RecordBatch | int]:
+        """The data batches of ``fetch`` that hold offsets at or after the cursor,
+        for both decoders. A corrupt batch's acquired records are rejected; lost
+        framing rejects all the rest; control batches are skipped (their acquired
+        offsets become GAPs as the cursor passes them).
+
+        In sliced mode, before reading each next batch, it hands over what the
+        decoder found since the last hand-over (see :class:`_Walk`) and yields
+        how many records that was, an ``int``, for the decoder to pass on.
+        """
+        sliced = self._sliced
+        pending = data.pending
+        gaps = walk.gaps
+        batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
+        while True:
+            if sliced and (len(pending) != walk.handed_over or gaps):
+                # A slice is done: hand over what it found, let delivery go on.
+                found = len(pending) - walk.handed_over
+                walk.handed_over = len(pending)
+                data.bytes_left += walk.size
+                walk.size = 0
+                data.gaps.extend(gaps)
+                gaps.clear()
+                yield found
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except CorruptBatchError as exc:
+                self._reject_batch(data, cursor, exc)
+                continue
+            except CorruptMessageError as exc:
+                # Framing is lost: nothing after this point can be trusted, so the
+                # rest of what we acquired is rejected rather than left locked.
+                tip = fetch.partition
+                first = cursor.next_offset
+                rest: list[int] = []
+                cursor.finish(rest)
+                _report_at(data, CorruptRecordError(
+                    f"Record batch for partition {tip.topic}-{tip.partition} at offset "
+                    f"{first} is corrupt and its acquired records are rejected: {exc}"
+                ), rest)
+                return
+            next_offset = cursor.next_offset
+            if next_offset is None:
+                return
+            if batch.last_offset < next_offset or batch.is_control:
+                continue
+            yield batch
 
     def _reject_batch(
         self,

@@ -257,7 +257,12 @@ class AsyncEngineShell(EngineDriver):
     def _io_round(self, conn: BrokerConnection, readable: bool, writable: bool) -> None:
         now = monotonic_ms()
         self._check_blocked(now)  # before the I/O: its round re-arms the timer
-        self._client.on_ready(conn, readable, writable, now)
+        quiet = self._client.on_ready(conn, readable, writable, now)
+        due = self._timer_due_ms
+        if quiet and due is not None and now < due:
+            # Only bytes of a response still incomplete: nothing changed for the
+            # engine or the client's timeouts, and the round armed for `due` stands.
+            return
         self._client.finish(now)
         self._after_io()
         self._run_round()

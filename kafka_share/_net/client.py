@@ -133,6 +133,8 @@ class SelectorPoller:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        #: Whether the last :meth:`select` was ended by :meth:`wakeup`.
+        self.woken = False
 
     def register(self, conn: BrokerConnection) -> None:
         self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
@@ -153,11 +155,14 @@ class SelectorPoller:
             pass
 
     def select(self, timeout_ms: int) -> list[tuple[BrokerConnection, bool, bool]]:
-        """Wait up to ``timeout_ms``; the ready connections as (conn, readable, writable)."""
+        """Wait up to ``timeout_ms``; the ready connections as (conn, readable, writable).
+        :attr:`woken` tells whether :meth:`wakeup` ended the wait."""
         ready: list[tuple[BrokerConnection, bool, bool]] = []
+        self.woken = False
         for key, mask in self._selector.select(max(0.0, timeout_ms / 1000.0)):
             conn = key.data
             if conn is None:
+                self.woken = True
                 self._drain_wakeups()
                 continue
             ready.append(
@@ -455,21 +460,47 @@ class NetworkClient:
         """Make a blocked :meth:`poll` return early. Safe from any thread."""
         self._poller.wakeup()
 
-    def poll(self, timeout_ms: int) -> None:
+    def poll(self, timeout_ms: int) -> int | None:
         """Wait for I/O up to ``timeout_ms`` and run every ready connection's handlers
-        (a :class:`SelectorPoller` only; an event loop calls the steps itself)."""
+        (a :class:`SelectorPoller` only; an event loop calls the steps itself).
+
+        Returns None, or, when all the wait brought was bytes of responses that
+        are not complete yet (see :meth:`BrokerConnection.on_readable`), the time
+        until which nothing but :meth:`poll_quiet` is needed: no handler ran and
+        no application wakeup came, so the driver's round, this client's
+        timeouts, parked requests and socket interests all stand as they were.
+        """
+        now = monotonic_ms()
+        timeout_ms = self.prepare(timeout_ms, now)
+        return self._wait(now + timeout_ms, timeout_ms)
+
+    def poll_quiet(self, due_ms: int, now_ms: int) -> int | None:
+        """The next wait after :meth:`poll` (or this) returned ``due_ms``: the same
+        wait, without recomputing what cannot have changed. ``now_ms`` must be
+        before ``due_ms``; returns as :meth:`poll`."""
+        return self._wait(due_ms, due_ms - now_ms)
+
+    def _wait(self, due_ms: int, timeout_ms: int) -> int | None:
         poller = self._poller
         assert isinstance(poller, SelectorPoller)
-        ready = poller.select(self.prepare(timeout_ms))
+        ready = poller.select(timeout_ms)
         now = monotonic_ms()
+        # Nothing ready means a deadline (or the caller's timeout) is up.
+        quiet = bool(ready) and not poller.woken and now < due_ms
         for conn, readable, writable in ready:
-            self.on_ready(conn, readable, writable, now)
+            if not self.on_ready(conn, readable, writable, now):
+                quiet = False
+        if quiet:
+            # Skipping finish(): every deadline it checks is at or after due_ms,
+            # and nothing was closed. Idle connections wait at most until due_ms.
+            return due_ms
         self.finish(now)
+        return None
 
-    def prepare(self, timeout_ms: int) -> int:
+    def prepare(self, timeout_ms: int, now_ms: int | None = None) -> int:
         """Send parked requests that may go now and bring every socket's interest up
         to date; returns how long the driver may wait (at most ``timeout_ms``)."""
-        now = monotonic_ms()
+        now = monotonic_ms() if now_ms is None else now_ms
         self._unpark(now)
         parked = self._next_parked_ms(now)
         if parked is not None:
@@ -484,12 +515,18 @@ class NetworkClient:
 
     def on_ready(
         self, conn: BrokerConnection, readable: bool, writable: bool, now_ms: int
-    ) -> None:
-        """Run one ready connection's I/O (and the handlers of its responses)."""
-        if writable and conn.state is not ConnectionState.CLOSED:
+    ) -> bool:
+        """Run one ready connection's I/O (and the handlers of its responses).
+        True when it only read bytes of a response that is not complete yet
+        (nothing changed for the driver: see :meth:`BrokerConnection.on_readable`)."""
+        if conn.state is ConnectionState.CLOSED:
+            return False
+        if writable:
             conn.on_writable(now_ms)
-        if readable and conn.state is not ConnectionState.CLOSED:
-            conn.on_readable(now_ms)
+            if readable and conn.is_open():
+                conn.on_readable(now_ms)
+            return False
+        return readable and conn.on_readable(now_ms)
 
     def finish(self, now_ms: int) -> None:
         """After I/O: request and connect timeouts, idle and closed connections,

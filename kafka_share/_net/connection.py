@@ -265,6 +265,11 @@ class BrokerConnection:
         """Usable for requests (while re-authenticating they wait in the queue)."""
         return self.state in (ConnectionState.READY, ConnectionState.REAUTHENTICATING)
 
+    def is_open(self) -> bool:
+        """Not CLOSED (a method, so that type checkers do not narrow the state
+        across calls that may close the connection)."""
+        return self.state is not ConnectionState.CLOSED
+
     @property
     def in_flight_count(self) -> int:
         return len(self._in_flight) + len(self._queued)
@@ -313,16 +318,26 @@ class BrokerConnection:
             self._send_api_versions(now_ms)
         self._flush()
 
-    def on_readable(self, now_ms: int) -> None:
-        if self.state is ConnectionState.CONNECTING:
+    def on_readable(self, now_ms: int) -> bool:
+        """Read what the socket has and run the handlers of the responses it
+        completes.
+
+        Returns True when the read changed nothing but the fill of a response
+        that is not complete yet: no handler ran, the state and the write
+        interest are as before, so the driver has nothing new to act on (a
+        1 MiB+ ShareFetch response arrives over many reads, and only the one
+        completing it matters to the engine).
+        """
+        state = self.state
+        if state is ConnectionState.CONNECTING:
             # A refused connect can show as readable first: settle the connect
             # (and move on to the next address) before reading anything.
             self.on_writable(now_ms)
-            return
+            return False
         codec = self._codec
         if self._tls is not None:
             if not self._read_tls(now_ms):
-                return
+                return self.state is state and not self._out
         else:
             try:
                 # The kernel writes straight into the codec's buffer: for a large
@@ -330,27 +345,29 @@ class BrokerConnection:
                 with codec.get_buffer() as buf:
                     nbytes = self.sock.recv_into(buf)
             except (BlockingIOError, InterruptedError):
-                return
+                return True
             except KafkaError as exc:
                 self.close(exc)
-                return
+                return False
             except OSError as exc:
                 self.close(NetworkError(f"connection to {self.address} failed: {exc}"))
-                return
+                return False
             if not nbytes:
                 self.close(self._peer_closed_error())
-                return
+                return False
             self.last_activity_ms = now_ms
             try:
                 codec.buffer_updated(nbytes)
             except KafkaError as exc:
                 self.close(exc)
-                return
+                return False
+        quiet = True
         try:
             while True:
                 event = codec.next_response()
                 if event is NEED_DATA:
                     break
+                quiet = False
                 in_flight, response = event
                 pending = self._in_flight.pop(in_flight.correlation_id, None)
                 if pending is None:
@@ -358,9 +375,11 @@ class BrokerConnection:
                 self.responses += 1
                 pending.handler(response, None)
                 if self.state is ConnectionState.CLOSED:
-                    return
+                    return False
         except KafkaError as exc:
             self.close(exc)
+            return False
+        return quiet and self.state is state and not self._out
 
     def check_timeouts(self, now_ms: int) -> None:
         if self._awaiting_token and self.state in (

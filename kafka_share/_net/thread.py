@@ -13,6 +13,11 @@ One loop (:meth:`NetworkThread._run_once`):
    engine's next deadline (every backoff is in it, so nothing spins while
    brokers are down).
 
+A wait that only brought bytes of a response still incomplete (a 1 MiB+
+ShareFetch response takes many reads) skips steps 1 and 2 and the client's
+timeout checks next time round: nothing they look at has changed, and the
+deadline they computed still stands (``NetworkClient.poll_quiet``).
+
 Responses run their handlers inside step 3, on this thread, so the engine needs
 no locks. Each handler is called through :func:`_isolated`: a bug in one
 handler is logged with its stack and reported to the application, and fails
@@ -69,6 +74,8 @@ class NetworkThread(EngineDriver):
         self._stop = threading.Event()
         #: a PollEvent was queued without waking the thread (see submit)
         self._wake_owed = False
+        #: until when the loop may skip its round (see _run_once); None: it may not
+        self._quiet_due_ms: int | None = None
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-share-network-{client_id}", daemon=True
         )
@@ -146,10 +153,19 @@ class NetworkThread(EngineDriver):
 
     def _run_once(self) -> None:
         now = monotonic_ms()
+        quiet_due = self._quiet_due_ms
+        if quiet_due is not None and now < quiet_due and self._events.empty():
+            # The last wait only brought bytes of a response still incomplete: the
+            # engine has nothing new (no response, no event, no deadline reached),
+            # so its round would only repeat itself. Wait on.
+            self._quiet_due_ms = self._client.poll_quiet(quiet_due, now)
+            if self._quiet_due_ms is None:
+                self._after_io()
+            return
         self._drain_events(now)
         if self._stop.is_set():
             return
-        self._client.poll(self._round(now))
+        self._quiet_due_ms = self._client.poll(self._round(now))
         self._after_io()
 
     def _drain_events(self, now_ms: int) -> None:

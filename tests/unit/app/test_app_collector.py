@@ -32,6 +32,8 @@ class Harness:
         check_crcs: bool = True,
         key_deserializer: Callable[[bytes], Any] | None = None,
         value_deserializer: Callable[[bytes], Any] | None = None,
+        sliced_decoding: bool = False,
+        columnar: bool = False,
     ) -> None:
         self.buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
         self.in_flight = InFlightBatch()
@@ -42,7 +44,9 @@ class Harness:
             value_deserializer=value_deserializer,
             check_crcs=check_crcs,
             max_poll_records=max_poll_records,
+            sliced_decoding=sliced_decoding,
         )
+        self.collector.columnar = columnar
 
     def add(
         self,
@@ -385,6 +389,57 @@ def test_broken_framing_rejects_everything_acquired_from_there_on() -> None:
     assert not h.collector.has_buffered()
     h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
     assert h.acks() == {0: ACCEPT, 1: ACCEPT, 2: REJECT, 3: REJECT, 4: REJECT, 5: REJECT}
+
+
+def _offsets_of(result: Any, columnar: bool) -> list[int]:
+    if not columnar:
+        return collected_offsets(result)
+    return [o for _tip, pieces in result.records.items() for p in pieces
+            for o in p.columns.offsets.tolist()]
+
+
+MODES = [
+    pytest.param(columnar, sliced, id=f"{'columnar' if columnar else 'rows'}"
+                 f"{'-sliced' if sliced else ''}")
+    for columnar in (False, True) for sliced in (False, True)
+]
+
+
+@pytest.mark.parametrize(("columnar", "sliced"), MODES)
+def test_corrupt_batches_are_rejected_alike_by_every_decoder(columnar: bool, sliced: bool) -> None:
+    """Row and columnar decoding, whole or a slice at a time, share one walk over
+    the batches: a CRC failure rejects that batch's acquired records, a control
+    batch's offsets become GAPs, lost framing rejects all the rest."""
+    if columnar:
+        pytest.importorskip("pyarrow")
+    h = Harness(columnar=columnar, sliced_decoding=sliced)
+    bad = bytearray(build_batch(values(2, 3), base_offset=3))
+    bad[-1] ^= 0xFF
+    broken = bytearray(build_batch(values(2, 8), base_offset=8))
+    broken[16] = 7  # unknown magic: the framing can no longer be trusted
+    data = (
+        build_batch(values(3), base_offset=0) + bytes(bad)
+        + build_control_batch(base_offset=5) + build_batch(values(2, 6), base_offset=6)
+        + bytes(broken) + build_batch(values(2, 10), base_offset=10)
+    )
+    h.add(data, [(1, 11, 1)])
+    delivered: list[int] = []
+    errors = 0
+    for _ in range(10):
+        result = h.collector.collect()
+        delivered += _offsets_of(result, columnar)
+        if result.error is not None:
+            assert isinstance(result.error, CorruptRecordError)
+            errors += 1
+        if not h.collector.has_buffered():
+            break
+    assert delivered == [1, 2, 6, 7]
+    assert errors == 2
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    assert h.acks() == {
+        1: ACCEPT, 2: ACCEPT, 3: REJECT, 4: REJECT, 5: GAP, 6: ACCEPT, 7: ACCEPT,
+        8: REJECT, 9: REJECT, 10: REJECT, 11: REJECT,
+    }
 
 
 @pytest.mark.parametrize("budget", [1, 2, 3, 500])

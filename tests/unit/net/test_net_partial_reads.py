@@ -1,0 +1,290 @@
+"""Responses arriving in pieces: what a read that completes no response reports.
+
+A read that only adds bytes to a response still incomplete tells the driver so
+(``BrokerConnection.on_readable`` returns True, ``NetworkClient.poll`` returns
+the time until which nothing else needs doing), and the driver then skips its
+round. That is only safe if such a read never ran a handler, changed the
+connection's state or left bytes to write: these tests split response streams
+at every byte boundary and at random, over a real socket, and check it on every
+single read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import select
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
+from kafka_share._net.connection import BrokerConnection, ConnectionState
+from kafka_share.protocol.headers import (
+    RequestHeader,
+    ResponseHeader,
+    request_header_version,
+    response_header_version,
+)
+from kafka_share.protocol.messages import (
+    REQUEST_TYPES,
+    RESPONSE_TYPES,
+    MetadataRequest,
+    MetadataResponse,
+)
+from tests.fakes.broker import api_versions_response, default_api_versions
+from tests.fakes.pump import Outcome
+
+_SIZE = struct.Struct(">i")
+NODE = 1
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        assert chunk, "client closed the connection"
+        buf += chunk
+    return bytes(buf)
+
+
+def _read_request(sock: socket.socket) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of the next request frame."""
+    (size,) = _SIZE.unpack(_read_exact(sock, 4))
+    frame = _read_exact(sock, size)
+    api_key, api_version = struct.unpack_from(">hh", frame, 0)
+    flex = getattr(REQUEST_TYPES[api_key], "FLEXIBLE_MIN_VERSION", None)
+    header, _ = RequestHeader.decode(
+        memoryview(frame),
+        request_header_version(api_key, flex is not None and api_version >= flex),
+    )
+    return api_key, api_version, header.correlation_id
+
+
+def _response_frame(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
+    cls: Any = RESPONSE_TYPES[api_key]
+    flex = cls.FLEXIBLE_MIN_VERSION
+    head = ResponseHeader(correlation_id=correlation_id).encode(
+        response_header_version(api_key, flex is not None and version >= flex)
+    )
+    body = cls.encode(response, version)
+    return _SIZE.pack(len(head) + len(body)) + head + body
+
+
+def _metadata_response(brokers: int, tag: int) -> MetadataResponse:
+    broker = MetadataResponse.MetadataResponseBroker
+    return MetadataResponse(
+        controller_id=tag,
+        brokers=[broker(node_id=i, host="h" * 180, port=9092) for i in range(brokers)],
+    )
+
+
+class _Server:
+    """One accepted connection, answered by hand from the test's thread."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(1)
+        self.sock: socket.socket | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self.listener.getsockname()[:2]
+        return str(host), int(port)
+
+    def accept(self) -> socket.socket:
+        self.listener.settimeout(5)
+        self.sock, _ = self.listener.accept()
+        self.sock.settimeout(5)
+        # Each piece goes out at once (Nagle would hold small ones for an ACK).
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return self.sock
+
+    def answer_api_versions(self) -> None:
+        assert self.sock is not None
+        api_key, version, cid = _read_request(self.sock)
+        assert api_key == 18
+        response = api_versions_response(default_api_versions())
+        self.sock.sendall(_response_frame(api_key, version, cid, response))
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+        self.listener.close()
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    s = _Server()
+    yield s
+    s.close()
+
+
+def _wait_readable(sock: socket.socket, timeout_s: float = 5.0) -> None:
+    readable, _, _ = select.select([sock], [], [], timeout_s)
+    assert readable, "no bytes arrived in time"
+
+
+def _ready_connection(server: _Server) -> BrokerConnection:
+    host, port = server.address
+    conn = BrokerConnection(
+        node_id=NODE, host=host, port=port, client_id="partial-reads",
+        now_ms=monotonic_ms(), connect_timeout_ms=5000, request_timeout_ms=30_000,
+        addresses=socket.getaddrinfo(host, port, type=socket.SOCK_STREAM),
+    )
+    server.accept()
+    deadline = time.monotonic() + 5
+    while conn.state is ConnectionState.CONNECTING:
+        assert time.monotonic() < deadline
+        select.select([], [conn.sock], [], 1)
+        conn.on_writable(monotonic_ms())
+    server.answer_api_versions()
+    while conn.state is not ConnectionState.READY:
+        assert time.monotonic() < deadline
+        _wait_readable(conn.sock)
+        conn.on_readable(monotonic_ms())
+    return conn
+
+
+class _Exchange:
+    """Requests pipelined on a connection and the stream of their answers."""
+
+    def __init__(self, conn: BrokerConnection, server: _Server, sizes: list[int]) -> None:
+        assert server.sock is not None
+        self.outcomes = [Outcome() for _ in sizes]
+        for outcome in self.outcomes:
+            conn.send(MetadataRequest(topics=[]), outcome, now_ms=monotonic_ms())
+        frames = []
+        for tag, brokers in enumerate(sizes):
+            api_key, version, cid = _read_request(server.sock)
+            assert api_key == 3
+            frames.append(_response_frame(api_key, version, cid, _metadata_response(brokers, tag)))
+        self.frames = frames
+        self.stream = b"".join(frames)
+
+    def handled(self) -> int:
+        return sum(len(o.calls) for o in self.outcomes)
+
+    def check_answers(self) -> None:
+        for tag, outcome in enumerate(self.outcomes):
+            assert isinstance(outcome.response, MetadataResponse)
+            assert outcome.response.controller_id == tag
+
+
+def _deliver(conn: BrokerConnection, server: _Server, ex: _Exchange, cuts: list[int]) -> int:
+    """Send ``ex.stream`` cut at ``cuts``, reading after each piece until the
+    connection has taken it all; checks every read's report. Returns how many
+    reads reported "nothing but a partial response"."""
+    assert server.sock is not None
+    quiet_reads = 0
+    bounds = [0, *sorted(set(cuts)), len(ex.stream)]
+    for start, end in itertools.pairwise(bounds):
+        if start == end:
+            continue
+        server.sock.sendall(ex.stream[start:end])
+        deadline = time.monotonic() + 5
+        while True:
+            done = ex.handled()
+            taken = sum(len(f) for f in ex.frames[:done]) + conn._codec.buffered_bytes
+            if taken == end:
+                break
+            assert time.monotonic() < deadline, f"read stalled at {taken} of {end} bytes"
+            _wait_readable(conn.sock)
+            quiet = conn.on_readable(monotonic_ms())
+            assert conn.state is ConnectionState.READY
+            if quiet:
+                quiet_reads += 1
+                assert ex.handled() == done, "a read that ran a handler reported quiet"
+            else:
+                assert ex.handled() > done, "a read that completed nothing was not quiet"
+    ex.check_answers()
+    return quiet_reads
+
+
+def test_every_split_of_two_small_responses_reports_each_read_right(server: _Server) -> None:
+    conn = _ready_connection(server)
+    try:
+        ex = _Exchange(conn, server, [1, 2])
+        assert _deliver(conn, server, ex, []) == 0  # all at once: no quiet read
+        length = len(ex.stream)
+        for cut in range(1, length):
+            ex = _Exchange(conn, server, [1, 2])
+            _deliver(conn, server, ex, [cut])
+        # And one byte at a time: every read but the last of each frame is quiet.
+        ex = _Exchange(conn, server, [1, 2])
+        assert _deliver(conn, server, ex, list(range(1, length))) == length - 2
+    finally:
+        conn.close()
+
+
+def test_random_chunkings_of_large_and_small_responses(server: _Server) -> None:
+    """A frame larger than the scratch buffer is read in place, in many pieces."""
+    conn = _ready_connection(server)
+    rng = random.Random(932)
+    try:
+        quiet_reads = 0
+        for _ in range(25):
+            ex = _Exchange(conn, server, [1, 400, 3, 450])
+            assert len(ex.frames[1]) > 64 * 1024
+            length = len(ex.stream)
+            cuts = rng.sample(range(1, length), rng.randint(1, 40))
+            # Cuts right around frame boundaries and size prefixes too.
+            edge = len(ex.frames[0])
+            cuts += [edge + rng.randint(-3, 5), edge + 64 * 1024 + rng.randint(-2, 2)]
+            quiet_reads += _deliver(conn, server, ex, [c for c in cuts if 0 < c < length])
+        assert quiet_reads > 0
+    finally:
+        conn.close()
+
+
+def test_client_poll_reports_quiet_waits_until_a_response_completes(server: _Server) -> None:
+    host, port = server.address
+    client = NetworkClient(
+        client_id="partial-reads", address_of=lambda node: (host, port),
+        connect_timeout_ms=5000, request_timeout_ms=30_000,
+        reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000,
+    )
+    try:
+        out = Outcome()
+        assert client.send(NODE, Purpose.CONTROL, MetadataRequest(topics=[]), out, monotonic_ms())
+        sock = server.accept()
+        deadline = time.monotonic() + 5
+        while not client.is_ready(NODE, Purpose.CONTROL):
+            assert time.monotonic() < deadline
+            client.poll(20)
+            if sock is not None and select.select([sock], [], [], 0)[0]:
+                server.answer_api_versions()
+                sock = None  # answered once
+        api_key, version, cid = _read_request(server.sock)  # type: ignore[arg-type]
+        stream = _response_frame(api_key, version, cid, _metadata_response(400, 7))
+        assert server.sock is not None
+        server.sock.sendall(stream[:1000])
+        due = client.poll(2000)
+        assert due is not None and not out.calls
+        server.sock.sendall(stream[1000:2000])
+        now = monotonic_ms()
+        assert client.poll_quiet(due, now) == due and not out.calls
+        # A wakeup (an application event) ends the quiet wait: the round must run.
+        client.wakeup()
+        assert client.poll_quiet(due, monotonic_ms()) is None
+        # So does a deadline passing with nothing to read.
+        started = monotonic_ms()
+        assert client.poll_quiet(started + 30, started) is None
+        assert monotonic_ms() - started >= 25
+        server.sock.sendall(stream[2000:-10])
+        due = client.poll(2000)
+        assert due is not None and not out.calls
+        server.sock.sendall(stream[-10:])
+        while not out.calls:
+            assert time.monotonic() < deadline
+            assert due is not None
+            due = client.poll_quiet(due, monotonic_ms())
+        assert due is None  # the read that completed the response
+        assert out.response.controller_id == 7
+    finally:
+        client.close()
