@@ -18,6 +18,7 @@ from kafka_share.config import parse_config
 from kafka_share.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS",
     "DEFAULT_MAX_POLL_RECORDS",
     "MAX_PARTITION_BYTES",
     "SOURCE_OPTIONS",
@@ -30,6 +31,11 @@ __all__ = [
 #: ``kafka.max.poll.records`` is given: the broker's default per-partition limit on
 #: records in flight for a group (``group.share.partition.max.record.locks``).
 DEFAULT_MAX_POLL_RECORDS: Final = 2000
+
+#: How long an ``availableNow`` query waits, without getting records, for records
+#: that were there when it started but are held elsewhere: longer than the default
+#: record lock (30 s), so records of a member that died come back in time.
+DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS: Final = 60_000
 
 #: Largest Arrow IPC payload per input partition. The payload travels inside the
 #: serialized task, and Spark warns about tasks above 1000 KiB.
@@ -45,6 +51,9 @@ SOURCE_OPTIONS: Final[dict[str, str]] = {
     "initialPollTimeoutMs": "how long the first poll of a query waits, while the consumer "
     "joins the group (default 10000)",
     "maxPartitionBytes": "largest Arrow payload of one input partition (default 1000000)",
+    "availableNowIdleTimeoutMs": "with trigger(availableNow=True): how long the query keeps "
+    "polling without getting records while records that were in the topics when it started "
+    "are not done yet (default 60000; 0 ends at the first empty poll)",
 }
 
 _LOWER: Final = {name.lower(): name for name in SOURCE_OPTIONS}
@@ -101,6 +110,12 @@ class SourceOptions:
     poll_timeout_ms: int
     initial_poll_timeout_ms: int
     max_partition_bytes: int
+    available_now_idle_timeout_ms: int = DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS
+
+    @property
+    def group_id(self) -> str:
+        """The share group."""
+        return str(self.consumer_config["group.id"])
 
     @property
     def max_poll_records(self) -> int:
@@ -228,5 +243,10 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         ),
         max_partition_bytes=_positive_int(
             "maxPartitionBytes", own.get("maxPartitionBytes", str(MAX_PARTITION_BYTES))
+        ),
+        available_now_idle_timeout_ms=_positive_int(
+            "availableNowIdleTimeoutMs",
+            own.get("availableNowIdleTimeoutMs", str(DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS)),
+            minimum=0,
         ),
     )

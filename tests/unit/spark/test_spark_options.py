@@ -7,6 +7,7 @@ import pytest
 from kafka_share.spark._options import (
     DEFAULT_MAX_POLL_RECORDS,
     MAX_PARTITION_BYTES,
+    SourceOptions,
     SparkOptionError,
     parse_source_options,
 )
@@ -14,7 +15,7 @@ from kafka_share.spark._options import (
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g", "subscribe": "a"}
 
 
-def parse(**extra: str) -> object:
+def parse(**extra: str) -> SourceOptions:
     return parse_source_options({**BASE, **extra})
 
 
@@ -33,6 +34,8 @@ def test_defaults() -> None:
     assert opts.num_partitions is None
     assert (opts.poll_timeout_ms, opts.initial_poll_timeout_ms) == (1000, 10000)
     assert opts.max_partition_bytes == MAX_PARTITION_BYTES
+    assert opts.available_now_idle_timeout_ms == 60_000
+    assert parse(availablenowidletimeoutms="0").available_now_idle_timeout_ms == 0
 
 
 def test_spark_lower_cases_keys_and_they_still_match() -> None:
@@ -71,6 +74,8 @@ def test_kafka_options_reach_the_consumer() -> None:
         ({"numPartitions": "-1"}, "numPartitions must be at least 1"),
         ({"includeHeaders": "yes"}, "includeHeaders must be true or false"),
         ({"pollTimeoutMs": "x"}, "pollTimeoutMs must be an integer"),
+        ({"availableNowIdleTimeoutMs": "-1"}, "availableNowIdleTimeoutMs must be at least 0"),
+        ({"availableNowIdleTimeoutMs": "1m"}, "availableNowIdleTimeoutMs must be an integer"),
         ({"startingOffsets": "earliest"}, "startingoffsets .*share.auto.offset.reset"),
         ({"assign": "{}"}, "assign .*use subscribe"),
         ({"maxOffsetsPerTrigger": "5"}, "use maxRecordsPerTrigger"),
@@ -85,4 +90,4 @@ def test_kafka_options_reach_the_consumer() -> None:
 def test_bad_options_are_named(options: dict[str, str | None], message: str) -> None:
     merged = {k: v for k, v in {**BASE, **options}.items() if v is not None}
     with pytest.raises(SparkOptionError, match=message):
-        parse_source_options(merged)  # type: ignore[arg-type]
+        parse_source_options(merged)
