@@ -27,6 +27,12 @@ one poll. Acknowledgement (the at-least-once argument):
   with ``deliveryCount`` + 1.
 * ``query.stop()`` terminates the runner with SIGTERM (``stop()`` is not called);
   a handler closes the consumer so the broker releases held records at once.
+
+``trigger(availableNow=True)``: ``prepareForTriggerAvailableNow`` records the
+partitions' end offsets, and ``latestOffset`` returns its start offset (which
+ends the query) only once the group is done with every record before them
+(:mod:`kafka_share.spark._drain`), polling past empty polls meanwhile for at
+most ``availableNowIdleTimeoutMs`` without records.
 """
 
 from __future__ import annotations
