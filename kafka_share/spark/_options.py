@@ -19,6 +19,7 @@ from kafka_share.errors import ConfigError
 
 __all__ = [
     "DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS",
+    "DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS",
     "DEFAULT_MAX_POLL_RECORDS",
     "MAX_PARTITION_BYTES",
     "SOURCE_OPTIONS",
@@ -31,6 +32,13 @@ __all__ = [
 #: ``kafka.max.poll.records`` is given: the broker's default per-partition limit on
 #: records in flight for a group (``group.share.partition.max.record.locks``).
 DEFAULT_MAX_POLL_RECORDS: Final = 2000
+
+#: Records one micro-batch of an ``availableNow`` query may hold when neither
+#: ``maxRecordsPerTrigger`` nor ``kafka.max.poll.records`` is given. Its batches
+#: run back to back, so Spark's fixed cost per micro-batch dominates small ones;
+#: the consumer then fetches in ``batch_optimized`` mode (see
+#: :meth:`SourceOptions.for_available_now`), where one poll may return that many.
+DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS: Final = 10_000
 
 #: How long an ``availableNow`` query waits, without getting records, for records
 #: that were there when it started but are held elsewhere: longer than the default
@@ -111,6 +119,29 @@ class SourceOptions:
     initial_poll_timeout_ms: int
     max_partition_bytes: int
     available_now_idle_timeout_ms: int = DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS
+    #: the user set the records per poll (maxRecordsPerTrigger, kafka.max.poll.records)
+    poll_records_given: bool = False
+    #: the user set kafka.share.acquire.mode
+    acquire_mode_given: bool = False
+
+    def for_available_now(self) -> SourceOptions:
+        """The options of an ``availableNow`` query: what the user left unset
+        becomes bigger batches, fetched ahead.
+
+        Between the micro-batches of a processing-time query the trigger
+        interval passes, and records fetched ahead would wait locked through it,
+        hence ``record_limit`` and one poll's worth per batch there.
+        ``availableNow`` runs its batches back to back, so a response fetched
+        ahead (``batch_optimized``) waits at most one batch, and the
+        records of one poll (``DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS``) spread
+        Spark's fixed cost per micro-batch over more records.
+        """
+        config = dict(self.consumer_config)
+        if not self.acquire_mode_given:
+            config["share.acquire.mode"] = "batch_optimized"
+        if not self.poll_records_given:
+            config["max.poll.records"] = str(DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS)
+        return attrs.evolve(self, consumer_config=config)
 
     @property
     def group_id(self) -> str:
@@ -217,6 +248,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         poll_records = DEFAULT_MAX_POLL_RECORDS
     if max_per_trigger is not None:
         poll_records = min(poll_records, max_per_trigger)
+    poll_records_given = "max.poll.records" in consumer or max_per_trigger is not None
+    acquire_mode_given = "share.acquire.mode" in consumer
     consumer["max.poll.records"] = str(poll_records)
     # record_limit: the broker acquires at most max.poll.records per fetch and the
     # client fetches nothing ahead, so no record is locked while it waits in a
@@ -249,4 +282,6 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             own.get("availableNowIdleTimeoutMs", str(DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS)),
             minimum=0,
         ),
+        poll_records_given=poll_records_given,
+        acquire_mode_given=acquire_mode_given,
     )

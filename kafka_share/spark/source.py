@@ -369,6 +369,9 @@ class _Driver:
     def prepare_drain(self) -> None:
         """Record where the queue ends now (``prepareForTriggerAvailableNow``)."""
         self.draining = True
+        # Spark asks for the read limit right after this, and the consumer is
+        # made at the first latestOffset: both see these options.
+        self.options = self.options.for_available_now()
         if self.probe is None:
             self.probe = _GroupProbe(self.options)
         try:
@@ -477,7 +480,7 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # One micro-batch is one poll, so it never holds more than max.poll.records.
         # Saying so also tells Trigger.Once apart: Spark then replaces this limit
         # with ReadAllAvailable (and only then).
-        return ReadMaxRows(self._options.max_poll_records)
+        return ReadMaxRows(self._state().options.max_poll_records)
 
     def prepareForTriggerAvailableNow(self) -> None:
         # availableNow reads what the topics hold now: record their end offsets
@@ -502,7 +505,7 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if state.drained:
             return {"seq": seq}
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else (
-            self._options.max_poll_records
+            state.options.max_poll_records
         )
         while True:
             if state.draining and state.drain_pending() == {}:

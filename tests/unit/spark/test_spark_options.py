@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafka_share.spark._options import (
+    DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS,
     DEFAULT_MAX_POLL_RECORDS,
     MAX_PARTITION_BYTES,
     SourceOptions,
@@ -91,3 +92,17 @@ def test_bad_options_are_named(options: dict[str, str | None], message: str) -> 
     merged = {k: v for k, v in {**BASE, **options}.items() if v is not None}
     with pytest.raises(SparkOptionError, match=message):
         parse_source_options(merged)
+
+
+def test_available_now_fetches_bigger_batches_ahead_unless_told_otherwise() -> None:
+    drain = parse().for_available_now()
+    assert drain.max_poll_records == DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS
+    assert drain.consumer_config["share.acquire.mode"] == "batch_optimized"
+    # What the user set stays.
+    drain = parse(maxRecordsPerTrigger="300").for_available_now()
+    assert drain.max_poll_records == 300
+    assert drain.consumer_config["share.acquire.mode"] == "batch_optimized"
+    drain = parse(**{"kafka.max.poll.records": "400",
+                     "kafka.share.acquire.mode": "record_limit"}).for_available_now()
+    assert drain.max_poll_records == 400
+    assert drain.consumer_config["share.acquire.mode"] == "record_limit"

@@ -192,7 +192,8 @@ def test_available_now_does_not_end_at_an_early_empty_poll() -> None:
     probe = StandInProbe(5, lambda: next(answers))
     reader = make_reader(consumer, probe, clock)
     reader.prepareForTriggerAvailableNow()
-    limit = ReadMaxRows(2000)
+    limit = reader.getDefaultReadLimit()  # Spark asks right after the preparation
+    assert limit == ReadMaxRows(10_000)
     assert reader.latestOffset({"seq": 0}, limit) == {"seq": 1}
     assert reader.latestOffset({"seq": 1}, limit) == {"seq": 2}  # past the empty poll
     assert rows_of(reader, 1, 2) == [2, 3, 4]
