@@ -125,8 +125,8 @@ class SourceOptions:
     acquire_mode_given: bool = False
 
     def for_available_now(self) -> SourceOptions:
-        """The options of an ``availableNow`` query: what the user left unset
-        becomes bigger batches, fetched ahead.
+        """The options of an ``availableNow`` query: unless the user chose the
+        records per poll or the acquire mode, bigger batches, fetched ahead.
 
         Between the micro-batches of a processing-time query the trigger
         interval passes, and records fetched ahead would wait locked through it,
@@ -136,11 +136,13 @@ class SourceOptions:
         records of one poll (``DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS``) spread
         Spark's fixed cost per micro-batch over more records.
         """
+        if self.acquire_mode_given or self.poll_records_given:
+            # A small maxRecordsPerTrigger would leave most of a response fetched
+            # ahead waiting, locked, through many batches: keep what was asked.
+            return self
         config = dict(self.consumer_config)
-        if not self.acquire_mode_given:
-            config["share.acquire.mode"] = "batch_optimized"
-        if not self.poll_records_given:
-            config["max.poll.records"] = str(DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS)
+        config["share.acquire.mode"] = "batch_optimized"
+        config["max.poll.records"] = str(DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS)
         return attrs.evolve(self, consumer_config=config)
 
     @property

@@ -98,11 +98,14 @@ def test_available_now_fetches_bigger_batches_ahead_unless_told_otherwise() -> N
     drain = parse().for_available_now()
     assert drain.max_poll_records == DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS
     assert drain.consumer_config["share.acquire.mode"] == "batch_optimized"
-    # What the user set stays.
+    # What the user set stays, and then so does record_limit: a small cap would
+    # leave most of a response fetched ahead waiting through many batches.
     drain = parse(maxRecordsPerTrigger="300").for_available_now()
     assert drain.max_poll_records == 300
-    assert drain.consumer_config["share.acquire.mode"] == "batch_optimized"
-    drain = parse(**{"kafka.max.poll.records": "400",
-                     "kafka.share.acquire.mode": "record_limit"}).for_available_now()
+    assert drain.consumer_config["share.acquire.mode"] == "record_limit"
+    drain = parse(**{"kafka.max.poll.records": "400"}).for_available_now()
     assert drain.max_poll_records == 400
+    assert drain.consumer_config["share.acquire.mode"] == "record_limit"
+    drain = parse(**{"kafka.share.acquire.mode": "record_limit"}).for_available_now()
+    assert drain.max_poll_records == DEFAULT_MAX_POLL_RECORDS
     assert drain.consumer_config["share.acquire.mode"] == "record_limit"
