@@ -383,3 +383,59 @@ def test_sigterm_closes_the_consumer_then_terminates(when: str) -> None:
     )
     assert proc.stdout.split() == ["closed"], proc.stderr
     assert proc.returncode == -signal.SIGTERM
+
+
+class StandInAdmin:
+    """The admin calls the availableNow probe makes."""
+
+    def __init__(self, isolation: str | None, configs_fail: bool = False) -> None:
+        self.isolation = isolation
+        self.configs_fail = configs_fail
+        self.levels: list[str] = []
+
+    def describe_topics(self, topics: Any, timeout: float) -> dict[str, Any]:
+        from kafka_share.admin import PartitionInfo, TopicDescription
+
+        parts = tuple(PartitionInfo(p, 1, (1,), (1,)) for p in (0, 1))
+        return {t: TopicDescription(t, uuid.UUID(int=2), False, parts) for t in topics}
+
+    def list_offsets(self, specs: Any, *, isolation_level: str = "read_uncommitted",
+                     timeout: float) -> dict[Any, Any]:
+        from kafka_share.admin import ListOffsetsResultInfo
+
+        self.levels.append(isolation_level)
+        return {tp: ListOffsetsResultInfo(0 if spec.timestamp == -2 else 10 + tp.partition, -1,
+                                          0) for tp, spec in specs.items()}
+
+    def describe_group_configs(self, group: str, timeout: float) -> dict[str, Any]:
+        from kafka_share.admin import ConfigEntry
+
+        if self.configs_fail:
+            raise KafkaTimeoutError("not allowed")
+        if self.isolation is None:
+            return {}
+        return {"share.isolation.level": ConfigEntry("share.isolation.level", self.isolation)}
+
+
+@pytest.mark.parametrize(
+    ("isolation", "fail", "level"),
+    [
+        ("read_committed", False, "read_committed"),
+        ("read_uncommitted", False, "read_uncommitted"),
+        (None, False, "read_uncommitted"),
+        ("read_committed", True, "read_uncommitted"),
+    ],
+)
+def test_the_end_offsets_follow_the_groups_isolation_level(
+    isolation: str | None, fail: bool, level: str
+) -> None:
+    from kafka_share.spark.source import _GroupProbe
+
+    probe = _GroupProbe(parse_source_options({**OPTIONS, "subscribe": "t,u"}))
+    admin = StandInAdmin(isolation, fail)
+    probe._admin = admin  # type: ignore[assignment]
+    goal = probe.goal()
+    assert admin.levels == [level, "read_uncommitted"]  # latest, then earliest
+    assert goal.bounds == {
+        TopicPartition(t, p): (0, 10 + p) for t in ("t", "u") for p in (0, 1)
+    }
