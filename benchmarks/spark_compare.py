@@ -51,6 +51,9 @@ def session(master: str, packages: str | None) -> Any:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        # Records are counted from the query's progress: keep every batch's
+        # (Spark keeps the last 100 by default, fewer than a run may have).
+        .config("spark.sql.streaming.numRecentProgressUpdates", "1000000")
     )
     if packages:
         builder = builder.config("spark.jars.packages", packages)

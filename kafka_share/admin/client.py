@@ -559,16 +559,27 @@ class Admin:
         self,
         specs: Mapping[TopicPartition, OffsetSpec],
         *,
+        isolation_level: str = "read_uncommitted",
         timeout: float | None = None,
     ) -> dict[TopicPartition, ListOffsetsResultInfo]:
         """Look offsets up on the partition leaders (ListOffsets).
 
         E.g. ``list_offsets({TopicPartition("t", 0): OffsetSpec.latest()})``.
         Partitions whose leader moved are looked up again until the deadline.
+        With ``isolation_level="read_committed"`` the latest offset is the last
+        stable offset (that of the first record of a still open transaction),
+        as Java's ``ListOffsetsOptions(IsolationLevel.READ_COMMITTED)``.
 
         Raises:
             UnknownTopicOrPartitionError: a topic or partition does not exist.
+            ValueError: ``isolation_level`` is neither ``read_uncommitted`` nor
+                ``read_committed``.
         """
+        if isolation_level not in rq.ISOLATION_LEVELS:
+            raise ValueError(
+                "isolation_level must be 'read_uncommitted' or 'read_committed', "
+                f"got {isolation_level!r}"
+            )
         if not specs:
             return {}
         deadline = self._deadline(timeout)
@@ -581,7 +592,7 @@ class Admin:
             by_leader = rq.group_by_leader(view, pending)
             calls = [
                 (f"list offsets on broker {leader}", Route.node(leader),
-                 rq.list_offsets(parts), "DESCRIBE on the topics")
+                 rq.list_offsets(parts, isolation_level), "DESCRIBE on the topics")
                 for leader, parts in sorted(by_leader.items())
             ]
             retry: dict[TopicPartition, OffsetSpec] = {}

@@ -627,11 +627,18 @@ def describe_cluster() -> Call[ClusterDescription]:
     return Call(build, parse)
 
 
+#: ListOffsets' isolation levels: the latest offset is the high watermark, or
+#: the last stable offset (before the first open transaction).
+ISOLATION_LEVELS: dict[str, int] = {"read_uncommitted": 0, "read_committed": 1}
+
+
 def list_offsets(
     specs: Mapping[TopicPartition, OffsetSpec],
+    isolation_level: str = "read_uncommitted",
 ) -> Call[dict[TopicPartition, ListOffsetsResultInfo | KafkaError]]:
     """ListOffsets on one leader. Per-partition errors come back as values (the
     caller retries those partitions after a metadata refresh)."""
+    isolation = ISOLATION_LEVELS[isolation_level]
     req = ListOffsetsRequest
 
     def build() -> ListOffsetsRequest:
@@ -640,7 +647,7 @@ def list_offsets(
             by_topic.setdefault(tp.topic, []).append((tp.partition, spec.timestamp))
         return req(
             replica_id=-1,
-            isolation_level=0,
+            isolation_level=isolation,
             topics=[
                 req.ListOffsetsTopic(name=t, partitions=[
                     req.ListOffsetsPartition(partition_index=p, timestamp=ts)

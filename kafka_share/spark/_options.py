@@ -18,6 +18,8 @@ from kafka_share.config import parse_config
 from kafka_share.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS",
+    "DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS",
     "DEFAULT_MAX_POLL_RECORDS",
     "MAX_PARTITION_BYTES",
     "SOURCE_OPTIONS",
@@ -30,6 +32,18 @@ __all__ = [
 #: ``kafka.max.poll.records`` is given: the broker's default per-partition limit on
 #: records in flight for a group (``group.share.partition.max.record.locks``).
 DEFAULT_MAX_POLL_RECORDS: Final = 2000
+
+#: Records one micro-batch of an ``availableNow`` query may hold when neither
+#: ``maxRecordsPerTrigger`` nor ``kafka.max.poll.records`` is given. Its batches
+#: run back to back, so Spark's fixed cost per micro-batch dominates small ones;
+#: the consumer then fetches in ``batch_optimized`` mode (see
+#: :meth:`SourceOptions.for_available_now`), where one poll may return that many.
+DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS: Final = 10_000
+
+#: How long an ``availableNow`` query waits, without getting records, for records
+#: that were there when it started but are held elsewhere: longer than the default
+#: record lock (30 s), so records of a member that died come back in time.
+DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS: Final = 60_000
 
 #: Largest Arrow IPC payload per input partition. The payload travels inside the
 #: serialized task, and Spark warns about tasks above 1000 KiB.
@@ -45,6 +59,9 @@ SOURCE_OPTIONS: Final[dict[str, str]] = {
     "initialPollTimeoutMs": "how long the first poll of a query waits, while the consumer "
     "joins the group (default 10000)",
     "maxPartitionBytes": "largest Arrow payload of one input partition (default 1000000)",
+    "availableNowIdleTimeoutMs": "with trigger(availableNow=True): how long the query keeps "
+    "polling without getting records while records that were in the topics when it started "
+    "are not done yet (default 60000; 0 ends at the first empty poll)",
 }
 
 _LOWER: Final = {name.lower(): name for name in SOURCE_OPTIONS}
@@ -101,6 +118,37 @@ class SourceOptions:
     poll_timeout_ms: int
     initial_poll_timeout_ms: int
     max_partition_bytes: int
+    available_now_idle_timeout_ms: int = DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS
+    #: the user set the records per poll (maxRecordsPerTrigger, kafka.max.poll.records)
+    poll_records_given: bool = False
+    #: the user set kafka.share.acquire.mode
+    acquire_mode_given: bool = False
+
+    def for_available_now(self) -> SourceOptions:
+        """The options of an ``availableNow`` query: unless the user chose the
+        records per poll or the acquire mode, bigger batches, fetched ahead.
+
+        Between the micro-batches of a processing-time query the trigger
+        interval passes, and records fetched ahead would wait locked through it,
+        hence ``record_limit`` and one poll's worth per batch there.
+        ``availableNow`` runs its batches back to back, so a response fetched
+        ahead (``batch_optimized``) waits at most one batch, and the
+        records of one poll (``DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS``) spread
+        Spark's fixed cost per micro-batch over more records.
+        """
+        if self.acquire_mode_given or self.poll_records_given:
+            # A small maxRecordsPerTrigger would leave most of a response fetched
+            # ahead waiting, locked, through many batches: keep what was asked.
+            return self
+        config = dict(self.consumer_config)
+        config["share.acquire.mode"] = "batch_optimized"
+        config["max.poll.records"] = str(DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS)
+        return attrs.evolve(self, consumer_config=config)
+
+    @property
+    def group_id(self) -> str:
+        """The share group."""
+        return str(self.consumer_config["group.id"])
 
     @property
     def max_poll_records(self) -> int:
@@ -202,6 +250,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         poll_records = DEFAULT_MAX_POLL_RECORDS
     if max_per_trigger is not None:
         poll_records = min(poll_records, max_per_trigger)
+    poll_records_given = "max.poll.records" in consumer or max_per_trigger is not None
+    acquire_mode_given = "share.acquire.mode" in consumer
     consumer["max.poll.records"] = str(poll_records)
     # record_limit: the broker acquires at most max.poll.records per fetch and the
     # client fetches nothing ahead, so no record is locked while it waits in a
@@ -229,4 +279,11 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         max_partition_bytes=_positive_int(
             "maxPartitionBytes", own.get("maxPartitionBytes", str(MAX_PARTITION_BYTES))
         ),
+        available_now_idle_timeout_ms=_positive_int(
+            "availableNowIdleTimeoutMs",
+            own.get("availableNowIdleTimeoutMs", str(DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS)),
+            minimum=0,
+        ),
+        poll_records_given=poll_records_given,
+        acquire_mode_given=acquire_mode_given,
     )

@@ -27,6 +27,12 @@ one poll. Acknowledgement (the at-least-once argument):
   with ``deliveryCount`` + 1.
 * ``query.stop()`` terminates the runner with SIGTERM (``stop()`` is not called);
   a handler closes the consumer so the broker releases held records at once.
+
+``trigger(availableNow=True)``: ``prepareForTriggerAvailableNow`` records the
+partitions' end offsets, and ``latestOffset`` returns its start offset (which
+ends the query) only once the group is done with every record before them
+(:mod:`kafka_share.spark._drain`), polling past empty polls meanwhile for at
+most ``availableNowIdleTimeoutMs`` without records.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any
 
@@ -62,10 +69,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafka_share.admin import Admin, OffsetSpec, SharePartitionOffsetInfo
 from kafka_share.consumer import ShareConsumer
-from kafka_share.errors import WakeupError
-from kafka_share.models import AcknowledgeType
+from kafka_share.errors import KafkaError, WakeupError
+from kafka_share.models import AcknowledgeType, TopicPartition
 from kafka_share.spark._arrow import column_names, poll_batch_to_table, read_ipc, split_ipc
+from kafka_share.spark._drain import DrainGoal
 from kafka_share.spark._options import SourceOptions, SparkOptionError, parse_source_options
 
 __all__ = ["ShareGroupDataSource", "ShareGroupStreamReader", "source_schema"]
@@ -76,6 +85,11 @@ log = logging.getLogger("kafka_share.spark")
 _CLOSE_TIMEOUT_S = 10.0
 #: How long committing acknowledgements may take.
 _COMMIT_TIMEOUT_S = 30.0
+#: How long one admin call of an ``availableNow`` query may take.
+_ADMIN_TIMEOUT_S = 15.0
+#: Shortest time between two empty polls while ``availableNow`` waits for records
+#: held elsewhere (``pollTimeoutMs`` may be 0): no busy loop of polls and admin calls.
+_MIN_DRAIN_POLL_S = 0.2
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -140,6 +154,77 @@ class _Held:
         self.payloads = payloads
 
 
+class _GroupProbe:
+    """The admin calls of an ``availableNow`` query (see :mod:`._drain`)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._admin: Admin | None = None
+
+    def _client(self) -> Admin:
+        if self._admin is None:
+            self._admin = Admin(dict(self._options.consumer_config))
+        return self._admin
+
+    def goal(self) -> DrainGoal:
+        """The partitions' earliest and end offsets now.
+
+        Raises:
+            KafkaError: the topics or their offsets cannot be read.
+        """
+        admin = self._client()
+        described = admin.describe_topics(self._options.topics, timeout=_ADMIN_TIMEOUT_S)
+        tps = [
+            TopicPartition(name, p.partition)
+            for name, topic in described.items()
+            for p in topic.partitions
+        ]
+        latest = admin.list_offsets(
+            dict.fromkeys(tps, OffsetSpec.latest()),
+            isolation_level=self._isolation_level(admin),
+            timeout=_ADMIN_TIMEOUT_S,
+        )
+        earliest = admin.list_offsets(
+            dict.fromkeys(tps, OffsetSpec.earliest()), timeout=_ADMIN_TIMEOUT_S
+        )
+        return DrainGoal({tp: (earliest[tp].offset, latest[tp].offset) for tp in tps})
+
+    def _isolation_level(self, admin: Admin) -> str:
+        # A read_committed group never delivers past the last stable offset, so
+        # that is where its queue ends; open transactions would otherwise look
+        # like records still to come.
+        group = self._options.group_id
+        try:
+            entry = admin.describe_group_configs(group, timeout=_ADMIN_TIMEOUT_S).get(
+                "share.isolation.level"
+            )
+        except KafkaError as exc:
+            log.info("cannot read the isolation level of share group %r (%s); "
+                     "assuming read_uncommitted", group, exc)
+            return "read_uncommitted"
+        level = entry.value if entry is not None else None
+        return "read_committed" if level == "read_committed" else "read_uncommitted"
+
+    def group_offsets(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, SharePartitionOffsetInfo] | None:
+        """The group's start offsets and lag (None: not known right now)."""
+        try:
+            return self._client().list_share_group_offsets(
+                self._options.group_id, partitions, timeout=_ADMIN_TIMEOUT_S
+            )
+        except KafkaError as exc:
+            # E.g. the group does not exist until this query's consumer joins it.
+            log.debug("cannot read the offsets of share group %r: %s",
+                      self._options.group_id, exc)
+            return None
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+
 class _Driver:
     """The source runner's state: the consumer and the batches it holds.
 
@@ -155,6 +240,13 @@ class _Driver:
         self.held: dict[int, _Held] = {}
         self.draining = False
         self.drained = False
+        #: availableNow: the end offsets when the query started (None: unknown)
+        self.goal: DrainGoal | None = None
+        self.probe: _GroupProbe | None = None
+        #: availableNow: when the current run of empty polls began
+        self.idle_since: float | None = None
+        self.clock: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], None] = time.sleep
         self.polled = False
         self.in_call = False
         self.terminating = False
@@ -203,6 +295,8 @@ class _Driver:
         if self.closed:
             return
         self.closed = True
+        if self.probe is not None:
+            self.probe.close()
         consumer, self.consumer = self.consumer, None
         held = sum(h.batch.num_rows for h in self.held.values())
         self.held.clear()
@@ -228,11 +322,13 @@ class _Driver:
             return
         consumer = self.consumer
         count = 0
+        batches = []
         self.in_call = True
         try:
             for s in done:
                 batch = self.held.pop(s).batch
                 consumer.acknowledge_arrow(batch, AcknowledgeType.ACCEPT)
+                batches.append(batch)
                 count += batch.num_rows
             results = consumer.commit_sync(timeout=_COMMIT_TIMEOUT_S)
         except WakeupError:
@@ -240,6 +336,10 @@ class _Driver:
         finally:
             self.in_call = False
         self.after_call()
+        if self.goal is not None:
+            confirmed = {tip.topic_partition for tip, error in results.items() if error is None}
+            for batch in batches:
+                self._note_accepted(batch, confirmed)
         for partition, error in results.items():
             if error is not None:
                 # Typically a lock that expired before the batch finished: the broker
@@ -251,6 +351,72 @@ class _Driver:
                     done, partition, error,
                 )
         log.debug("accepted %d records of batch(es) %s", count, done)
+
+    def _note_accepted(self, batch: Any, confirmed: set[TopicPartition]) -> None:
+        assert self.goal is not None
+        topics = batch.column("topic").to_pylist()
+        partitions = batch.column("partition").to_pylist()
+        offsets = batch.column("offset").to_pylist()
+        by_partition: dict[TopicPartition, list[int]] = {}
+        for topic, partition, offset in zip(topics, partitions, offsets, strict=True):
+            by_partition.setdefault(TopicPartition(topic, partition), []).append(offset)
+        for tp, seen in by_partition.items():
+            if tp in confirmed:
+                self.goal.record_accepted(tp, seen)
+
+    # -- availableNow ----------------------------------------------------------
+
+    def prepare_drain(self) -> None:
+        """Record where the queue ends now (``prepareForTriggerAvailableNow``)."""
+        self.draining = True
+        # Spark asks for the read limit right after this, and the consumer is
+        # made at the first latestOffset: both see these options.
+        self.options = self.options.for_available_now()
+        if self.probe is None:
+            self.probe = _GroupProbe(self.options)
+        try:
+            self.goal = self.probe.goal()
+        except KafkaError as exc:
+            self.goal = None
+            log.warning(
+                "availableNow: cannot read the end offsets of %s (%s); the query will end "
+                "once no record arrived for availableNowIdleTimeoutMs (%d ms)",
+                ", ".join(self.options.topics), exc, self.options.available_now_idle_timeout_ms,
+            )
+        else:
+            log.info("availableNow: reading share group %r up to the end offsets %s",
+                     self.options.group_id,
+                     {str(tp): end for tp, (_, end) in self.goal.bounds.items()})
+
+    def drain_pending(self) -> dict[TopicPartition, tuple[int | None, int]] | None:
+        """Partitions whose records from the start are not all done (None: unknown)."""
+        if self.goal is None or self.probe is None:
+            return None
+        if all(end <= earliest for earliest, end in self.goal.bounds.values()):
+            return {}
+        offsets = self.probe.group_offsets(list(self.goal.bounds))
+        return None if offsets is None else self.goal.pending(offsets)
+
+    def give_up_waiting(self, now: float) -> bool:
+        """After an empty poll: whether availableNow stops waiting for more records."""
+        if self.idle_since is None:
+            self.idle_since = now
+        if (now - self.idle_since) * 1000 < self.options.available_now_idle_timeout_ms:
+            return False
+        pending = self.drain_pending()
+        if pending:
+            left = "; ".join(
+                f"{tp}: from offset {'?' if start is None else start} to {end}"
+                for tp, (start, end) in sorted(pending.items())
+            )
+            log.warning(
+                "availableNow: ending although records that were there when the query "
+                "started are not all done after %d ms without records (%s): other members "
+                "of share group %r hold them, or their locks have not expired yet; they stay "
+                "in the group. Raise availableNowIdleTimeoutMs to wait longer",
+                self.options.available_now_idle_timeout_ms, left, self.options.group_id,
+            )
+        return True
 
     # -- polling ---------------------------------------------------------------
 
@@ -314,10 +480,12 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # One micro-batch is one poll, so it never holds more than max.poll.records.
         # Saying so also tells Trigger.Once apart: Spark then replaces this limit
         # with ReadAllAvailable (and only then).
-        return ReadMaxRows(self._options.max_poll_records)
+        return ReadMaxRows(self._state().options.max_poll_records)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._state().draining = True
+        # availableNow reads what the topics hold now: record their end offsets
+        # before anything is consumed (see kafka_share.spark._drain).
+        self._state().prepare_drain()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         state = self._state()
@@ -337,13 +505,28 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if state.drained:
             return {"seq": seq}
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else (
-            self._options.max_poll_records
+            state.options.max_poll_records
         )
-        batch = state.poll(max_rows)
-        if batch is None:
-            if state.draining:
-                state.drained = True  # availableNow: the queue is empty, finish
-            return {"seq": seq}
+        while True:
+            if state.draining and state.drain_pending() == {}:
+                state.drained = True  # availableNow: all done, the last batch included
+                return {"seq": seq}
+            started = state.clock()
+            batch = state.poll(max_rows)
+            if batch is not None:
+                state.idle_since = None
+                break
+            if not state.draining:
+                return {"seq": seq}
+            # availableNow, and records from the start may still be held elsewhere
+            # (another member, a lock that has not expired): an empty poll is not
+            # the end of the queue. Poll again, within availableNowIdleTimeoutMs.
+            now = state.clock()
+            if state.give_up_waiting(now):
+                state.drained = True
+                return {"seq": seq}
+            if now - started < _MIN_DRAIN_POLL_S:
+                state.sleep(_MIN_DRAIN_POLL_S - (now - started))
         table = poll_batch_to_table(batch, self._options.include_headers)
         parts = self._options.num_partitions or table.group_by(
             ["topic", "partition"]

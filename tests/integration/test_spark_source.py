@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kafka_share import ShareConsumer
+from kafka_share import AcknowledgeType, ShareConsumer
 
 # The session's SparkSession fixture, `spark`.
 pytest_plugins = ["spark_fixtures"]
@@ -83,8 +83,11 @@ def test_available_now_drains_acknowledges_and_terminates(
     for p in (0, 1):
         kafka_produce(topic, [f"v{p}-{i}".encode() for i in range(2500)], partition=p)
     sink = Sink()
+    # An idle timeout beyond the test's: the query must end because the group is
+    # done with every record, not because it waited long enough.
     query = (
-        reader(spark, kafka_bootstrap, share_group, topic)
+        reader(spark, kafka_bootstrap, share_group, topic,
+               availableNowIdleTimeoutMs=10 * RUN_TIMEOUT_S * 1000)
         .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(tmp_path / "ckpt"))
         .trigger(availableNow=True)
@@ -99,6 +102,62 @@ def test_available_now_drains_acknowledges_and_terminates(
     assert {r.value for r in rows} == {f"v{p}-{i}".encode() for p in (0, 1) for i in range(2500)}
     # Every batch, the last one included, was acknowledged before the query ended.
     assert received_by_fresh_consumer(kafka_bootstrap, share_group, topic, 4.0) == []
+
+
+def test_available_now_waits_for_records_another_member_holds(
+    spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+    share_group: str, kafka_produce: Callable[..., Any], tmp_path: Path,
+) -> None:
+    # Records that are in the topic when the query starts but locked by another
+    # member of the group come back to the queue later (released, or when their
+    # lock expires): availableNow must not take the empty polls in between for
+    # the end of the queue.
+    topic = topic_factory(partitions=1)
+    kafka_produce(topic, [f"h{i}".encode() for i in range(600)])
+    holder: ShareConsumer[bytes, bytes] = ShareConsumer(
+        bootstrap_servers=kafka_bootstrap, group_id=share_group,
+        share_acknowledgement_mode="explicit", max_poll_records=100,
+        share_acquire_mode="record_limit",
+    )
+    try:
+        holder.subscribe([topic])
+        held: list[Any] = []
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not held and time.monotonic() < deadline:
+            held = list(holder.poll(timeout=1.0))
+        assert held, "the holder got no records"
+        sink = Sink()
+        query = (
+            reader(spark, kafka_bootstrap, share_group, topic, pollTimeoutMs=200,
+                   availableNowIdleTimeoutMs=10 * RUN_TIMEOUT_S * 1000)
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        # Give the held records back once the query has read all the others and
+        # then polled an empty queue for a while (or has ended).
+        others = 600 - len(held)
+        seen_all_at: float | None = None
+        while query.isActive and time.monotonic() < deadline:
+            if seen_all_at is None and len(sink.rows()) >= others:
+                seen_all_at = time.monotonic()
+            if seen_all_at is not None and time.monotonic() - seen_all_at > 3.0:
+                break
+            time.sleep(0.1)
+        for record in held:
+            holder.acknowledge(record, AcknowledgeType.RELEASE)
+        holder.commit_sync(timeout=10.0)
+    finally:
+        holder.close(timeout=5)
+    assert query.awaitTermination(RUN_TIMEOUT_S), "availableNow did not terminate"
+    assert query.exception() is None
+    rows = sink.rows()
+    assert {r.value for r in rows} == {f"h{i}".encode() for i in range(600)}
+    assert len(rows) == 600
+    held_offsets = {r.offset for r in held}
+    assert {r.deliveryCount for r in rows if r.offset in held_offsets} == {2}
+    assert received_by_fresh_consumer(kafka_bootstrap, share_group, topic, 3.0) == []
 
 
 def test_failed_batch_is_redelivered_after_restart(

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kafka_share.spark._options import (
+    DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS,
     DEFAULT_MAX_POLL_RECORDS,
     MAX_PARTITION_BYTES,
+    SourceOptions,
     SparkOptionError,
     parse_source_options,
 )
@@ -14,7 +16,7 @@ from kafka_share.spark._options import (
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g", "subscribe": "a"}
 
 
-def parse(**extra: str) -> object:
+def parse(**extra: str) -> SourceOptions:
     return parse_source_options({**BASE, **extra})
 
 
@@ -33,6 +35,8 @@ def test_defaults() -> None:
     assert opts.num_partitions is None
     assert (opts.poll_timeout_ms, opts.initial_poll_timeout_ms) == (1000, 10000)
     assert opts.max_partition_bytes == MAX_PARTITION_BYTES
+    assert opts.available_now_idle_timeout_ms == 60_000
+    assert parse(availablenowidletimeoutms="0").available_now_idle_timeout_ms == 0
 
 
 def test_spark_lower_cases_keys_and_they_still_match() -> None:
@@ -71,6 +75,8 @@ def test_kafka_options_reach_the_consumer() -> None:
         ({"numPartitions": "-1"}, "numPartitions must be at least 1"),
         ({"includeHeaders": "yes"}, "includeHeaders must be true or false"),
         ({"pollTimeoutMs": "x"}, "pollTimeoutMs must be an integer"),
+        ({"availableNowIdleTimeoutMs": "-1"}, "availableNowIdleTimeoutMs must be at least 0"),
+        ({"availableNowIdleTimeoutMs": "1m"}, "availableNowIdleTimeoutMs must be an integer"),
         ({"startingOffsets": "earliest"}, "startingoffsets .*share.auto.offset.reset"),
         ({"assign": "{}"}, "assign .*use subscribe"),
         ({"maxOffsetsPerTrigger": "5"}, "use maxRecordsPerTrigger"),
@@ -85,4 +91,21 @@ def test_kafka_options_reach_the_consumer() -> None:
 def test_bad_options_are_named(options: dict[str, str | None], message: str) -> None:
     merged = {k: v for k, v in {**BASE, **options}.items() if v is not None}
     with pytest.raises(SparkOptionError, match=message):
-        parse_source_options(merged)  # type: ignore[arg-type]
+        parse_source_options(merged)
+
+
+def test_available_now_fetches_bigger_batches_ahead_unless_told_otherwise() -> None:
+    drain = parse().for_available_now()
+    assert drain.max_poll_records == DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS
+    assert drain.consumer_config["share.acquire.mode"] == "batch_optimized"
+    # What the user set stays, and then so does record_limit: a small cap would
+    # leave most of a response fetched ahead waiting through many batches.
+    drain = parse(maxRecordsPerTrigger="300").for_available_now()
+    assert drain.max_poll_records == 300
+    assert drain.consumer_config["share.acquire.mode"] == "record_limit"
+    drain = parse(**{"kafka.max.poll.records": "400"}).for_available_now()
+    assert drain.max_poll_records == 400
+    assert drain.consumer_config["share.acquire.mode"] == "record_limit"
+    drain = parse(**{"kafka.share.acquire.mode": "record_limit"}).for_available_now()
+    assert drain.max_poll_records == DEFAULT_MAX_POLL_RECORDS
+    assert drain.consumer_config["share.acquire.mode"] == "record_limit"
