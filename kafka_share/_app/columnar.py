@@ -15,14 +15,17 @@ into one ``pyarrow.RecordBatch`` by :func:`to_record_batch`.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from kafka_share.models import AcknowledgeType, TopicIdPartition
-from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, decode_columns
+from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, _validity
+from kafka_share.records.columnar import decode_small_columns as decode_columns
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -35,6 +38,12 @@ __all__ = [
 ]
 
 HEADER_TYPE = HEADERS_TYPE.value_type
+
+#: pieces of at most this many rows get their Arrow arrays built through Python
+#: lists rather than numpy or a compute kernel (a ``cast``): each of those calls
+#: costs a few µs whatever the size, which at one or two records a poll (a low
+#: rate) is most of the poll's cost
+_FEW_ROWS = 32
 
 #: The columns of ``poll_arrow``'s record batches (keys and values as views; with
 #: ``view_types=False`` they are ``binary``).
@@ -80,6 +89,9 @@ class Piece:
     def payload_size(self) -> int:
         """Key + value bytes (a null counts as 0)."""
         c = self.columns
+        if c.count <= _FEW_ROWS:
+            sizes: list[int] = c.key_sizes.tolist() + c.value_sizes.tolist()
+            return sum(sizes) + sizes.count(-1)  # a null's size is -1: count it as 0
         return int(np.maximum(c.key_sizes, 0).sum() + np.maximum(c.value_sizes, 0).sum())
 
 
@@ -243,18 +255,45 @@ def _piece_arrays(tip: TopicIdPartition, piece: Piece) -> list[Any]:
     counts = piece.delivery_counts
     first_count = int(counts[0]) if n else 1
     ts = c.timestamps
+    if n <= _FEW_ROWS:
+        # The same checks on Python lists: cheaper than numpy calls on a few rows.
+        no_ts = min(ts.tolist(), default=0) < 0
+        same_count = counts.tolist().count(first_count) == n
+    else:
+        no_ts = bool((ts < 0).any())
+        same_count = bool((counts == first_count).all())
     return [
         repeated("topic", tip.topic, n),
         repeated("partition", tip.partition, n),
         _primitive(c.offsets, pa.int64()),
-        _primitive(ts, ARROW_SCHEMA.field("timestamp").type, ts < 0),  # -1: none, null
+        _primitive(ts, ARROW_SCHEMA.field("timestamp").type, ts < 0 if no_ts else None),
         repeated("timestamp_type", piece.timestamp_type, n),
         c.keys,
         c.values,
         c.headers if c.headers is not None else repeated("headers", None, n),
-        repeated("delivery_count", first_count, n) if (counts == first_count).all()
+        repeated("delivery_count", first_count, n) if same_count
         else _primitive(counts, pa.int32()),
     ]
+
+
+def _to_binary(views: Any) -> Any:
+    """A ``binary_view`` array as ``binary`` (copied). A few rows are read into
+    Python and packed, which costs a fraction of the ``cast`` kernel's call."""
+    n = len(views)
+    if n > _FEW_ROWS:
+        return views.cast(pa.binary())
+    items: list[bytes | None] = views.to_pylist()
+    offsets = array("i", (0,))
+    try:
+        offsets.extend(accumulate(0 if b is None else len(b) for b in items))
+    except OverflowError:  # over 2 GiB in a few values: the kernel says what is wrong
+        return views.cast(pa.binary())
+    validity = _validity(items) if views.null_count else None
+    data = b"".join([b for b in items if b is not None])
+    return pa.Array.from_buffers(
+        pa.binary(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)],
+        null_count=views.null_count,
+    )
 
 
 def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:
@@ -270,8 +309,8 @@ def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:
         arrays = [pa.concat_arrays(list(column)) for column in zip(*pieces, strict=True)]
     if view_types:
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
-    arrays[5] = arrays[5].cast(pa.binary())
-    arrays[6] = arrays[6].cast(pa.binary())
+    arrays[5] = _to_binary(arrays[5])
+    arrays[6] = _to_binary(arrays[6])
     return pa.RecordBatch.from_arrays(arrays, schema=_BINARY_SCHEMA)
 
 
