@@ -170,14 +170,15 @@ class RecordColumns:
     """
 
     __slots__ = (
+        "_keys",
+        "_values",
         "count",
         "headers",
+        "items",
         "key_sizes",
-        "keys",
         "offsets",
         "timestamps",
         "value_sizes",
-        "values",
     )
 
     #: number of records
@@ -186,10 +187,6 @@ class RecordColumns:
     offsets: Any
     #: int64 milliseconds, as :meth:`RecordBatch.records` gives them (LOG_APPEND_TIME applied)
     timestamps: Any
-    #: pyarrow ``binary_view``, null where the key is null
-    keys: Any
-    #: pyarrow ``binary_view``, null where the value is null
-    values: Any
     #: int32 key sizes in bytes, -1 for a null key
     key_sizes: Any
     #: int32 value sizes in bytes, -1 for a null value
@@ -197,6 +194,11 @@ class RecordColumns:
     #: :data:`HEADERS_TYPE` array (an empty list for a record without headers),
     #: or ``None`` when no record of the batch has a header
     headers: Any
+    #: the keys and the values as lists of ``bytes`` (None for a null) when the
+    #: columns were built from decoded rows (:func:`columns_from_rows`), else
+    #: None: a consumer wanting ``binary`` columns builds them from these
+    #: directly, and :attr:`keys` and :attr:`values` are built only if read
+    items: tuple[list[bytes | None], list[bytes | None]] | None
 
     def __init__(
         self,
@@ -208,15 +210,37 @@ class RecordColumns:
         key_sizes: Any,
         value_sizes: Any,
         headers: Any,
+        *,
+        items: tuple[list[bytes | None], list[bytes | None]] | None = None,
     ) -> None:
+        """``keys`` and ``values`` may be None if ``items`` holds them."""
+        if (keys is None or values is None) and items is None:
+            raise ValueError("RecordColumns needs keys and values, as arrays or as items")
         self.count = count
         self.offsets = offsets
         self.timestamps = timestamps
-        self.keys = keys
-        self.values = values
+        self._keys = keys
+        self._values = values
         self.key_sizes = key_sizes
         self.value_sizes = value_sizes
         self.headers = headers
+        self.items = items
+
+    @property
+    def keys(self) -> Any:
+        """pyarrow ``binary_view``, null where the key is null."""
+        if self._keys is None:
+            assert self.items is not None
+            self._keys = _binary_view(self.items[0])
+        return self._keys
+
+    @property
+    def values(self) -> Any:
+        """pyarrow ``binary_view``, null where the value is null."""
+        if self._values is None:
+            assert self.items is not None
+            self._values = _binary_view(self.items[1])
+        return self._values
 
     def __len__(self) -> int:
         return self.count
@@ -265,15 +289,17 @@ class RecordColumns:
         start, stop, _ = slice(start, stop).indices(self.count)
         stop = max(start, stop)
         n = stop - start
+        items = self.items
         return RecordColumns(
             n,
             self.offsets[start:stop],
             self.timestamps[start:stop],
-            self.keys.slice(start, n),
-            self.values.slice(start, n),
+            None if self._keys is None else self._keys.slice(start, n),
+            None if self._values is None else self._values.slice(start, n),
             self.key_sizes[start:stop],
             self.value_sizes[start:stop],
             None if self.headers is None else self.headers.slice(start, n),
+            items=None if items is None else (items[0][start:stop], items[1][start:stop]),
         )
 
 
@@ -1034,15 +1060,18 @@ def columns_from_rows(rows: list[Any]) -> RecordColumns:
             ),
             type=HEADERS_TYPE,
         )
+    # The binary_view arrays are built only if read (RecordColumns.keys/values):
+    # poll_arrow's default binary columns are built from the lists directly.
     return RecordColumns(
         len(rows),
         np.array([r[0] for r in rows], np.int64),
         np.array([r[1] for r in rows], np.int64),
-        _binary_view(keys),
-        _binary_view(values),
+        None,
+        None,
         _sizes(keys),
         _sizes(values),
         headers,
+        items=(keys, values),
     )
 
 

@@ -20,7 +20,9 @@ from kafka_share._app.columnar import (
     to_record_batch,
 )
 from kafka_share.models import TopicIdPartition
-from kafka_share.records.columnar import columns_from_rows
+from kafka_share.records.batch import iter_batches
+from kafka_share.records.builder import build_batch
+from kafka_share.records.columnar import columns_from_rows, decode_columns
 
 TIP = TopicIdPartition(uuid.UUID(int=5), "orders", 3)
 TIP1 = TopicIdPartition(uuid.UUID(int=6), "audit", 0)
@@ -120,15 +122,31 @@ def test_the_columnar_path_does_not_import_pandas() -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
+def decoded_piece(offsets: list[int], null_keys: bool) -> Piece:
+    """A piece of the vectorised decoder (keys and values as views, no items)."""
+    data = build_batch(
+        [(None if null_keys or o % 2 else b"k%d" % o, b"v%d" % o) for o in offsets],
+        base_offset=offsets[0],
+    )
+    columns = decode_columns(next(iter_batches(data, check_crcs=True)))
+    assert columns.items is None
+    return Piece(columns, np.ones(len(offsets), dtype=np.int32), 0)
+
+
 @pytest.mark.parametrize("offsets", [[5], [10, 11, 12, 14], list(range(40))])
 @pytest.mark.parametrize("view_types", [False, True])
+@pytest.mark.parametrize("source", ["rows", "decoded", "decoded-null-keys"])
 def test_few_rows_build_the_same_batch_as_many(
-    offsets: list[int], view_types: bool, monkeypatch: pytest.MonkeyPatch
+    offsets: list[int], view_types: bool, source: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Up to _FEW_ROWS rows the arrays are built through Python lists (cheaper
     than numpy and cast calls at a record or two a poll): the same batch."""
     counts = [1 + (o % 3 == 0) for o in offsets]
-    records = ColumnarRecords({TIP: [piece(offsets, counts), piece([90], [2])], TIP1: [piece([1])]})
+    first = (
+        piece(offsets, counts) if source == "rows"
+        else decoded_piece(offsets, null_keys=source == "decoded-null-keys")
+    )
+    records = ColumnarRecords({TIP: [first, piece([90], [2])], TIP1: [piece([1])]})
     few = to_record_batch(records, view_types=view_types)
     monkeypatch.setattr(columnar, "_FEW_ROWS", -1)
     many = to_record_batch(records, view_types=view_types)
@@ -136,9 +154,21 @@ def test_few_rows_build_the_same_batch_as_many(
     assert few.schema == many.schema
     assert few.equals(many)
     assert few.to_pylist() == many.to_pylist()
-    assert records.records(TIP)[0].payload_size() == sum(
-        len(b"v%d" % o) + (len(b"k%d" % o) if o % 2 else 0) for o in offsets
-    )
+    if source == "rows":
+        assert records.records(TIP)[0].payload_size() == sum(
+            len(b"v%d" % o) + (len(b"k%d" % o) if o % 2 else 0) for o in offsets
+        )
+
+
+def test_columns_from_rows_build_their_views_only_when_read() -> None:
+    columns = piece([3, 4, 5]).columns
+    assert columns.items is not None and columns._keys is None and columns._values is None
+    part = columns.slice(1, 3)
+    assert part.items == ([None, b"k5"], [b"v4", b"v5"])
+    assert part.values.to_pylist() == [b"v4", b"v5"]  # built on first read
+    assert columns._values is None
+    assert columns.take(np.array([2, 0])).keys.to_pylist() == [b"k5", b"k3"]
+    assert columns.slice(0, 2).keys.to_pylist() == [b"k3", None]
 
 
 def test_poll_arrow_decodes_a_one_record_fetch_without_the_vectorised_decoder(
