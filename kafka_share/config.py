@@ -493,6 +493,7 @@ _SPECS: Final[Mapping[str, _Spec]] = {
     "fetch.max.bytes": _Spec(_int_parser(0, _INT32_MAX)),
     "max.partition.fetch.bytes": _Spec(_int_parser(0, _INT32_MAX)),
     "check.crcs": _Spec(_parse_bool),
+    "record.decoder": _Spec(_choice_parser("auto", "python")),
     "request.timeout.ms": _Spec(_int_parser(0, _INT32_MAX)),
     "default.api.timeout.ms": _Spec(_int_parser(0, _INT32_MAX)),
     "retry.backoff.ms": _Spec(_int_parser(0, _INT64_MAX)),
@@ -771,6 +772,12 @@ class ShareConsumerConfig:
     #: Accepted for compatibility; share fetches have not used it since Kafka 4.1.
     max_partition_fetch_bytes: int = 1_048_576
     check_crcs: bool = True
+    #: How ``poll()`` decodes records (not a Java key): "auto" decodes large
+    #: batches of small records with numpy and pyarrow when both are installed
+    #: (imported when the consumer is created); "python" uses only the
+    #: pure-Python row decoder, and numpy and pyarrow are imported only if
+    #: ``poll_arrow()`` is called, which decodes into Arrow columns whatever this says.
+    record_decoder: str = "auto"
     request_timeout_ms: int = 30_000
     default_api_timeout_ms: int = 60_000
     retry_backoff_ms: int = 100

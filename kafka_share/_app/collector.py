@@ -237,6 +237,7 @@ class FetchCollector(Generic[K, V]):
         check_crcs: bool,
         max_poll_records: int,
         sliced_decoding: bool = False,
+        vectorised: bool = True,
         metrics: ShareConsumerMetrics | None = None,
         drop_expired: bool = True,
         clock: Callable[[], int] = _monotonic_ms,
@@ -267,8 +268,9 @@ class FetchCollector(Generic[K, V]):
         #: decode into columns for ``poll_arrow`` instead of one ConsumerRecord per
         #: record (set once, before the first collect: the consumer never mixes them)
         self.columnar = False
-        #: numpy-backed row decoding (kafka_share.records.columnar), or None
-        self._vectorised = vectorised_rows()
+        #: numpy-backed row decoding (kafka_share.records.columnar), or None (not
+        #: installed, or record.decoder=python: then numpy is not even imported)
+        self._vectorised = vectorised_rows() if vectorised else None
 
     def drop_stale(self, node_id: int, generation: int) -> int:
         """Drop fetched records of ``node_id``'s share sessions older than

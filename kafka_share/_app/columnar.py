@@ -15,14 +15,17 @@ into one ``pyarrow.RecordBatch`` by :func:`to_record_batch`.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from kafka_share.models import AcknowledgeType, TopicIdPartition
-from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, decode_columns
+from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, _validity
+from kafka_share.records.columnar import decode_small_columns as decode_columns
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -35,6 +38,12 @@ __all__ = [
 ]
 
 HEADER_TYPE = HEADERS_TYPE.value_type
+
+#: pieces of at most this many rows get their Arrow arrays built through Python
+#: lists rather than numpy or a compute kernel (a ``cast``): each of those calls
+#: costs a few µs whatever the size, which at one or two records a poll (a low
+#: rate) is most of the poll's cost
+_FEW_ROWS = 32
 
 #: The columns of ``poll_arrow``'s record batches (keys and values as views; with
 #: ``view_types=False`` they are ``binary``).
@@ -80,6 +89,9 @@ class Piece:
     def payload_size(self) -> int:
         """Key + value bytes (a null counts as 0)."""
         c = self.columns
+        if c.count <= _FEW_ROWS:
+            sizes: list[int] = c.key_sizes.tolist() + c.value_sizes.tolist()
+            return sum(sizes) + sizes.count(-1)  # a null's size is -1: count it as 0
         return int(np.maximum(c.key_sizes, 0).sum() + np.maximum(c.value_sizes, 0).sum())
 
 
@@ -183,8 +195,8 @@ def _primitive(values: Any, type: Any, null: Any = None) -> Any:
 
 class _Repeated:
     """Arrays of one value repeated, built once and sliced (zero-copy) per poll:
-    the topic, partition, timestamp type, a common delivery count and the empty
-    headers are the same for every row of a piece. Any thread may use it (at
+    the topic, partition, timestamp type, a common delivery count, the empty
+    headers and all-null keys are the same for every row of a piece. Any thread may use it (at
     worst two threads build the same array)."""
 
     #: rows in each cached array (a longer piece gets an array of its own), and
@@ -194,8 +206,22 @@ class _Repeated:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, object], Any] = {}
+        #: the slices of _FEW_ROWS rows or fewer, kept: a dict lookup instead of
+        #: a slice call (pyarrow calls cost most of a one-record poll)
+        self._few: dict[tuple[str, object, int], Any] = {}
 
     def get(self, kind: str, value: object, n: int) -> Any:
+        if n <= _FEW_ROWS:
+            key = (kind, value, n)
+            few = self._few.get(key)
+            if few is None:
+                if len(self._few) >= self.ENTRIES * 4:
+                    self._few.clear()
+                few = self._few[key] = self._get(kind, value, n)
+            return few
+        return self._get(kind, value, n)
+
+    def _get(self, kind: str, value: object, n: int) -> Any:
         if n > self.CAPACITY:
             return self._build(kind, value, n)
         array = self._cache.get((kind, value))
@@ -213,6 +239,8 @@ class _Repeated:
             return pa.Array.from_buffers(
                 pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)]
             )
+        if kind == "null_binary":
+            return pa.nulls(n, pa.binary())
         if kind == "headers":
             return pa.ListArray.from_arrays(
                 _primitive(np.zeros(n + 1, dtype=np.int32), pa.int32()),
@@ -235,43 +263,86 @@ _BINARY_SCHEMA = ARROW_SCHEMA.set(5, pa.field("key", pa.binary())).set(
 )
 
 
-def _piece_arrays(tip: TopicIdPartition, piece: Piece) -> list[Any]:
-    """The :data:`ARROW_SCHEMA` columns of one piece."""
+def _piece_arrays(tip: TopicIdPartition, piece: Piece, binary: bool) -> list[Any]:
+    """The :data:`ARROW_SCHEMA` columns of one piece; with ``binary``, keys and
+    values as ``binary`` (for a few rows only), else ``binary_view``."""
     c = piece.columns
     n = piece.count
     repeated = _REPEATED.get
     counts = piece.delivery_counts
     first_count = int(counts[0]) if n else 1
     ts = c.timestamps
+    if n <= _FEW_ROWS:
+        # The same checks on Python lists: cheaper than numpy calls on a few rows.
+        no_ts = min(ts.tolist(), default=0) < 0
+        same_count = counts.tolist().count(first_count) == n
+    else:
+        no_ts = bool((ts < 0).any())
+        same_count = bool((counts == first_count).all())
     return [
         repeated("topic", tip.topic, n),
         repeated("partition", tip.partition, n),
         _primitive(c.offsets, pa.int64()),
-        _primitive(ts, ARROW_SCHEMA.field("timestamp").type, ts < 0),  # -1: none, null
+        _primitive(ts, ARROW_SCHEMA.field("timestamp").type, ts < 0 if no_ts else None),
         repeated("timestamp_type", piece.timestamp_type, n),
-        c.keys,
-        c.values,
+        _binary_of(c, 0) if binary else c.keys,
+        _binary_of(c, 1) if binary else c.values,
         c.headers if c.headers is not None else repeated("headers", None, n),
-        repeated("delivery_count", first_count, n) if (counts == first_count).all()
+        repeated("delivery_count", first_count, n) if same_count
         else _primitive(counts, pa.int32()),
     ]
+
+
+def _binary_of(columns: RecordColumns, which: int) -> Any:
+    """The keys (``which`` 0) or values (1) of a few rows as a ``binary`` array,
+    packed in Python: a fraction of the ``cast`` kernel's call at that size."""
+    items = columns.items
+    if items is not None:  # decoded from rows: their bytes are at hand
+        return _binary(items[which])
+    views = columns.keys if which == 0 else columns.values
+    binary = _binary(views.to_pylist())
+    return views.cast(pa.binary()) if binary is None else binary
+
+
+def _binary(items: list[bytes | None]) -> Any:
+    """A ``binary`` array of ``items`` (None is null), or None if they hold over
+    2 GiB (then the ``cast`` kernel builds it, or says what is wrong)."""
+    nulls = items.count(None)
+    if nulls == len(items):  # null keys, the common case: one array per length
+        return _REPEATED.get("null_binary", None, nulls)
+    offsets = array("i", (0,))
+    try:
+        offsets.extend(accumulate(0 if b is None else len(b) for b in items))
+    except OverflowError:
+        return None
+    return pa.Array.from_buffers(
+        pa.binary(), len(items),
+        [_validity(items) if nulls else None, pa.py_buffer(offsets),
+         pa.py_buffer(b"".join([b for b in items if b is not None]))],
+        null_count=nulls,
+    )
 
 
 def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:
     """One ``pyarrow.RecordBatch`` of ``records``, in partition order then offset
     order: schema :data:`ARROW_SCHEMA` with ``view_types``, else with keys and
     values copied into ``binary`` arrays (what most Arrow tools take)."""
-    pieces = [_piece_arrays(tip, p) for tip, ps in records.items() for p in ps]
+    parts = [(tip, p) for tip, ps in records.items() for p in ps]
+    # A few rows get their binary columns packed in Python, piece by piece; more
+    # are concatenated as views and cast once.
+    few = not view_types and sum(p.count for _, p in parts) <= _FEW_ROWS
+    pieces = [_piece_arrays(tip, p, few) for tip, p in parts]
     if not pieces:
-        arrays = [pa.nulls(0, f.type) for f in ARROW_SCHEMA]
+        arrays = [pa.nulls(0, f.type) for f in (ARROW_SCHEMA if view_types else _BINARY_SCHEMA)]
     elif len(pieces) == 1:
         arrays = pieces[0]
     else:
         arrays = [pa.concat_arrays(list(column)) for column in zip(*pieces, strict=True)]
     if view_types:
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
-    arrays[5] = arrays[5].cast(pa.binary())
-    arrays[6] = arrays[6].cast(pa.binary())
+    if not few:
+        arrays[5] = arrays[5].cast(pa.binary())
+        arrays[6] = arrays[6].cast(pa.binary())
     return pa.RecordBatch.from_arrays(arrays, schema=_BINARY_SCHEMA)
 
 

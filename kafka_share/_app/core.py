@@ -210,6 +210,7 @@ class ConsumerCore(Generic[K, V]):
             check_crcs=cfg.check_crcs,
             max_poll_records=cfg.max_poll_records,
             sliced_decoding=sliced_decoding,
+            vectorised=cfg.record_decoder == "auto",
             metrics=self._metrics,
             drop_expired=not cfg.share_auto_renew,
         )

@@ -66,6 +66,7 @@ def config_error(extra: dict[str, object]) -> str:
         ("fetch_max_bytes", 52_428_800),
         ("max_partition_fetch_bytes", 1_048_576),
         ("check_crcs", True),
+        ("record_decoder", "auto"),
         ("request_timeout_ms", 30_000),
         ("default_api_timeout_ms", 60_000),
         ("retry_backoff_ms", 100),
@@ -132,7 +133,7 @@ def test_defaults_table_covers_every_attribute() -> None:
     names = {field.name for field in attrs.fields(ShareConsumerConfig)}
     properties = parse_config(BASE).to_properties()
     assert {key.replace(".", "_") for key in properties} == names
-    assert len(names) == 67
+    assert len(names) == 68
 
 
 def test_required_values_are_parsed() -> None:
@@ -1026,6 +1027,17 @@ def test_evolve_revalidates() -> None:
     assert attrs.evolve(config, max_poll_records=9).max_poll_records == 9
     with pytest.raises(ConfigError, match=r"must be less than request\.timeout\.ms"):
         attrs.evolve(config, fetch_max_wait_ms=config.request_timeout_ms)
+
+
+# ---------------------------------------------------------------- record.decoder
+
+
+def test_record_decoder_takes_dotted_key_and_keyword() -> None:
+    assert parse_config({**BASE, "record.decoder": " python "}).record_decoder == "python"
+    assert parse_config(BASE, record_decoder="auto").record_decoder == "auto"
+    assert parse_dotted({"record.decoder": "python"}).to_properties()["record.decoder"] == "python"
+    message = config_error({"record.decoder": "numpy"})
+    assert "record.decoder" in message and "'auto', 'python'" in message
 
 
 # ---------------------------------------------------------------- auto-renew

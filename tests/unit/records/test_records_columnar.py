@@ -24,7 +24,14 @@ from kafka_share.records.builder import (
     build_legacy_message_set,
     encode_varint,
 )
-from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, decode_columns
+from kafka_share.records.columnar import (
+    HEADERS_TYPE,
+    SMALL_BATCH_RECORDS,
+    RecordColumns,
+    columns_from_rows,
+    decode_columns,
+    decode_small_columns,
+)
 from kafka_share.records.compression import compress
 
 INT64_MIN = -(2**63)
@@ -93,17 +100,18 @@ def expected_rows(batch: RecordBatch) -> list[Any] | None:
     return rows
 
 
-def assert_same_as_rows(batch: RecordBatch) -> str:
-    """decode_columns agrees with the row decoder; "corrupt" or "decodes"."""
+def assert_same_as_rows(batch: RecordBatch, decode: Any = decode_columns) -> str:
+    """decode_columns (or ``decode``) agrees with the row decoder; "corrupt" or
+    "decodes"."""
     expected = expected_rows(batch)
     if expected is None:
         with pytest.raises(CorruptBatchError) as info:
-            decode_columns(batch)
+            decode(batch)
         assert info.value.base_offset == batch.base_offset
         assert info.value.last_offset == batch.last_offset
         assert f"base offset {batch.base_offset}" in str(info.value)
         return "corrupt"
-    assert rows_of(decode_columns(batch)) == expected
+    assert rows_of(decode(batch)) == expected
     return "decodes"
 
 
@@ -757,3 +765,90 @@ def test_large_records_decoded_from_a_memoryview() -> None:
     (broken,) = iter_batches(memoryview(bad), check_crcs=False)
     with pytest.raises(CorruptBatchError, match="not UTF-8"):
         decode_columns(broken)
+
+
+# ---------------------------------------------------------------------- small batches
+
+
+def test_small_batches_are_decoded_by_the_row_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode_small_columns (poll_arrow's decoder) leaves batches of a few records
+    to the row decoder: decode_columns' fixed cost (about 80 µs) was most of a
+    poll at a low rate, where each fetch brings a record or two."""
+    calls: list[int] = []
+    vectorised = columnar.decode_columns
+
+    def counting(batch: RecordBatch) -> RecordColumns:
+        calls.append(batch.record_count)
+        return vectorised(batch)
+
+    monkeypatch.setattr(columnar, "decode_columns", counting)
+    small = one(build_batch([(b"k", b"v" * 20), (None, b"w"), (b"", None)], base_offset=7))
+    cols = decode_small_columns(small)
+    assert calls == []
+    assert rows_of(cols) == small.records()
+    big = one(build_batch([(None, b"v%d" % i) for i in range(SMALL_BATCH_RECORDS)]))
+    assert rows_of(decode_small_columns(big)) == big.records()
+    assert calls == [SMALL_BATCH_RECORDS]
+    # A few large values take the vectorised path too (no copies).
+    large = one(build_batch([(None, b"x" * 70_000)]))
+    assert rows_of(decode_small_columns(large)) == large.records()
+    assert calls == [SMALL_BATCH_RECORDS, 1]
+
+
+def test_small_batch_outside_int64_is_corrupt_as_with_decode_columns() -> None:
+    big = one(
+        build_batch([NewRecord(key=None, value=b"v", offset_delta=10)], base_offset=INT64_MAX)
+    )
+    with pytest.raises(CorruptBatchError, match="offset outside int64"):
+        decode_small_columns(big)
+    section = record_bytes(ts_delta=2**62) + record_bytes(ts_delta=2**62)
+    with pytest.raises(CorruptBatchError, match="timestamp outside int64"):
+        decode_small_columns(one(raw_batch(section, 2, base_timestamp=2**62)))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=st.lists(raw_records(), min_size=1, max_size=8),
+    count_change=st.sampled_from([0, 0, -1, 1]),
+    base_offset=st.sampled_from([0, 0, 0, 2**62, INT64_MAX - 5]),
+    base_timestamp=st.sampled_from([0, 0, 0, -(2**62), 2**62]),
+    log_append=st.booleans(),
+)
+def test_small_batches_decode_and_fail_exactly_like_rows(
+    records: list[bytes],
+    count_change: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append: bool,
+) -> None:
+    data = raw_batch(
+        b"".join(records),
+        len(records) + count_change,
+        base_offset=base_offset,
+        base_timestamp=base_timestamp,
+        log_append=log_append,
+    )
+    event(assert_same_as_rows(one(data), decode_small_columns))
+
+
+@pytest.mark.parametrize("sizes", [[0], [12], [13], [-1, 12, 13, 0, 40, -1, 1], [-1] * 9])
+def test_columns_from_rows_packs_views_as_arrow_requires(sizes: list[int]) -> None:
+    rows = [
+        (i, 1000 + i, None if n < 0 else bytes([65 + i]) * n, b"%d" % i if i % 2 else None, ())
+        for i, n in enumerate(sizes)
+    ]
+    cols = columns_from_rows(rows)
+    assert rows_of(cols, decoded=False) == rows  # validates, padding checked
+    assert cols.keys.null_count == sizes.count(-1)
+
+
+def test_columns_from_rows_splits_data_buffers_at_the_view_offset_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view's offset is an int32: values past 2 GiB go to another data buffer
+    (shown with the limit lowered to 40 bytes)."""
+    monkeypatch.setattr(columnar, "_INT32_MAX", 40)
+    rows = [(i, 0, None, bytes([97 + i]) * 15, ()) for i in range(6)]
+    cols = columns_from_rows(rows)
+    assert len(cols.values.buffers()) == 2 + 3  # validity, views, 2 values per buffer
+    assert rows_of(cols, decoded=False) == rows

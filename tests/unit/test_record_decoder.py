@@ -1,0 +1,84 @@
+"""``record.decoder``: "python" keeps numpy and pyarrow out of a consumer that
+only polls; the default ("auto") decodes large batches of small records with them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from kafka_share import ConfigError, ShareConsumer
+
+# Nothing listens here: the records are put in the fetch buffer directly.
+NOWHERE = "127.0.0.1:9"
+
+# Polls 200 records of one batch (vectorised by default: >= 64 records of a few
+# bytes) from the fetch buffer, as if a ShareFetch response had brought them.
+_POLL_200 = f"""
+import sys, uuid
+from kafka_share import ShareConsumer
+from kafka_share._app.events import CompletedShareFetch
+from kafka_share.models import TopicIdPartition
+from kafka_share.records.builder import build_batch
+
+def poll_200(**config):
+    consumer = ShareConsumer(bootstrap_servers={NOWHERE!r}, group_id="g", **config)
+    consumer.subscribe(["t"])
+    data = build_batch([(None, b"v%d" % i) for i in range(200)])
+    tip = TopicIdPartition(uuid.UUID(int=1), "t", 0)
+    consumer._fetch_buffer.add_all(
+        [CompletedShareFetch(1, tip, memoryview(data), [(0, 199, 1)], None)])
+    records = consumer.poll(10)
+    consumer.close(timeout=1)
+    return [r.value for r in records]
+"""
+
+
+def _run(script: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _POLL_200 + script],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_python_decoder_never_imports_numpy_or_pyarrow_for_poll() -> None:
+    out = _run(
+        "values = poll_200(record_decoder='python')\n"
+        "assert values == [b'v%d' % i for i in range(200)], values[:3]\n"
+        "print('numpy' in sys.modules, 'pyarrow' in sys.modules)\n"
+        # poll_arrow still works on such a consumer: it imports what it needs.
+        "c = ShareConsumer({'bootstrap.servers': " + repr(NOWHERE) + ", 'group.id': 'g', "
+        "'record.decoder': 'python'})\n"
+        "try:\n"
+        "    c.poll_arrow(0)\n"
+        "except Exception as exc:\n"
+        "    assert 'not subscribed' in str(exc), exc\n"
+        "c.close(timeout=1)\n"
+        "print('numpy' in sys.modules, 'pyarrow' in sys.modules)\n"
+    )
+    assert out == ["False", "False", "True", "True"]
+
+
+def test_default_decoder_decodes_large_batches_with_numpy() -> None:
+    out = _run(
+        "import kafka_share.records.columnar as columnar\n"
+        "calls = []\n"
+        "original = columnar.shaped_record_chunks\n"
+        "def counting(batch, *args):\n"
+        "    calls.append(batch.record_count)\n"
+        "    return original(batch, *args)\n"
+        "columnar.shaped_record_chunks = counting\n"
+        "values = poll_200()\n"
+        "assert values == [b'v%d' % i for i in range(200)], values[:3]\n"
+        "print(calls)\n"
+    )
+    assert out == ["[200]"]
+
+
+@pytest.mark.parametrize("value", ["numpy", "Python", "", 1, True])
+def test_a_bad_record_decoder_names_the_key_and_the_choices(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"record\.decoder.*'auto', 'python'"):
+        ShareConsumer({"bootstrap.servers": NOWHERE, "group.id": "g", "record.decoder": value})
