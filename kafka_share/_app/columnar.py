@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafka_share.models import AcknowledgeType, TopicIdPartition
-from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, _validity
+from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, validity_bitmap
 from kafka_share.records.columnar import decode_small_columns as decode_columns
 
 __all__ = [
@@ -196,8 +196,8 @@ def _primitive(values: Any, type: Any, null: Any = None) -> Any:
 class _Repeated:
     """Arrays of one value repeated, built once and sliced (zero-copy) per poll:
     the topic, partition, timestamp type, a common delivery count, the empty
-    headers and all-null keys are the same for every row of a piece. Any thread may use it (at
-    worst two threads build the same array)."""
+    headers and all-null keys are the same for every row of a piece. Any thread
+    may use it (at worst two threads build the same array)."""
 
     #: rows in each cached array (a longer piece gets an array of its own), and
     #: how many arrays are kept: at most a few MB even for long topic names
@@ -283,6 +283,7 @@ def _piece_arrays(tip: TopicIdPartition, piece: Piece, binary: bool) -> list[Any
         repeated("topic", tip.topic, n),
         repeated("partition", tip.partition, n),
         _primitive(c.offsets, pa.int64()),
+        # A timestamp of -1 (none) is a null.
         _primitive(ts, ARROW_SCHEMA.field("timestamp").type, ts < 0 if no_ts else None),
         repeated("timestamp_type", piece.timestamp_type, n),
         _binary_of(c, 0) if binary else c.keys,
@@ -298,10 +299,12 @@ def _binary_of(columns: RecordColumns, which: int) -> Any:
     packed in Python: a fraction of the ``cast`` kernel's call at that size."""
     items = columns.items
     if items is not None:  # decoded from rows: their bytes are at hand
-        return _binary(items[which])
-    views = columns.keys if which == 0 else columns.values
-    binary = _binary(views.to_pylist())
-    return views.cast(pa.binary()) if binary is None else binary
+        binary = _binary(items[which])
+    else:
+        binary = _binary((columns.keys if which == 0 else columns.values).to_pylist())
+    if binary is None:  # over 2 GiB: the kernel builds it (large_binary needed) or says why not
+        return (columns.keys if which == 0 else columns.values).cast(pa.binary())
+    return binary
 
 
 def _binary(items: list[bytes | None]) -> Any:
@@ -317,7 +320,7 @@ def _binary(items: list[bytes | None]) -> Any:
         return None
     return pa.Array.from_buffers(
         pa.binary(), len(items),
-        [_validity(items) if nulls else None, pa.py_buffer(offsets),
+        [validity_bitmap(items) if nulls else None, pa.py_buffer(offsets),
          pa.py_buffer(b"".join([b for b in items if b is not None]))],
         null_count=nulls,
     )

@@ -90,6 +90,7 @@ from kafka_share.records.batch import RecordBatch, RecordShape
 __all__ = [
     "HEADERS_TYPE", "SMALL_BATCH_BYTES", "SMALL_BATCH_RECORDS", "RecordColumns",
     "columns_from_rows", "decode_columns", "decode_small_columns", "shaped_record_chunks",
+    "validity_bitmap",
 ]
 
 if sys.byteorder != "little":  # pragma: no cover - no such CI machine
@@ -1010,7 +1011,7 @@ def _binary_view(items: list[bytes | None]) -> Any:
         views.append(long(size, b[:4], index, at))
         buffers[index].append(b)
         at += size
-    validity = _validity(items) if null else None
+    validity = validity_bitmap(items) if null else None
     return pa.Array.from_buffers(
         pa.binary_view(), len(items),
         [validity, pa.py_buffer(b"".join(views)),
@@ -1018,7 +1019,7 @@ def _binary_view(items: list[bytes | None]) -> Any:
     )
 
 
-def _validity(items: list[Any]) -> Any:
+def validity_bitmap(items: list[Any]) -> Any:
     """An Arrow validity bitmap of ``items`` (a bit per item, clear where None)."""
     if len(items) > 64:
         present = np.fromiter((b is not None for b in items), dtype=bool, count=len(items))

@@ -198,3 +198,14 @@ def test_poll_arrow_decodes_a_one_record_fetch_without_the_vectorised_decoder(
     batch = to_record_batch(collector.collect(None).records, view_types=False)
     assert batch.column("offset").to_pylist() == [41]
     assert batch.column("value").to_pylist() == [b"v"]
+
+
+def test_few_rows_over_the_int32_offsets_fall_back_to_the_cast(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A few values holding over 2 GiB cannot take int32 offsets: the kernel
+    builds the column (shown by making the Python packing give up)."""
+    records = ColumnarRecords({TIP: [piece([1, 2, 3])], TIP1: [decoded_piece([7, 8], False)]})
+    expected = to_record_batch(records, view_types=False)
+    monkeypatch.setattr(columnar, "_binary", lambda items: None)
+    assert to_record_batch(records, view_types=False).equals(expected)
