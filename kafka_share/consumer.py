@@ -197,7 +197,8 @@ class ShareConsumer(ConsumerCore[K, V]):
         ``delivery_count`` (int32).
 
         ``view_types=True`` returns ``key`` and ``value`` as ``binary_view``
-        columns pointing into the fetched bytes instead of copying them: the
+        columns pointing into the fetched bytes instead of copying them
+        (batches of 32 records or more; smaller ones are copied once): the
         fastest form, read natively by Polars and DuckDB, but pyarrow 26's
         compute kernels (``filter``, ``take``) do not take view types yet.
         Rows are in partition order, then offset order. An empty batch (0 rows)
