@@ -392,9 +392,10 @@ class _Driver:
         """Partitions whose records from the start are not all done (None: unknown)."""
         if self.goal is None or self.probe is None:
             return None
-        if all(end <= earliest for earliest, end in self.goal.bounds.values()):
-            return {}
-        offsets = self.probe.group_offsets(list(self.goal.bounds))
+        wanted = [tp for tp, (earliest, end) in self.goal.bounds.items() if end > earliest]
+        if not wanted:
+            return {}  # the topics were empty
+        offsets = self.probe.group_offsets(wanted)
         return None if offsets is None else self.goal.pending(offsets)
 
     def give_up_waiting(self, now: float) -> bool:

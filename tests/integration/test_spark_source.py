@@ -160,6 +160,49 @@ def test_available_now_waits_for_records_another_member_holds(
     assert received_by_fresh_consumer(kafka_bootstrap, share_group, topic, 3.0) == []
 
 
+def test_available_now_stops_waiting_after_the_idle_timeout(
+    spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+    share_group_factory: Callable[..., str], kafka_produce: Callable[..., Any], tmp_path: Path,
+) -> None:
+    # Another member keeps records from the start locked for longer than the
+    # query waits: the query ends anyway (no hang), and those records stay in
+    # the group.
+    group = share_group_factory({"share.record.lock.duration.ms": "60000"})
+    topic = topic_factory(partitions=1)
+    kafka_produce(topic, [f"w{i}".encode() for i in range(300)])
+    holder: ShareConsumer[bytes, bytes] = ShareConsumer(
+        bootstrap_servers=kafka_bootstrap, group_id=group,
+        share_acknowledgement_mode="explicit", max_poll_records=100,
+        share_acquire_mode="record_limit",
+    )
+    try:
+        holder.subscribe([topic])
+        held: list[Any] = []
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not held and time.monotonic() < deadline:
+            held = list(holder.poll(timeout=1.0))
+        assert held, "the holder got no records"
+        sink = Sink()
+        query = (
+            reader(spark, kafka_bootstrap, group, topic, pollTimeoutMs=200,
+                   availableNowIdleTimeoutMs=3000)
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(RUN_TIMEOUT_S), "availableNow did not terminate"
+        assert query.exception() is None
+        held_offsets = {r.offset for r in held}
+        rows = sink.rows()
+        assert len(rows) == 300 - len(held)
+        assert not {r.offset for r in rows} & held_offsets
+    finally:
+        holder.close(timeout=5)  # releases the held records
+    again = received_by_fresh_consumer(kafka_bootstrap, group, topic, 5.0)
+    assert {r.offset for r in again} == held_offsets
+
+
 def test_failed_batch_is_redelivered_after_restart(
     spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
     share_group: str, kafka_produce: Callable[..., Any], tmp_path: Path,
