@@ -13,6 +13,13 @@ reader/writer callbacks and calls the three steps of ``poll`` itself:
 wait), :meth:`NetworkClient.on_ready` (one ready connection) and
 :meth:`NetworkClient.finish` (timeouts, idle and closed connections).
 
+A large response arrives over many reads, and only the one completing it gives
+the driver anything new: :meth:`NetworkClient.on_ready` says when a read did no
+more than add bytes to a response still incomplete, :meth:`NetworkClient.poll`
+then returns the time until which nothing else needs doing, and the network
+thread waits on with :meth:`NetworkClient.poll_quiet` (no engine round, no
+timeout checks) until something completes, a wakeup comes or that time is up.
+
 Connections are kept per *purpose* as well as per node. Share traffic (ShareFetch,
 ShareAcknowledge) gets its own connection because the broker ties a share session
 to the connection it was opened on and answers requests on one connection in order:
