@@ -104,6 +104,27 @@ def test_available_now_drains_acknowledges_and_terminates(
     assert received_by_fresh_consumer(kafka_bootstrap, share_group, topic, 4.0) == []
 
 
+def _holding_member(
+    bootstrap: str, group: str, topic: str
+) -> tuple[ShareConsumer[bytes, bytes], list[Any]]:
+    """Another member of ``group`` holding (acquired, unacknowledged) the records
+    of its first non-empty poll, at most 100."""
+    holder: ShareConsumer[bytes, bytes] = ShareConsumer(
+        bootstrap_servers=bootstrap, group_id=group,
+        share_acknowledgement_mode="explicit", max_poll_records=100,
+        share_acquire_mode="record_limit",
+    )
+    holder.subscribe([topic])
+    held: list[Any] = []
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while not held and time.monotonic() < deadline:
+        held = list(holder.poll(timeout=1.0))
+    if not held:
+        holder.close(timeout=5)
+        raise AssertionError("the holder got no records")
+    return holder, held
+
+
 def test_available_now_waits_for_records_another_member_holds(
     spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
     share_group: str, kafka_produce: Callable[..., Any], tmp_path: Path,
@@ -114,18 +135,9 @@ def test_available_now_waits_for_records_another_member_holds(
     # the end of the queue.
     topic = topic_factory(partitions=1)
     kafka_produce(topic, [f"h{i}".encode() for i in range(600)])
-    holder: ShareConsumer[bytes, bytes] = ShareConsumer(
-        bootstrap_servers=kafka_bootstrap, group_id=share_group,
-        share_acknowledgement_mode="explicit", max_poll_records=100,
-        share_acquire_mode="record_limit",
-    )
+    holder, held = _holding_member(kafka_bootstrap, share_group, topic)
+    deadline = time.monotonic() + RUN_TIMEOUT_S
     try:
-        holder.subscribe([topic])
-        held: list[Any] = []
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while not held and time.monotonic() < deadline:
-            held = list(holder.poll(timeout=1.0))
-        assert held, "the holder got no records"
         sink = Sink()
         query = (
             reader(spark, kafka_bootstrap, share_group, topic, pollTimeoutMs=200,
@@ -170,18 +182,8 @@ def test_available_now_stops_waiting_after_the_idle_timeout(
     group = share_group_factory({"share.record.lock.duration.ms": "60000"})
     topic = topic_factory(partitions=1)
     kafka_produce(topic, [f"w{i}".encode() for i in range(300)])
-    holder: ShareConsumer[bytes, bytes] = ShareConsumer(
-        bootstrap_servers=kafka_bootstrap, group_id=group,
-        share_acknowledgement_mode="explicit", max_poll_records=100,
-        share_acquire_mode="record_limit",
-    )
+    holder, held = _holding_member(kafka_bootstrap, group, topic)
     try:
-        holder.subscribe([topic])
-        held: list[Any] = []
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while not held and time.monotonic() < deadline:
-            held = list(holder.poll(timeout=1.0))
-        assert held, "the holder got no records"
         sink = Sink()
         query = (
             reader(spark, kafka_bootstrap, group, topic, pollTimeoutMs=200,

@@ -699,30 +699,27 @@ def raw_records(draw: st.DrawFn) -> bytes:
     return varint(length) + body
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    records=st.lists(raw_records(), min_size=1, max_size=8),
-    threshold=thresholds,
-    count_change=st.sampled_from([0, 0, -1, 1]),
-    base_offset=st.sampled_from([0, 0, 0, 2**62, INT64_MAX - 5]),
-    base_timestamp=st.sampled_from([0, 0, 0, -(2**62), 2**62]),
-    log_append=st.booleans(),
-)
-def test_odd_varints_decode_exactly_like_rows(
-    records: list[bytes],
-    count_change: int,
-    base_offset: int,
-    base_timestamp: int,
-    log_append: bool,
-    threshold: int,
-) -> None:
-    data = raw_batch(
+#: batches with odd varints, counts that disagree with the records, offsets and
+#: timestamps at the int64 edges
+_ODD_BATCHES = st.builds(
+    lambda records, count_change, base_offset, base_timestamp, log_append: raw_batch(
         b"".join(records),
         len(records) + count_change,
         base_offset=base_offset,
         base_timestamp=base_timestamp,
         log_append=log_append,
-    )
+    ),
+    records=st.lists(raw_records(), min_size=1, max_size=8),
+    count_change=st.sampled_from([0, 0, -1, 1]),
+    base_offset=st.sampled_from([0, 0, 0, 2**62, INT64_MAX - 5]),
+    base_timestamp=st.sampled_from([0, 0, 0, -(2**62), 2**62]),
+    log_append=st.booleans(),
+)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_ODD_BATCHES, threshold=thresholds)
+def test_odd_varints_decode_exactly_like_rows(data: bytes, threshold: int) -> None:
     with vector_headers(threshold):
         event(assert_same_as_rows(one(data)))
 
@@ -807,27 +804,8 @@ def test_small_batch_outside_int64_is_corrupt_as_with_decode_columns() -> None:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    records=st.lists(raw_records(), min_size=1, max_size=8),
-    count_change=st.sampled_from([0, 0, -1, 1]),
-    base_offset=st.sampled_from([0, 0, 0, 2**62, INT64_MAX - 5]),
-    base_timestamp=st.sampled_from([0, 0, 0, -(2**62), 2**62]),
-    log_append=st.booleans(),
-)
-def test_small_batches_decode_and_fail_exactly_like_rows(
-    records: list[bytes],
-    count_change: int,
-    base_offset: int,
-    base_timestamp: int,
-    log_append: bool,
-) -> None:
-    data = raw_batch(
-        b"".join(records),
-        len(records) + count_change,
-        base_offset=base_offset,
-        base_timestamp=base_timestamp,
-        log_append=log_append,
-    )
+@given(data=_ODD_BATCHES)
+def test_small_batches_decode_and_fail_exactly_like_rows(data: bytes) -> None:
     event(assert_same_as_rows(one(data), decode_small_columns))
 
 
