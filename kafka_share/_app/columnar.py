@@ -15,16 +15,14 @@ into one ``pyarrow.RecordBatch`` by :func:`to_record_batch`.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator
-from itertools import accumulate
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from kafka_share.models import AcknowledgeType, TopicIdPartition
-from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, validity_bitmap
+from kafka_share.records.columnar import HEADERS_TYPE, RecordColumns, binary_array
 from kafka_share.records.columnar import decode_small_columns as decode_columns
 
 __all__ = [
@@ -313,17 +311,7 @@ def _binary(items: list[bytes | None]) -> Any:
     nulls = items.count(None)
     if nulls == len(items):  # null keys, the common case: one array per length
         return _REPEATED.get("null_binary", None, nulls)
-    offsets = array("i", (0,))
-    try:
-        offsets.extend(accumulate(0 if b is None else len(b) for b in items))
-    except OverflowError:
-        return None
-    return pa.Array.from_buffers(
-        pa.binary(), len(items),
-        [validity_bitmap(items) if nulls else None, pa.py_buffer(offsets),
-         pa.py_buffer(b"".join([b for b in items if b is not None]))],
-        null_count=nulls,
-    )
+    return binary_array(items)
 
 
 def to_record_batch(records: ColumnarRecords, *, view_types: bool) -> Any:

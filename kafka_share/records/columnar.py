@@ -79,7 +79,7 @@ import sys
 from array import array
 from collections.abc import Iterator
 from functools import partial
-from itertools import repeat
+from itertools import accumulate, repeat
 from typing import Any
 
 import numpy as np
@@ -89,8 +89,8 @@ from kafka_share.records.batch import RecordBatch, RecordShape
 
 __all__ = [
     "HEADERS_TYPE", "SMALL_BATCH_BYTES", "SMALL_BATCH_RECORDS", "RecordColumns",
-    "columns_from_rows", "decode_columns", "decode_small_columns", "shaped_record_chunks",
-    "validity_bitmap",
+    "binary_array", "columns_from_rows", "decode_columns", "decode_small_columns",
+    "shaped_record_chunks",
 ]
 
 if sys.byteorder != "little":  # pragma: no cover - no such CI machine
@@ -965,17 +965,21 @@ def _int64_array(values: Any) -> Any:
     return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
 
 
-def _binary(items: list[bytes | None]) -> Any:
-    """A ``binary`` array of ``items`` (None is null), from buffers."""
-    sizes = np.array([0 if b is None else len(b) for b in items], dtype=np.int64)
-    offsets = np.zeros(len(items) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    null = np.array([b is None for b in items], dtype=bool)
-    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null.any() else None
-    data = b"".join(b for b in items if b is not None)
+def binary_array(items: list[bytes | None]) -> Any:
+    """A ``binary`` array of ``items`` (None is null), from buffers; None when
+    they hold over 2 GiB (``binary`` offsets are int32: the caller then needs
+    ``large_binary``, which the ``cast`` kernel builds)."""
+    offsets = array("i", (0,))
+    try:
+        offsets.extend(accumulate(0 if b is None else len(b) for b in items))
+    except OverflowError:
+        return None
+    nulls = items.count(None)
     return pa.Array.from_buffers(
         pa.binary(), len(items),
-        [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+        [_validity_bitmap(items) if nulls else None, pa.py_buffer(offsets),
+         pa.py_buffer(b"".join([b for b in items if b is not None]))],
+        null_count=nulls,
     )
 
 
@@ -1011,7 +1015,7 @@ def _binary_view(items: list[bytes | None]) -> Any:
         views.append(long(size, b[:4], index, at))
         buffers[index].append(b)
         at += size
-    validity = validity_bitmap(items) if null else None
+    validity = _validity_bitmap(items) if null else None
     return pa.Array.from_buffers(
         pa.binary_view(), len(items),
         [validity, pa.py_buffer(b"".join(views)),
@@ -1019,7 +1023,7 @@ def _binary_view(items: list[bytes | None]) -> Any:
     )
 
 
-def validity_bitmap(items: list[Any]) -> Any:
+def _validity_bitmap(items: list[Any]) -> Any:
     """An Arrow validity bitmap of ``items`` (a bit per item, clear where None)."""
     if len(items) > 64:
         present = np.fromiter((b is not None for b in items), dtype=bool, count=len(items))
@@ -1055,8 +1059,9 @@ def columns_from_rows(rows: list[Any]) -> RecordColumns:
         headers = pa.ListArray.from_arrays(
             _int32_array(ends),
             pa.StructArray.from_arrays(
-                [_binary([k.encode() for k, _ in pairs]).cast(pa.string()),
-                 _binary([v for _, v in pairs])],
+                # Within one record batch: far under 2 GiB.
+                [binary_array([k.encode() for k, _ in pairs]).cast(pa.string()),
+                 binary_array([v for _, v in pairs])],
                 names=["key", "value"],
             ),
             type=HEADERS_TYPE,
