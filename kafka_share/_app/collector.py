@@ -163,14 +163,22 @@ class _Walk:
         #: len(data.pending) at the last hand-over (it starts empty)
         self.handed_over = 0
 
-    def finish(self, cursor: Any) -> None:
-        """Hand over the rest: the decoding is complete."""
+    def hand_over(self) -> int:
+        """Pass what was found since the last hand-over on to delivery (its payload
+        bytes and GAPs); returns how many records that was."""
         data = self.data
+        found = len(data.pending) - self.handed_over
+        self.handed_over = len(data.pending)
         data.bytes_left += self.size
         self.size = 0
-        cursor.finish(self.gaps)
         data.gaps.extend(self.gaps)
         self.gaps.clear()
+        return found
+
+    def finish(self, cursor: Any) -> None:
+        """Hand over the rest: the decoding is complete."""
+        cursor.finish(self.gaps)
+        self.hand_over()
 
 
 class _PartitionData:
@@ -682,18 +690,11 @@ class FetchCollector(Generic[K, V]):
         """
         sliced = self._sliced
         pending = data.pending
-        gaps = walk.gaps
         batches = iter_batches(fetch.records, check_crcs=self._check_crcs)
         while True:
-            if sliced and (len(pending) != walk.handed_over or gaps):
+            if sliced and (len(pending) != walk.handed_over or walk.gaps):
                 # A slice is done: hand over what it found, let delivery go on.
-                found = len(pending) - walk.handed_over
-                walk.handed_over = len(pending)
-                data.bytes_left += walk.size
-                walk.size = 0
-                data.gaps.extend(gaps)
-                gaps.clear()
-                yield found
+                yield walk.hand_over()
             try:
                 batch = next(batches)
             except StopIteration:
