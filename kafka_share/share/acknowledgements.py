@@ -241,7 +241,7 @@ class Acknowledgements:
 
     def __contains__(self, offset: object) -> bool:
         return offset in self._types or (
-            isinstance(offset, int) and _in_ranges(offset, self._ranges)
+            isinstance(offset, int) and _any_in_ranges((offset,), self._ranges)
         )
 
     def get(self, offset: int) -> int | None:
@@ -378,10 +378,6 @@ def _coalesced(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]
         else:
             out.append((first, last, t))
     return out
-
-
-def _in_ranges(offset: int, ranges: list[tuple[int, int, int]]) -> bool:
-    return any(first <= offset <= last for first, last, _ in ranges)
 
 
 def _any_in_ranges(offsets: Iterable[int], ranges: list[tuple[int, int, int]]) -> bool:
