@@ -250,19 +250,56 @@ class ShareConsumer(ConsumerCore[K, V]):
             pipe.wait(remaining_ms / 1000.0)
 
     def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
+        # This thread runs the I/O loop while it polls (see _net/loop_owner.py).
+        thread = self._thread
+        runs_loop = thread.enter_loop()
+        try:
+            if runs_loop:
+                # What arrived while the application processed the last batch.
+                thread.drive(0)
+            return self._poll_loop(deadline)
+        finally:
+            if runs_loop:
+                thread.leave_loop()
+
+    def _poll_loop(self, deadline: int) -> ConsumerRecords[K, V]:
         self._start_poll()
         self._fetch_sent = False
         while True:
             self._maybe_raise_wakeup()
+            adds = self._fetch_buffer.adds
             records, remaining = self._poll_outcome(self._poll_once(), deadline)
             if records is not None:
                 return records
             self._thread.flush()  # the engine must see this poll before it waits
             waited_from = _now_ms()
-            self._fetch_buffer.await_not_empty(min(remaining, 1000) / 1000.0)
+            wait_ms = min(remaining, 1000)
+            if not self._drive_until_news(wait_ms, adds):
+                self._fetch_buffer.await_not_empty(wait_ms / 1000.0)
             self._poll_waited_ms += _now_ms() - waited_from
             self._raise_background()
             self._handle_completions()
+
+    def _drive_until_news(self, wait_ms: int, adds: int) -> bool:
+        """Run the I/O loop on this thread until a response brings records (the
+        buffer's ``adds`` moved past ``adds``) or an error, :meth:`wakeup` or a
+        close is called, or ``wait_ms`` passes. Buffered records the poll could
+        not hand out (renewed records come first) are no news: the loop waits for
+        the answer that frees them instead of spinning. False when this thread
+        does not run the loop (the caller waits for the network thread)."""
+        buffer = self._fetch_buffer
+        thread = self._thread
+        end = _now_ms() + wait_ms
+        while not (buffer.adds != adds or buffer.has_background() or self._wakeup_requested
+                   or self._close_requested):
+            left = end - _now_ms()
+            # At least one round, even for poll(0): it puts this poll's fetch on
+            # the wire (nothing else would until the next poll).
+            if not thread.drive(max(0, left)):
+                return False
+            if left <= 0:
+                break
+        return True
 
     # -- committing ------------------------------------------------------------------
 
@@ -305,6 +342,7 @@ class ShareConsumer(ConsumerCore[K, V]):
         """
         self._wakeup_requested = True
         self._fetch_buffer.wakeup()
+        self._thread.wake_loop()  # a poll running the loop waits in its select
 
     def close(self, timeout: float | None = None) -> None:
         """Send pending acknowledgements, close share sessions, leave the group and
@@ -324,6 +362,7 @@ class ShareConsumer(ConsumerCore[K, V]):
             # left. Checked every few ms for at most the close timeout.
             self._close_requested = True
             self._fetch_buffer.wakeup()
+            self._thread.wake_loop()  # a poll running the loop waits in its select
             give_up = time.monotonic() + min(timeout_ms, self._config.request_timeout_ms) / 1000
             while self._owner is not None and time.monotonic() < give_up:
                 time.sleep(_CLOSE_HANDOVER_S)
@@ -377,7 +416,9 @@ class ShareConsumer(ConsumerCore[K, V]):
             pipe.wait(remaining_ms / 1000.0)
 
     def _send_fetch_ahead(self, acks: AcksByPartition) -> None:
-        """Submit a fetch ahead and let the network thread send it before going on.
+        """Submit a fetch ahead and have it sent before going on: by this thread's own
+        round when it runs the I/O loop (``NetworkThread.submit``), else by the
+        network thread, handed the GIL as described below.
 
         The network thread sends it only if no other response is queued by then
         (else ``acks`` go out on their own): with one ShareFetch per node in
@@ -394,8 +435,14 @@ class ShareConsumer(ConsumerCore[K, V]):
         hands the GIL over at once; the wait is capped so a busy network thread
         never stalls the application.
         """
+        max_records = self._ahead.max_records()
+        if self._thread.runs_loop:
+            # This thread runs the loop: submitting puts the fetch on the wire.
+            self._submit(FetchEvent(acks, ahead=True, ack_deadline_ms=self._api_deadline(),
+                                    max_records=max_records))
+            return
         sent = threading.Event()
         self._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=self._api_deadline(),
-                                max_records=self._ahead.max_records()))
+                                max_records=max_records))
         sent.wait(_FETCH_HANDOFF_S)
 

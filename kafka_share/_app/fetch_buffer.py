@@ -39,6 +39,9 @@ class FetchBuffer(Generic[T]):
         # is lock-free), so a plain Lock cannot deadlock.
         self._lock = threading.Lock()
         self._items: deque[T] = deque()
+        #: how many times add_all added something: a poll that ran the loop itself
+        #: tells new data from data it could not hand out yet
+        self.adds = 0
         self._background: deque[object] = deque()
         self._wake = wake_pipe if wake_pipe is not None else WakePipe()
         #: a wakeup() not consumed by a wait yet (plain bool: set lock-free)
@@ -82,7 +85,7 @@ class FetchBuffer(Generic[T]):
             return bool(self._background)
 
     def add_all(self, items: Iterable[T]) -> None:
-        """Append items (network thread) and wake a waiting ``poll``.
+        """Append items (the loop's thread) and wake a waiting ``poll``.
 
         All completed fetches of one response are added together, so a poll
         sees either none or all of them.
@@ -91,6 +94,8 @@ class FetchBuffer(Generic[T]):
             before = len(self._items)
             self._items.extend(items)
             added = len(self._items) != before
+            if added:
+                self.adds += 1
         if added:
             self._notify()
 

@@ -248,6 +248,8 @@ class NetworkClient:
         poller: Poller | None = None,
     ) -> None:
         self._client_id = client_id
+        #: True while the loop waits in ``select`` (see ``_wait``)
+        self.waiting = False
         #: TLS context and SASL credentials of every connection (None: PLAINTEXT).
         self._security = security
         self._receive_buffer_bytes = receive_buffer_bytes
@@ -490,7 +492,11 @@ class NetworkClient:
     def _wait(self, due_ms: int, timeout_ms: int) -> int | None:
         poller = self._poller
         assert isinstance(poller, SelectorPoller)
+        # Set while nothing is half done: an exception out of the wait (a
+        # KeyboardInterrupt on the application thread) leaves the loop intact.
+        self.waiting = True
         ready = poller.select(timeout_ms)
+        self.waiting = False
         now = monotonic_ms()
         # Nothing ready means a deadline (or the caller's timeout) is up.
         quiet = bool(ready) and not poller.woken and now < due_ms

@@ -38,8 +38,10 @@ import threading
 
 from kafka_share._app.events import (
     ApplicationEvent,
+    CompletableEvent,
     CompletedShareFetch,
     ErrorEvent,
+    FetchEvent,
     PollEvent,
     StopEvent,
 )
@@ -47,11 +49,16 @@ from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
 from kafka_share.metrics import ShareConsumerMetrics
+from kafka_share.share.engine import MAX_WAIT_MS
 
 from .client import monotonic_ms
 from .driver import EngineDriver
+from .loop_owner import LoopOwner, LoopOwnership
 
 __all__ = ["NetworkThread"]
+
+#: how often an application waiting for the loop checks that the network thread lives
+_HANDOVER_CHECK_S = 0.05
 
 
 class NetworkThread(EngineDriver):
@@ -76,6 +83,16 @@ class NetworkThread(EngineDriver):
         self._wake_owed = False
         #: until when the loop may skip its round (see _run_once); None: it may not
         self._quiet_due_ms: int | None = None
+        #: which thread runs the loop (see _net/loop_owner.py); under _owner_lock
+        self._ownership = LoopOwnership()
+        self._owner_lock = threading.Lock()
+        #: the owner as last set, read without the lock by the application thread
+        #: (only it moves the loop out of APPLICATION)
+        self._owner = LoopOwner.NETWORK
+        #: set when the loop is handed over to the application thread
+        self._handed = threading.Event()
+        #: set when the network thread should look at the owner again (a release, stop)
+        self._owner_changed = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-share-network-{client_id}", daemon=True
         )
@@ -94,6 +111,19 @@ class NetworkThread(EngineDriver):
                 future.set_exception(died)
             return
         self._events.put(event)
+        owner = self._owner
+        if owner is LoopOwner.APPLICATION:
+            # This thread runs the loop: its next round applies the event. A
+            # fetch goes on the wire now, as the network thread would send it
+            # (a fetch ahead before the application decodes what it holds).
+            if type(event) is FetchEvent:
+                self.drive(0)
+            return
+        if owner is LoopOwner.AWAY and not isinstance(event, (CompletableEvent, StopEvent)):
+            # Nothing waits on it: the next poll applies it, or the network
+            # thread once it takes the loop back (AWAY_MS).
+            return
+        self.release_loop()
         if type(event) is PollEvent:
             # The poll that queued it goes on to submit its fetch, which wakes the
             # thread for both, or calls flush() before it waits or returns: one
@@ -113,6 +143,88 @@ class NetworkThread(EngineDriver):
             self._wake_owed = False
             self._client.wakeup()
 
+    # -- the loop on the application thread ------------------------------------------
+
+    def enter_loop(self) -> bool:
+        """A poll starts: take the loop (application thread). True when this
+        thread runs it until :meth:`leave_loop`; False when it cannot (the
+        network thread has stopped): wait as before, it completes nothing."""
+        if self._died is not None:
+            return False
+        with self._owner_lock:
+            runs = self._ownership.enter()
+            self._owner = self._ownership.owner
+            if not runs:
+                self._handed.clear()
+        if runs:
+            return True
+        self._client.wakeup()  # out of select: it hands over after its round
+        while not self._handed.wait(_HANDOVER_CHECK_S):
+            if self._died is not None or not self._thread.is_alive():
+                with self._owner_lock:
+                    gave_up = self._ownership.cancel()
+                    self._owner = self._ownership.owner
+                if gave_up:
+                    return False
+        return True
+
+    def leave_loop(self) -> None:
+        """A poll returns or raises: keep the loop until the next one (or until
+        the network thread takes it back, see ``AWAY_MS``)."""
+        with self._owner_lock:
+            self._ownership.leave(monotonic_ms())
+            self._owner = self._ownership.owner
+
+    def release_loop(self) -> None:
+        """Let the network thread run the loop (before a call it completes)."""
+        if self._owner is LoopOwner.NETWORK:
+            return
+        with self._owner_lock:
+            woken = self._ownership.release()
+            self._owner = self._ownership.owner
+        if woken:
+            self._owner_changed.set()
+
+    def drive(self, max_wait_ms: int) -> bool:
+        """One round of the loop on the application thread, waiting at most
+        ``max_wait_ms`` for I/O. False (nothing done) unless this thread runs
+        the loop (:meth:`enter_loop`).
+
+        An exception out of the round (a ``KeyboardInterrupt``) leaves the
+        consumer usable if it came while the loop waited for I/O (nothing was
+        half done): the network thread takes the loop back. Anywhere else the
+        engine may be half way through a change, as when the network thread's
+        loop fails: the consumer cannot continue.
+        """
+        if self._owner is not LoopOwner.APPLICATION:
+            return False
+        client = self._client
+        try:
+            self._run_once(max_wait_ms)
+        except BaseException as exc:
+            if client.waiting:
+                client.waiting = False
+                self.release_loop()
+            else:
+                self._fail_loop(exc)
+                with self._owner_lock:
+                    self._ownership.release()
+                    self._owner = self._ownership.owner
+                self._stop.set()
+                self._owner_changed.set()
+            raise
+        return True
+
+    @property
+    def runs_loop(self) -> bool:
+        """Whether the application thread runs the loop now (application thread)."""
+        return self._owner is LoopOwner.APPLICATION
+
+    def wake_loop(self) -> None:
+        """End the loop's wait in ``select``, whichever thread runs it (any
+        thread, or a signal handler: one byte to a socket)."""
+        self._client.wakeup()
+
     def stop(self, timeout_ms: int) -> None:
         """Stop the loop and wait up to ``timeout_ms`` for the thread to end."""
         self.submit(StopEvent())
@@ -124,37 +236,63 @@ class NetworkThread(EngineDriver):
 
     def stop_now(self) -> None:
         self._stop.set()
+        self._owner_changed.set()
         self._client.wakeup()
 
     def _on_stop(self) -> None:
         self._stop.set()
+        self._owner_changed.set()
 
     # -- the loop ------------------------------------------------------------------------
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                if self._owner in (LoopOwner.APPLICATION, LoopOwner.AWAY):
+                    # The application thread holds the loop: take it back once
+                    # it has been away long enough, else look again later.
+                    with self._owner_lock:
+                        now = monotonic_ms()
+                        mine = self._ownership.reclaim(now)
+                        self._owner = self._ownership.owner
+                        sleep_ms = self._ownership.check_after_ms(now)
+                    if not mine:
+                        self._owner_changed.wait(sleep_ms / 1000.0)
+                        self._owner_changed.clear()
+                        continue
                 self._run_once()
+                if self._owner is LoopOwner.HANDING_OVER:
+                    with self._owner_lock:
+                        handed = self._ownership.hand_over()
+                        self._owner = self._ownership.owner
+                    if handed:
+                        self._handed.set()
         except BaseException as exc:  # the app must learn the engine died, not hang
-            self._log.exception("the network thread of %s failed", self._client_id)
-            err = KafkaError(
-                f"the consumer's network thread failed ({type(exc).__name__}: {exc}); the "
-                "consumer cannot continue: close it and create a new one"
-            )
-            err.__cause__ = exc
-            self._died = err
-            self._buffer.add_background(ErrorEvent(err, fatal=True))
-            self._fail_pending(err)
+            self._fail_loop(exc)
         finally:
             if self._died is None:
                 self._died = KafkaError("the consumer is closed")
             self._fail_pending(self._died)
             self._client.close()
 
-    def _run_once(self) -> None:
+    def _fail_loop(self, exc: BaseException) -> None:
+        """The loop raised (on either thread): the engine may be half way through a
+        change, so the consumer cannot go on; every waiting and later call fails."""
+        self._log.exception("the I/O loop of %s failed", self._client_id)
+        err = KafkaError(
+            f"the consumer's network thread failed ({type(exc).__name__}: {exc}); the "
+            "consumer cannot continue: close it and create a new one"
+        )
+        err.__cause__ = exc
+        self._died = err
+        self._buffer.add_background(ErrorEvent(err, fatal=True))
+        self._fail_pending(err)
+
+    def _run_once(self, max_wait_ms: int = MAX_WAIT_MS) -> None:
         now = monotonic_ms()
         quiet_due = self._quiet_due_ms
         if quiet_due is not None and now < quiet_due and self._events.empty():
+            quiet_due = min(quiet_due, now + max_wait_ms)
             # The last wait only brought bytes of a response still incomplete: the
             # engine has nothing new (no response, no event, no deadline reached),
             # so its round would only repeat itself. Wait on.
@@ -165,7 +303,7 @@ class NetworkThread(EngineDriver):
         self._drain_events(now)
         if self._stop.is_set():
             return
-        self._quiet_due_ms = self._client.poll(self._round(now))
+        self._quiet_due_ms = self._client.poll(min(self._round(now), max_wait_ms))
         self._after_io()
 
     def _drain_events(self, now_ms: int) -> None:

@@ -1,19 +1,23 @@
-"""How often a poll wakes the network thread: once, however many events it hands over.
+"""How often a poll wakes the network thread: once to take the I/O loop, then never.
 
-Each wakeup is a hand-over of the GIL to the network thread, which then runs a
-round while the application thread waits to take it back. A poll queues a
-PollEvent and usually a FetchEvent right after: the PollEvent goes without a
-wakeup of its own, but never stays unseen while the poll waits or after it
-returns. The network thread has no broker here.
+Each wakeup is a hand-over to the network thread on another CPU. The
+application thread takes the loop at its first poll (one wakeup: the request)
+and runs it inside every poll after that, applying its own events (the
+PollEvent, the FetchEvent, acknowledgements) in its own rounds. The network
+thread takes the loop back once the application has been away from ``poll``
+for ``AWAY_MS``, and whenever the application blocks on a call the network
+thread completes. The network thread has no broker here.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
 from kafka_share import ShareConsumer
 from kafka_share._app.events import CompletedShareFetch, FetchEvent, PollEvent
+from kafka_share._net.loop_owner import AWAY_MS, INSIDE_CHECK_MS, LoopOwner
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
 
@@ -40,6 +44,13 @@ class Harness:
         thread.submit = submit  # type: ignore[method-assign]
         thread._client.wakeup = wakeup  # type: ignore[method-assign]
 
+    @property
+    def owner(self) -> LoopOwner:
+        return self.c._thread._owner
+
+    def last_poll_ms(self) -> int:
+        return int(self.c._thread._engine.membership._last_poll_ms or 0)
+
     def deliver(self, count: int) -> None:
         data = build_batch([NewRecord(key=None, value=b"v") for _ in range(count)], base_offset=0)
         self.c._fetch_buffer.add_all(
@@ -47,30 +58,81 @@ class Harness:
         )
 
 
-def test_a_poll_that_fetches_wakes_the_network_thread_once() -> None:
+def wait_for(condition: Any, timeout_s: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.002)
+    return bool(condition())
+
+
+def test_the_first_poll_asks_for_the_loop_with_one_wakeup_and_sends_its_fetch_itself() -> None:
     h = Harness()
     try:
         h.log.clear()
         assert h.c.poll(0).count() == 0
-        assert h.log == [PollEvent.__name__, FetchEvent.__name__, "wakeup"]
+        assert h.log == ["wakeup", PollEvent.__name__, FetchEvent.__name__]
+        # poll(0) ran one round: its events were applied on this thread.
+        assert h.c._thread._events.empty()
+        assert h.owner is LoopOwner.AWAY
     finally:
         h.c.close(timeout=1)
 
 
-def test_a_poll_that_only_returns_buffered_records_still_wakes_the_network_thread() -> None:
-    """No FetchEvent follows the PollEvent: the poll wakes the thread before it
-    returns, so the engine sees the poll (its timer, a rejoin) at once."""
+def test_polls_while_the_application_holds_the_loop_wake_nothing() -> None:
     h = Harness()
     try:
+        h.c.poll(0)
+        for _ in range(5):
+            h.log.clear()
+            h.deliver(3)
+            h.c._prefetch = False  # fetch only when the buffer is empty
+            assert h.c.poll(0).count() == 3
+            assert h.c.poll(0).count() == 0
+            assert "wakeup" not in h.log, h.log
+            assert h.owner is LoopOwner.AWAY
+    finally:
+        h.c.close(timeout=1)
+
+
+def test_the_engine_sees_a_poll_that_only_returned_buffered_records() -> None:
+    """Its PollEvent waits in the queue for the next round: the next poll's, or
+    the network thread's once it takes the loop back, within AWAY_MS."""
+    h = Harness()
+    try:
+        h.c.poll(0)
         h.deliver(3)
-        h.log.clear()
-        # Without fetching ahead, a poll that finds a response buffered drains it
-        # and fetches only at the next poll.
         h.c._prefetch = False
-        records = h.c.poll(0)
-        assert records.count() == 3
-        assert h.log[0] == PollEvent.__name__
-        assert h.log[-1] == "wakeup"
+        before = h.last_poll_ms()
+        time.sleep(0.01)
+        assert h.c.poll(0).count() == 3
+        assert wait_for(lambda: h.last_poll_ms() > before, (AWAY_MS + INSIDE_CHECK_MS) / 1000 + 1)
+        assert wait_for(lambda: h.owner is LoopOwner.NETWORK)
+    finally:
+        h.c.close(timeout=1)
+
+
+def test_the_network_thread_takes_the_loop_back_and_the_next_poll_asks_again() -> None:
+    h = Harness()
+    try:
+        h.c.poll(0)
+        assert h.owner is LoopOwner.AWAY
+        assert wait_for(lambda: h.owner is LoopOwner.NETWORK)
+        h.log.clear()
+        h.c.poll(0)
         assert h.log.count("wakeup") == 1
+        assert h.owner is LoopOwner.AWAY
+    finally:
+        h.c.close(timeout=1)
+
+
+def test_a_call_the_network_thread_completes_releases_the_loop_first() -> None:
+    h = Harness()
+    try:
+        h.c.poll(0)
+        assert h.owner is LoopOwner.AWAY
+        h.c.subscribe(["jobs", "more"])  # waits for the network thread's round
+        assert h.owner is LoopOwner.NETWORK
     finally:
         h.c.close(timeout=1)

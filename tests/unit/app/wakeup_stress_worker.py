@@ -42,6 +42,22 @@ class InertNetworkThread:
     def flush(self) -> None:
         pass
 
+    # It never lends the loop: the application thread waits as for a network
+    # thread that runs it.
+    runs_loop = False
+
+    def enter_loop(self) -> bool:
+        return False
+
+    def leave_loop(self) -> None:
+        pass
+
+    def drive(self, max_wait_ms: int) -> bool:
+        return False
+
+    def wake_loop(self) -> None:
+        pass
+
     def stop(self, timeout_ms: int) -> None:
         pass
 
