@@ -83,6 +83,8 @@ class NetworkThread(EngineDriver):
         self._wake_owed = False
         #: until when the loop may skip its round (see _run_once); None: it may not
         self._quiet_due_ms: int | None = None
+        #: when the loop last went round (either thread; monotonic ms)
+        self.last_round_ms = 0
         #: which thread runs the loop (see _net/loop_owner.py); under _owner_lock
         self._ownership = LoopOwnership()
         self._owner_lock = threading.Lock()
@@ -290,6 +292,7 @@ class NetworkThread(EngineDriver):
 
     def _run_once(self, max_wait_ms: int = MAX_WAIT_MS) -> None:
         now = monotonic_ms()
+        self.last_round_ms = now
         quiet_due = self._quiet_due_ms
         if quiet_due is not None and now < quiet_due and self._events.empty():
             quiet_due = min(quiet_due, now + max_wait_ms)
