@@ -35,7 +35,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from kafka_share._app.events import ApplicationEvent, CompletedShareFetch, ErrorEvent, PollEvent
+from kafka_share._app.events import ApplicationEvent, CompletedShareFetch, PollEvent
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
@@ -360,14 +360,8 @@ class AsyncEngineShell(EngineDriver):
         except Exception as exc:
             if self._died is not None:
                 raise
-            self._log.exception("the asyncio shell of %s failed", self._client_id)
-            err = KafkaError(
-                f"the consumer's event-loop driver failed ({type(exc).__name__}: {exc}); the "
-                "consumer cannot continue: close it and create a new one"
-            )
-            err.__cause__ = exc
-            self._died = err
-            self._buffer.add_background(ErrorEvent(err, fatal=True))
+            self._died = self._loop_failed(exc, "event-loop driver")
+            self._report_fatal(self._died)
             self.stop()
 
 

@@ -297,6 +297,22 @@ class EngineDriver:
             still.append(event)
         self._pending = still
 
+    def _loop_failed(self, exc: BaseException, what: str) -> KafkaError:
+        """``what`` (the shell's loop) raised: the engine may be half way through a
+        change, so the consumer cannot go on. Logs it and returns the error every
+        later call fails with (the caller records it, then reports it with
+        :meth:`_report_fatal`)."""
+        self._log.exception("the %s of %s failed", what, self._client_id)
+        err = KafkaError(
+            f"the consumer's {what} failed ({type(exc).__name__}: {exc}); the "
+            "consumer cannot continue: close it and create a new one"
+        )
+        err.__cause__ = exc
+        return err
+
+    def _report_fatal(self, err: KafkaError) -> None:
+        self._buffer.add_background(ErrorEvent(err, fatal=True))
+
     def _fail_calls(self, error: KafkaError) -> None:
         """Fail every waiting call with ``error`` (the shell is going away)."""
         for event in self._pending:

@@ -40,7 +40,6 @@ from kafka_share._app.events import (
     ApplicationEvent,
     CompletableEvent,
     CompletedShareFetch,
-    ErrorEvent,
     FetchEvent,
     PollEvent,
     StopEvent,
@@ -280,14 +279,8 @@ class NetworkThread(EngineDriver):
     def _fail_loop(self, exc: BaseException) -> None:
         """The loop raised (on either thread): the engine may be half way through a
         change, so the consumer cannot go on; every waiting and later call fails."""
-        self._log.exception("the I/O loop of %s failed", self._client_id)
-        err = KafkaError(
-            f"the consumer's network thread failed ({type(exc).__name__}: {exc}); the "
-            "consumer cannot continue: close it and create a new one"
-        )
-        err.__cause__ = exc
-        self._died = err
-        self._buffer.add_background(ErrorEvent(err, fatal=True))
+        err = self._died = self._loop_failed(exc, "network thread")
+        self._report_fatal(err)
         self._fail_pending(err)
 
     def _run_once(self, max_wait_ms: int = MAX_WAIT_MS) -> None:
