@@ -160,8 +160,6 @@ class AsyncEngineShell(EngineDriver):
         self._waiters: list[asyncio.Future[None]] = []
         self._news = False
         fetch_buffer.on_add = self._note_news
-        #: why the shell stopped (every later call fails with it)
-        self._died: KafkaError | None = None
         self._loop_thread = threading.get_ident()
         #: the longest the loop was seen blocked (ms), for tests and metrics
         self.max_blocked_ms = 0
@@ -360,8 +358,7 @@ class AsyncEngineShell(EngineDriver):
         except Exception as exc:
             if self._died is not None:
                 raise
-            self._died = self._loop_failed(exc, "event-loop driver")
-            self._report_fatal(self._died)
+            self._loop_failed(exc, "event-loop driver")
             self.stop()
 
 

@@ -148,6 +148,9 @@ class EngineDriver:
         )
         self._client.on_disconnect = self._on_disconnect
         self._pending: list[CompletableEvent] = []
+        #: why the shell stopped or its loop failed, once it has (every later call
+        #: fails with it)
+        self._died: KafkaError | None = None
         #: FetchEvent.sent flags to set once this round's requests are written
         self._fetch_waiters: list[threading.Event] = []
         self._leave_events: list[LeaveGroupEvent] = []
@@ -299,19 +302,18 @@ class EngineDriver:
 
     def _loop_failed(self, exc: BaseException, what: str) -> KafkaError:
         """``what`` (the shell's loop) raised: the engine may be half way through a
-        change, so the consumer cannot go on. Logs it and returns the error every
-        later call fails with (the caller records it, then reports it with
-        :meth:`_report_fatal`)."""
+        change, so the consumer cannot go on. Logs it, records it as why the shell
+        died (before the application can see it), reports it to the application
+        as fatal, and returns it."""
         self._log.exception("the %s of %s failed", what, self._client_id)
         err = KafkaError(
             f"the consumer's {what} failed ({type(exc).__name__}: {exc}); the "
             "consumer cannot continue: close it and create a new one"
         )
         err.__cause__ = exc
-        return err
-
-    def _report_fatal(self, err: KafkaError) -> None:
+        self._died = err
         self._buffer.add_background(ErrorEvent(err, fatal=True))
+        return err
 
     def _fail_calls(self, error: KafkaError) -> None:
         """Fail every waiting call with ``error`` (the shell is going away)."""

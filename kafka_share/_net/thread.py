@@ -75,8 +75,6 @@ class NetworkThread(EngineDriver):
             config=config, client_id=client_id, fetch_buffer=fetch_buffer, metrics=metrics
         )
         self._events: queue.SimpleQueue[ApplicationEvent] = queue.SimpleQueue()
-        #: why the thread died, once it has (every later call fails with it)
-        self._died: KafkaError | None = None
         self._stop = threading.Event()
         #: a PollEvent was queued without waking the thread (see submit)
         self._wake_owed = False
@@ -84,12 +82,12 @@ class NetworkThread(EngineDriver):
         self._quiet_due_ms: int | None = None
         #: when the loop last went round (either thread; monotonic ms)
         self.last_round_ms = 0
-        #: which thread runs the loop (see _net/loop_owner.py); under _owner_lock
+        #: which thread runs the loop (see _net/loop_owner.py): moved under
+        #: _owner_lock, its owner read without it (only the application thread
+        #: moves the loop out of APPLICATION, only the network thread out of
+        #: NETWORK and HANDING_OVER toward the application)
         self._ownership = LoopOwnership()
         self._owner_lock = threading.Lock()
-        #: the owner as last set, read without the lock by the application thread
-        #: (only it moves the loop out of APPLICATION)
-        self._owner = LoopOwner.NETWORK
         #: set when the loop is handed over to the application thread
         self._handed = threading.Event()
         #: set when the network thread should look at the owner again (a release, stop)
@@ -112,7 +110,7 @@ class NetworkThread(EngineDriver):
                 future.set_exception(died)
             return
         self._events.put(event)
-        owner = self._owner
+        owner = self._ownership.owner
         if owner is LoopOwner.APPLICATION:
             # This thread runs the loop: its next round applies the event. A
             # fetch goes on the wire now, as the network thread would send it
@@ -154,7 +152,6 @@ class NetworkThread(EngineDriver):
             return False
         with self._owner_lock:
             runs = self._ownership.enter()
-            self._owner = self._ownership.owner
             if not runs:
                 self._handed.clear()
         if runs:
@@ -164,7 +161,6 @@ class NetworkThread(EngineDriver):
             if self._died is not None or not self._thread.is_alive():
                 with self._owner_lock:
                     gave_up = self._ownership.cancel()
-                    self._owner = self._ownership.owner
                 if gave_up:
                     return False
         return True
@@ -174,15 +170,13 @@ class NetworkThread(EngineDriver):
         the network thread takes it back, see ``AWAY_MS``)."""
         with self._owner_lock:
             self._ownership.leave(monotonic_ms())
-            self._owner = self._ownership.owner
 
     def release_loop(self) -> None:
         """Let the network thread run the loop (before a call it completes)."""
-        if self._owner is LoopOwner.NETWORK:
+        if self._ownership.owner is LoopOwner.NETWORK:
             return
         with self._owner_lock:
             woken = self._ownership.release()
-            self._owner = self._ownership.owner
         if woken:
             self._owner_changed.set()
 
@@ -197,7 +191,7 @@ class NetworkThread(EngineDriver):
         engine may be half way through a change, as when the network thread's
         loop fails: the consumer cannot continue.
         """
-        if self._owner is not LoopOwner.APPLICATION:
+        if self._ownership.owner is not LoopOwner.APPLICATION:
             return False
         client = self._client
         try:
@@ -208,18 +202,16 @@ class NetworkThread(EngineDriver):
                 self.release_loop()
             else:
                 self._fail_loop(exc)
-                with self._owner_lock:
-                    self._ownership.release()
-                    self._owner = self._ownership.owner
+                # Stopped before released: the network thread only closes down.
                 self._stop.set()
-                self._owner_changed.set()
+                self.release_loop()
             raise
         return True
 
     @property
     def runs_loop(self) -> bool:
         """Whether the application thread runs the loop now (application thread)."""
-        return self._owner is LoopOwner.APPLICATION
+        return self._ownership.owner is LoopOwner.APPLICATION
 
     def wake_loop(self) -> None:
         """End the loop's wait in ``select``, whichever thread runs it (any
@@ -249,23 +241,21 @@ class NetworkThread(EngineDriver):
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                if self._owner in (LoopOwner.APPLICATION, LoopOwner.AWAY):
+                if self._ownership.owner in (LoopOwner.APPLICATION, LoopOwner.AWAY):
                     # The application thread holds the loop: take it back once
                     # it has been away long enough, else look again later.
                     with self._owner_lock:
                         now = monotonic_ms()
                         mine = self._ownership.reclaim(now)
-                        self._owner = self._ownership.owner
                         sleep_ms = self._ownership.check_after_ms(now)
                     if not mine:
                         self._owner_changed.wait(sleep_ms / 1000.0)
                         self._owner_changed.clear()
                         continue
                 self._run_once()
-                if self._owner is LoopOwner.HANDING_OVER:
+                if self._ownership.owner is LoopOwner.HANDING_OVER:
                     with self._owner_lock:
                         handed = self._ownership.hand_over()
-                        self._owner = self._ownership.owner
                     if handed:
                         self._handed.set()
         except BaseException as exc:  # the app must learn the engine died, not hang
@@ -279,9 +269,7 @@ class NetworkThread(EngineDriver):
     def _fail_loop(self, exc: BaseException) -> None:
         """The loop raised (on either thread): the engine may be half way through a
         change, so the consumer cannot go on; every waiting and later call fails."""
-        err = self._died = self._loop_failed(exc, "network thread")
-        self._report_fatal(err)
-        self._fail_pending(err)
+        self._fail_pending(self._loop_failed(exc, "network thread"))
 
     def _run_once(self, max_wait_ms: int = MAX_WAIT_MS) -> None:
         now = monotonic_ms()

@@ -34,14 +34,14 @@ def test_polls_with_pauses_around_the_take_back_deliver_every_record_once(
     while len(seen) < 4_000 and time.monotonic() < deadline:
         seen.extend((r.partition, r.offset) for r in c.poll(0.5))
         polls += 1
-        owners.add(c._thread._owner)
+        owners.add(c._thread._ownership.owner)
         # Pauses below and above AWAY_MS: the application keeps the loop, or the
         # network thread takes it back and hands it over again at the next poll.
         time.sleep(rng.choice([0, 0, 0.005, AWAY_MS / 1000 * 0.5, AWAY_MS / 1000 * 3]))
-        owners.add(c._thread._owner)
+        owners.add(c._thread._ownership.owner)
         if polls % 7 == 0:
             c.commit_sync(timeout=10.0)  # releases the loop to the network thread
-            owners.add(c._thread._owner)
+            owners.add(c._thread._ownership.owner)
     assert len(seen) == 4_000
     assert len(set(seen)) == 4_000, "a record was delivered twice"
     assert {LoopOwner.AWAY, LoopOwner.NETWORK} <= owners
@@ -63,7 +63,7 @@ def test_a_keyboard_interrupt_while_poll_waits_leaves_the_consumer_usable(
         c.poll(10)  # waits in the loop's own select: nothing half done
     assert time.monotonic() - started < 5
     timer.join()
-    assert c._thread._owner is LoopOwner.NETWORK
+    assert c._thread._ownership.owner is LoopOwner.NETWORK
     assert c._thread._died is None
     kafka_produce(topic, [b"after"] * 5, partition=0)
     assert len(poll_until(c, lambda s: len(s) >= 5, timeout_s=30)) == 5

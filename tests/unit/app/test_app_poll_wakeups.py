@@ -46,7 +46,7 @@ class Harness:
 
     @property
     def owner(self) -> LoopOwner:
-        return self.c._thread._owner
+        return self.c._thread._ownership.owner
 
     def last_poll_ms(self) -> int:
         return int(self.c._thread._engine.membership._last_poll_ms or 0)
