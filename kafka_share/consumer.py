@@ -444,14 +444,10 @@ class ShareConsumer(ConsumerCore[K, V]):
         hands the GIL over at once; the wait is capped so a busy network thread
         never stalls the application.
         """
-        max_records = self._ahead.max_records()
-        if self._thread.runs_loop:
-            # This thread runs the loop: submitting puts the fetch on the wire.
-            self._submit(FetchEvent(acks, ahead=True, ack_deadline_ms=self._api_deadline(),
-                                    max_records=max_records))
-            return
-        sent = threading.Event()
+        # When this thread runs the loop, submitting puts the fetch on the wire.
+        sent = None if self._thread.runs_loop else threading.Event()
         self._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=self._api_deadline(),
-                                max_records=max_records))
-        sent.wait(_FETCH_HANDOFF_S)
+                                max_records=self._ahead.max_records()))
+        if sent is not None:
+            sent.wait(_FETCH_HANDOFF_S)
 
