@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from kafka_share import ShareConsumer
 from kafka_share._app.events import CompletedShareFetch, FetchEvent, PollEvent
@@ -67,72 +70,63 @@ def wait_for(condition: Any, timeout_s: float = 2.0) -> bool:
     return bool(condition())
 
 
-def test_the_first_poll_asks_for_the_loop_with_one_wakeup_and_sends_its_fetch_itself() -> None:
-    h = Harness()
+@pytest.fixture
+def h() -> Iterator[Harness]:
+    harness = Harness()
     try:
+        yield harness
+    finally:
+        harness.c.close(timeout=1)
+
+
+def test_the_first_poll_asks_for_the_loop_with_one_wakeup_and_sends_its_fetch_itself(
+    h: Harness,
+) -> None:
+    h.log.clear()
+    assert h.c.poll(0).count() == 0
+    assert h.log == ["wakeup", PollEvent.__name__, FetchEvent.__name__]
+    # poll(0) ran one round: its events were applied on this thread.
+    assert h.c._thread._events.empty()
+    assert h.owner is LoopOwner.AWAY
+
+
+def test_polls_while_the_application_holds_the_loop_wake_nothing(h: Harness) -> None:
+    h.c.poll(0)
+    for _ in range(5):
         h.log.clear()
+        h.deliver(3)
+        h.c._prefetch = False  # fetch only when the buffer is empty
+        assert h.c.poll(0).count() == 3
         assert h.c.poll(0).count() == 0
-        assert h.log == ["wakeup", PollEvent.__name__, FetchEvent.__name__]
-        # poll(0) ran one round: its events were applied on this thread.
-        assert h.c._thread._events.empty()
+        assert "wakeup" not in h.log, h.log
         assert h.owner is LoopOwner.AWAY
-    finally:
-        h.c.close(timeout=1)
 
 
-def test_polls_while_the_application_holds_the_loop_wake_nothing() -> None:
-    h = Harness()
-    try:
-        h.c.poll(0)
-        for _ in range(5):
-            h.log.clear()
-            h.deliver(3)
-            h.c._prefetch = False  # fetch only when the buffer is empty
-            assert h.c.poll(0).count() == 3
-            assert h.c.poll(0).count() == 0
-            assert "wakeup" not in h.log, h.log
-            assert h.owner is LoopOwner.AWAY
-    finally:
-        h.c.close(timeout=1)
-
-
-def test_the_engine_sees_a_poll_that_only_returned_buffered_records() -> None:
+def test_the_engine_sees_a_poll_that_only_returned_buffered_records(h: Harness) -> None:
     """Its PollEvent waits in the queue for the next round: the next poll's, or
     the network thread's once it takes the loop back, within AWAY_MS."""
-    h = Harness()
-    try:
-        h.c.poll(0)
-        h.deliver(3)
-        h.c._prefetch = False
-        before = h.last_poll_ms()
-        time.sleep(0.01)
-        assert h.c.poll(0).count() == 3
-        assert wait_for(lambda: h.last_poll_ms() > before, (AWAY_MS + INSIDE_CHECK_MS) / 1000 + 1)
-        assert wait_for(lambda: h.owner is LoopOwner.NETWORK)
-    finally:
-        h.c.close(timeout=1)
+    h.c.poll(0)
+    h.deliver(3)
+    h.c._prefetch = False
+    before = h.last_poll_ms()
+    time.sleep(0.01)
+    assert h.c.poll(0).count() == 3
+    assert wait_for(lambda: h.last_poll_ms() > before, (AWAY_MS + INSIDE_CHECK_MS) / 1000 + 1)
+    assert wait_for(lambda: h.owner is LoopOwner.NETWORK)
 
 
-def test_the_network_thread_takes_the_loop_back_and_the_next_poll_asks_again() -> None:
-    h = Harness()
-    try:
-        h.c.poll(0)
-        assert h.owner is LoopOwner.AWAY
-        assert wait_for(lambda: h.owner is LoopOwner.NETWORK)
-        h.log.clear()
-        h.c.poll(0)
-        assert h.log.count("wakeup") == 1
-        assert h.owner is LoopOwner.AWAY
-    finally:
-        h.c.close(timeout=1)
+def test_the_network_thread_takes_the_loop_back_and_the_next_poll_asks_again(h: Harness) -> None:
+    h.c.poll(0)
+    assert h.owner is LoopOwner.AWAY
+    assert wait_for(lambda: h.owner is LoopOwner.NETWORK)
+    h.log.clear()
+    h.c.poll(0)
+    assert h.log.count("wakeup") == 1
+    assert h.owner is LoopOwner.AWAY
 
 
-def test_a_call_the_network_thread_completes_releases_the_loop_first() -> None:
-    h = Harness()
-    try:
-        h.c.poll(0)
-        assert h.owner is LoopOwner.AWAY
-        h.c.subscribe(["jobs", "more"])  # waits for the network thread's round
-        assert h.owner is LoopOwner.NETWORK
-    finally:
-        h.c.close(timeout=1)
+def test_a_call_the_network_thread_completes_releases_the_loop_first(h: Harness) -> None:
+    h.c.poll(0)
+    assert h.owner is LoopOwner.AWAY
+    h.c.subscribe(["jobs", "more"])  # waits for the network thread's round
+    assert h.owner is LoopOwner.NETWORK
