@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,16 @@ class KafkaCluster(abc.ABC):
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of the broker log(s), for error messages."""
         return f"({type(self).__name__} has no broker log to show)"
+
+    def log_mark(self) -> dict[int, int]:
+        """Where each node's log ends now, for :meth:`log_since` (empty when the
+        backend has no log files to read)."""
+        return {}
+
+    def log_since(self, mark: Mapping[int, int], lines: int = 200) -> str:
+        """What the broker log(s) gained since ``mark`` (:meth:`log_mark`), at most
+        the last ``lines`` lines per node; empty when nothing or no log."""
+        return ""
 
     def admin(self) -> KafkaAdmin:
         """A :class:`~kafka_share.testing.KafkaAdmin` for this cluster, closed when the

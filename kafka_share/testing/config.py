@@ -38,6 +38,13 @@ SHARE_TEST_DEFAULTS: Mapping[str, str] = {
     "group.consumer.heartbeat.interval.ms": "1000",
     "group.consumer.min.session.timeout.ms": "6000",
     "group.consumer.session.timeout.ms": "10000",
+    # A share-partition whose state initialisation was lost (the heartbeat that
+    # recorded it "initializing" timed out in the coordinator's write, so the
+    # request to the share coordinator was never sent) is tried again only
+    # after this interval, and assigned only then: 30 s by default, which is
+    # the length of most tests' waits. The broker never uses less than
+    # offsets.commit.timeout.ms (5 s); versions without the setting ignore it.
+    "group.share.initialize.retry.interval.ms": "5000",
 }
 
 #: Small heap and a fast-starting JVM: a test broker idles at a few hundred MB.
@@ -51,7 +58,10 @@ DEFAULT_JVM_OPTIONS: tuple[str, ...] = (
 
 #: Console logging only (the harness sends the process output to a file).
 #: WARN keeps the log short; the KafkaRaftServer INFO line "Kafka Server started"
-#: is kept because it is the moment the broker considers itself up.
+#: is kept because it is the moment the broker considers itself up. The group
+#: coordinator and the share-state persister log at INFO (joins, epoch bumps,
+#: target assignments, state initialisation): a few thousand lines over the
+#: whole test suite, and what a test that waited for an assignment needs.
 LOG4J2_PROPERTIES = """\
 status = warn
 appender.console.type = Console
@@ -64,6 +74,10 @@ logger.raftserver.name = kafka.server.KafkaRaftServer
 logger.raftserver.level = INFO
 logger.storage.name = kafka.tools.StorageTool
 logger.storage.level = INFO
+logger.groups.name = org.apache.kafka.coordinator.group
+logger.groups.level = INFO
+logger.persister.name = org.apache.kafka.server.share.persister
+logger.persister.level = INFO
 """
 
 

@@ -316,6 +316,27 @@ class LocalKafkaCluster(KafkaCluster):
             parts.append(tail if len(self._nodes) == 1 else f"[node {node_id}]\n{tail}")
         return "\n".join(parts)
 
+    def log_mark(self) -> dict[int, int]:
+        """Each node's log size in bytes now (see :meth:`log_since`)."""
+        mark = {}
+        for node_id, node in self._nodes.items():
+            try:
+                mark[node_id] = node.log_path.stat().st_size
+            except OSError:
+                mark[node_id] = 0
+        return mark
+
+    def log_since(self, mark: Mapping[int, int], lines: int = 200) -> str:
+        """The lines each node logged after ``mark`` (the last ``lines`` of them)."""
+        parts = []
+        for node_id, node in self._nodes.items():
+            text = _read_from(node.log_path, mark.get(node_id, 0))
+            if not text:
+                continue
+            kept = text.splitlines()[-lines:]
+            parts.append("\n".join(kept if len(self._nodes) == 1 else [f"[node {node_id}]", *kept]))
+        return "\n".join(parts)
+
     # ----------------------------------------------------------------- internals
 
     def _require_started(self) -> None:
@@ -481,6 +502,17 @@ def _free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """The file's text from byte ``offset`` on (the last 256 KiB at most)."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(offset, size - 256 * 1024) if size >= offset else 0)
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _tail(path: Path, lines: int) -> str:

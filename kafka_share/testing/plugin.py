@@ -86,6 +86,24 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A failing test that used ``kafka_cluster`` reports what the broker logged
+    while it ran (section "broker log during the test"): a broker-side cause
+    (an assignment withheld, a state write that timed out) is otherwise lost
+    with the cluster's working directory."""
+    cluster = getattr(item, "funcargs", {}).get("kafka_cluster")
+    mark = cluster.log_mark() if cluster is not None else None
+    try:
+        return (yield)
+    except BaseException:
+        if cluster is not None and mark is not None:
+            logged = cluster.log_since(mark)
+            if logged:
+                item.add_report_section("call", "broker log during the test", logged)
+        raise
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster(pytestconfig: pytest.Config) -> Iterator[KafkaCluster]:
     """A running Kafka cluster with share groups enabled, shared by the session."""
