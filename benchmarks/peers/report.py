@@ -166,6 +166,7 @@ def markdown(results: dict[str, Any]) -> str:
             out.append(f"| {sample['records']:,} | {sample['rss_bytes'] / 1e6:.1f} |")
         growth = memory.get("rss_growth_20_to_100_mb")
         out += ["", f"RSS growth from 20 % to 100 % of the records: {_fmt(growth, 1)} MB.", ""]
+    out += _stages_table(results.get("stages") or {})
     if results["unavailable"] or results["failures"]:
         out += ["## Not measured", ""]
         for client, reason in results["unavailable"].items():
@@ -174,6 +175,35 @@ def markdown(results: dict[str, Any]) -> str:
             out.append(f"- {failure['client']} on {failure['data_set']}: {failure['error']}")
         out.append("")
     return "\n".join(out)
+
+
+#: the columns of the stage table, in the worker's stage names
+_STAGE_COLUMNS = ("poll", "socket_read", "select", "batch_crc", "record_decode", "gc")
+
+
+def _stages_table(stages: dict[str, Any]) -> list[str]:
+    """CPU µs per record by stage (``--stages``), one row per data set."""
+    if not stages:
+        return []
+    out = [
+        "## Where kafka-share's CPU goes (implicit, one run per data set)",
+        "",
+        "CPU µs per record: the whole process, then stages timed on the thread",
+        "that ran them. `poll` holds the application thread's share of the rest",
+        "(reads, decoding and GC happen inside it while it runs the loop).",
+        "",
+        "| data set | process | " + " | ".join(_STAGE_COLUMNS) + " |",
+        "|---|" + "---:|" * (len(_STAGE_COLUMNS) + 1),
+    ]
+    for name, entry in stages.items():
+        cells = [
+            _fmt(entry["stages"].get(stage, {}).get("cpu_us_per_record"), 2)
+            for stage in _STAGE_COLUMNS
+        ]
+        process = _fmt(entry["cpu_us_per_record"], 2)
+        out.append(f"| {name} | {process} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
 
 
 def chart(results: dict[str, Any]) -> bytes:

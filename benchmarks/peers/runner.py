@@ -282,11 +282,13 @@ class Bench:
         return self.java
 
     def run_python(self, client: str, topic: str, data: DataSet,
-                   profile: str | None = None) -> dict[str, Any]:
+                   profile: str | None = None, stages: bool = False) -> dict[str, Any]:
         group = self.fresh_group(client)
         extra = ["--timeout-s", str(self.args.run_timeout_s)]
         if profile:
             extra += ["--profile", profile]
+        if stages:
+            extra.append("--stages")
         broker0 = self.broker_cpu()
         child = Child(_worker_argv(client, self.bootstrap, topic, group, data.records, *extra))
         proc = child.reap(self.args.run_timeout_s + 60)
@@ -310,6 +312,8 @@ class Bench:
             "peak_rss_bytes": max(run.get("peak_rss_bytes") or 0, proc.peak_rss_bytes),
             "rss_samples": run["rss_samples"],
         }
+        if "stages" in run:
+            out["stages"] = run["stages"]
         return out
 
     def java_overhead(self, topic: str) -> float | None:
@@ -526,6 +530,16 @@ def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         bench.run_python("kafka-share-implicit", topics[data.name], data, profile=str(path))
         profile_text = str(path)
 
+    stages: dict[str, Any] = {}
+    if args.stages and "kafka-share-implicit" in clients:
+        for data in sets:
+            run = bench.run_python("kafka-share-implicit", topics[data.name], data, stages=True)
+            stages[data.name] = {
+                "cpu_us_per_record": run["cpu_consume_s"] / max(1, run["records"]) * 1e6,
+                "stages": run["stages"],
+            }
+            bench.log(f"stages {data.name}: {stages[data.name]}")
+
     summary = {
         data.name: {
             client: summarise(runs, data.value_bytes)
@@ -569,6 +583,7 @@ def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         },
         "memory": memory,
         "profile": profile_text,
+        "stages": stages,
         "raw": raw,
     }
 
@@ -592,6 +607,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="1 KiB records of the RSS-growth run (0 skips)")
     parser.add_argument("--profile", action="store_true",
                         help="also profile kafka-share (implicit) on 1KiB-1p with cProfile")
+    parser.add_argument("--stages", action="store_true",
+                        help="also time kafka-share's stages (implicit, one run per data set)")
     parser.add_argument("--run-timeout-s", type=float, default=180.0)
     parser.add_argument("--java-tools-version", default="4.3.1")
     parser.add_argument("--output-dir", default=str(RESULTS_DIR))

@@ -12,6 +12,8 @@ alone. The worker also measures itself:
   ``first_record_s`` is the part of it spent before the first record (joining
   the group, first fetch);
 * ``rss_samples``: resident set size after 20/40/60/80/100 % of the records;
+* with ``--stages`` (kafka-share clients), CPU per record in a few of its
+  stages over the same span (see :class:`StageTimers`);
 * in ``latency`` mode, produce-to-consume latency of records whose value starts
   with the producer's ``time.time_ns()`` (8 bytes, big-endian).
 
@@ -329,7 +331,96 @@ def _start_thread_profiles() -> list[cProfile.Profile]:
     return profiles
 
 
+#: kafka-share's stages timed by ``--stages``: (module, owner attribute or None,
+#: function name, stage). Each call is timed as a whole, so a stage called inside
+#: another is counted in both (record decoding and batch CRCs inside ``poll``).
+_STAGES = (
+    ("kafka_share.consumer", "ShareConsumer", "poll", "poll"),
+    ("kafka_share._net.client", "SelectorPoller", "select", "select"),
+    ("kafka_share._net.connection", "BrokerConnection", "on_readable", "socket_read"),
+    ("kafka_share.records.batch", "RecordBatch", "compute_crc", "batch_crc"),
+    ("kafka_share.records.batch", None, "_decode_v2_records", "record_decode"),
+    # The vectorised decoder (numpy; batches of many small records): its
+    # columns, then the records built from them.
+    ("kafka_share.records.columnar", None, "_decode", "record_decode"),
+    ("kafka_share.records.columnar", None, "_shaped", "record_decode"),
+)
+
+
+class StageTimers:
+    """CPU time (of the calling thread) and minor page faults per stage.
+
+    Wraps a few kafka-share functions called once per poll, read, batch or
+    batch chunk (never once per record), so the timing costs little; GC pauses
+    come from ``gc.callbacks``. ``socket_read`` is the kernel's copy into the
+    response buffer plus parsing complete responses and running their handlers.
+    """
+
+    def __init__(self) -> None:
+        import gc
+        import importlib
+
+        self.cpu_s: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.faults: dict[str, int] = {}
+        for module_name, owner_name, name, stage in _STAGES:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:  # the columnar decoder without numpy and pyarrow
+                continue
+            owner = getattr(module, owner_name) if owner_name else module
+            setattr(owner, name, self._timed(getattr(owner, name), stage))
+        self.cpu_s["gc"] = 0.0
+        self.calls["gc"] = 0
+        self._gc_started = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _timed(self, func: Callable[..., Any], stage: str) -> Callable[..., Any]:
+        cpu_s, calls, faults = self.cpu_s, self.calls, self.faults
+        cpu_s.setdefault(stage, 0.0)
+        calls.setdefault(stage, 0)
+        faults.setdefault(stage, 0)
+        thread_time = time.thread_time
+        usage = resource.getrusage
+        who = resource.RUSAGE_THREAD
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = thread_time()
+            f0 = usage(who).ru_minflt
+            try:
+                return func(*args, **kwargs)
+            finally:
+                cpu_s[stage] += thread_time() - t0
+                calls[stage] += 1
+                faults[stage] += usage(who).ru_minflt - f0
+
+        return timed
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.thread_time()
+        else:
+            self.cpu_s["gc"] += time.thread_time() - self._gc_started
+            self.calls["gc"] += 1
+
+    def reset(self) -> None:
+        for table in (self.cpu_s, self.calls, self.faults):
+            for stage in table:
+                table[stage] = 0
+
+    def per_record(self, records: int) -> dict[str, dict[str, float]]:
+        return {
+            stage: {
+                "cpu_us_per_record": self.cpu_s[stage] / records * 1e6 if records else 0.0,
+                "calls": self.calls[stage],
+                "minor_faults": self.faults.get(stage, 0),
+            }
+            for stage in self.cpu_s
+        }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    stages = StageTimers() if args.stages else None
     thread_profiles = _start_thread_profiles() if args.profile else []
     main_profile = cProfile.Profile() if args.profile else None
     close, batches = make_client(args)
@@ -347,6 +438,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     cpu0 = cpu_seconds()
     t0 = time.monotonic()
+    if stages is not None:
+        stages.reset()  # the span of cpu_consume_s: from subscribe on
     if main_profile is not None:
         main_profile.enable()
     for polled in batches:
@@ -395,6 +488,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rss_samples": rss_samples,
         "complete": count >= target,
     }
+    if stages is not None:
+        result["stages"] = stages.per_record(count)
     if latency:
         latencies_ms.sort()
         result["latency_ms"] = {
@@ -430,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=120.0)
     parser.add_argument("--profile", help="write a cProfile report (all threads) here")
     parser.add_argument("--profile-top", type=int, default=30)
+    parser.add_argument("--stages", action="store_true",
+                        help="time kafka-share's stages (CPU per record: reads, "
+                        "select, batch CRCs, record decoding, GC, poll)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="extra client configuration (for experiments)")
     args = parser.parse_args(argv)

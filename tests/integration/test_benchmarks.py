@@ -36,6 +36,7 @@ DATA_SETS = ["100B-1p", "100B-6p", "1KiB-1p", "1KiB-6p", "10KiB-1p", "10KiB-6p"]
 FIGURES = ["records_per_s", "mb_per_s", "records_per_s_incl_join", "cpu_s_per_million",
            "cpu_total_s", "client_cores", "peak_rss_mb"]
 BROKER_FIGURES = ["broker_cpu_s_per_million", "broker_cores"]
+STAGES = ["poll", "select", "socket_read", "batch_crc", "record_decode", "gc"]
 
 
 def _check_figure(figure: Any, where: str) -> None:
@@ -55,7 +56,7 @@ def test_quick_comparison_writes_a_complete_results_file(
             sys.executable, str(COMPARE), "--quick", "--bootstrap-servers", kafka_bootstrap,
             "--repetitions", "1", "--scale", "0.1", "--latency-seconds", "1",
             "--memory-records", "3000", "--output-dir", str(tmp_path), "--name", "it",
-            "--broker-pids", ",".join(map(str, broker_pids)), "--quiet",
+            "--broker-pids", ",".join(map(str, broker_pids)), "--quiet", "--stages",
         ],
         capture_output=True, text=True, timeout=280, check=False, cwd=ROOT,
     )
@@ -95,8 +96,23 @@ def test_quick_comparison_writes_a_complete_results_file(
     assert [s["records"] for s in memory["rss_samples"]][-1] == 3000
     assert isinstance(memory["rss_growth_20_to_100_mb"], float)
 
+    # --stages: one timed kafka-share run per data set. Records are decoded and
+    # their batches checked inside poll, on the application thread.
+    assert sorted(results["stages"]) == sorted(DATA_SETS)
+    for name, entry in results["stages"].items():
+        stages = entry["stages"]
+        assert sorted(stages) == sorted(STAGES), name
+        for stage in ("poll", "socket_read", "select", "batch_crc", "record_decode"):
+            assert stages[stage]["calls"] > 0, f"{name}: {stage} never ran"
+        assert all(s["cpu_us_per_record"] >= 0 for s in stages.values()), name
+        poll = stages["poll"]["cpu_us_per_record"]
+        assert stages["record_decode"]["cpu_us_per_record"] <= poll, name
+        assert stages["batch_crc"]["cpu_us_per_record"] <= poll, name
+        assert entry["cpu_us_per_record"] > 0, name
+
     pairs = {(r["data_set"], r["kafka_share"], r["peer"]) for r in results["ratios"]}
     assert ("1KiB-1p", "kafka-share-implicit", "confluent-share-implicit") in pairs
     markdown = (tmp_path / "it.md").read_text()
     assert "kafka-share's ratio to each peer" in markdown
+    assert "Where kafka-share's CPU goes" in markdown
     assert (tmp_path / "it.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
