@@ -3,6 +3,7 @@
     python benchmarks/spark_compare.py [--records N] [--pool-records N]
         [--kafka-package org.apache.spark:spark-sql-kafka-0-10_2.13:VERSION]
         [--bootstrap-servers HOST:PORT] [--output benchmarks/results/spark.json]
+        [--group-config KEY=VALUE]...
 
 1. Streaming ingest, one ``local[2]`` SparkSession: the same topic (2 partitions,
    ``--records`` records of 100 bytes) read to the ``noop`` sink with
@@ -100,7 +101,10 @@ def streaming(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
     try:
         register(spark)
         group = unique_name("spark-bench")
-        admin.set_group_config(group, {"share.auto.offset.reset": "earliest"})
+        admin.set_group_config(
+            group, {"share.auto.offset.reset": "earliest", **args.group_config}
+        )
+        out["group_config"] = dict(args.group_config)
         share_reader = (
             spark.readStream.format("kafka-share")
             .option("kafka.bootstrap.servers", bootstrap)
@@ -183,7 +187,14 @@ def main() -> int:
     parser.add_argument("--bootstrap-servers")
     parser.add_argument("--output", default="benchmarks/results/spark.json")
     parser.add_argument("--tmp", default="/tmp/kafka-share-spark-bench")
+    parser.add_argument("--group-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a group config of the streaming query's share group, e.g. "
+                        "share.partition.max.record.locks=4000")
     args = parser.parse_args()
+    try:
+        args.group_config = dict(item.split("=", 1) for item in args.group_config)
+    except ValueError:
+        parser.error("--group-config takes KEY=VALUE")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, like the tests
     # Spark's Python workers must import the kafka_share being measured.
