@@ -79,7 +79,16 @@ def run_query(reader: Any, tmp: Path, name: str) -> dict[str, Any]:
     rows = sum(p["numInputRows"] for p in progress)
     batch_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in progress
                    if p["numInputRows"])
+    # Where a micro-batch's time goes (Spark's own phases: latestOffset,
+    # queryPlanning, addBatch, walCommit, commitOffsets, ...), mean per batch.
+    with_rows = [p for p in progress if p["numInputRows"]]
+    phases = sorted({key for p in with_rows for key in p["durationMs"]})
+    phase_ms = {
+        key: round(sum(p["durationMs"].get(key, 0) for p in with_rows) / len(with_rows))
+        for key in phases
+    } if with_rows else {}
     return {
+        "phase_ms_per_batch": phase_ms,
         "records": rows,
         "batches": sum(1 for p in progress if p["numInputRows"]),
         "wall_s": round(wall_s, 2),
