@@ -77,11 +77,10 @@ def run_query(reader: Any, tmp: Path, name: str) -> dict[str, Any]:
         raise RuntimeError(str(query.exception()))
     progress = query.recentProgress
     rows = sum(p["numInputRows"] for p in progress)
-    batch_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in progress
-                   if p["numInputRows"])
+    with_rows = [p for p in progress if p["numInputRows"]]
+    batch_ms = sum(p["durationMs"].get("triggerExecution", 0) for p in with_rows)
     # Where a micro-batch's time goes (Spark's own phases: latestOffset,
     # queryPlanning, addBatch, walCommit, commitOffsets, ...), mean per batch.
-    with_rows = [p for p in progress if p["numInputRows"]]
     phases = sorted({key for p in with_rows for key in p["durationMs"]})
     phase_ms = {
         key: round(sum(p["durationMs"].get(key, 0) for p in with_rows) / len(with_rows))
@@ -90,7 +89,7 @@ def run_query(reader: Any, tmp: Path, name: str) -> dict[str, Any]:
     return {
         "phase_ms_per_batch": phase_ms,
         "records": rows,
-        "batches": sum(1 for p in progress if p["numInputRows"]),
+        "batches": len(with_rows),
         "wall_s": round(wall_s, 2),
         "records_per_s_wall": round(rows / wall_s),
         "records_per_s_batches": round(rows / (batch_ms / 1000)) if batch_ms else None,

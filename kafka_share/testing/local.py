@@ -330,7 +330,10 @@ class LocalKafkaCluster(KafkaCluster):
         """The lines each node logged after ``mark`` (the last ``lines`` of them)."""
         parts = []
         for node_id, node in self._nodes.items():
-            text = _read_from(node.log_path, mark.get(node_id, 0))
+            try:
+                text = _read_from(node.log_path, mark.get(node_id, 0))
+            except OSError:  # no log (a node that never started)
+                text = ""
             if not text:
                 continue
             kept = text.splitlines()[-lines:]
@@ -505,23 +508,17 @@ def _free_ports(count: int) -> list[int]:
 
 
 def _read_from(path: Path, offset: int) -> str:
-    """The file's text from byte ``offset`` on (the last 256 KiB at most)."""
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(offset, size - 256 * 1024) if size >= offset else 0)
-            return handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+    """The file's text from byte ``offset`` on (from its start if it is shorter
+    now), the last 256 KiB at most. Raises OSError."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(offset, size - 256 * 1024) if size >= offset else 0)
+        return handle.read().decode("utf-8", errors="replace")
 
 
 def _tail(path: Path, lines: int) -> str:
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - 256 * 1024))
-            text = handle.read().decode("utf-8", errors="replace")
+        text = _read_from(path, 0)
     except OSError as exc:
         return f"(no log: {exc})"
     return "\n".join(text.splitlines()[-lines:])
