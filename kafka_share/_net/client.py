@@ -61,7 +61,12 @@ from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kafka_share.protocol.api_keys import ApiVersionsTable
 from kafka_share.share.backoff import ExponentialBackoff
 
-from .connection import BrokerConnection, ConnectionState, ResponseHandler
+from .connection import (
+    RECEIVE_LOW_WATER_BYTES,
+    BrokerConnection,
+    ConnectionState,
+    ResponseHandler,
+)
 from .resolver import Resolver
 from .security import ConnectionSecurity, security_from_config
 
@@ -241,6 +246,7 @@ class NetworkClient:
         reconnect_backoff_max_ms: int,
         receive_buffer_bytes: int = -1,
         send_buffer_bytes: int = -1,
+        receive_low_water_bytes: int = RECEIVE_LOW_WATER_BYTES,
         connections_max_idle_ms: int = -1,
         dns_lookup: str = "use_all_dns_ips",
         logger: Logger | None = None,
@@ -254,6 +260,7 @@ class NetworkClient:
         self._security = security
         self._receive_buffer_bytes = receive_buffer_bytes
         self._send_buffer_bytes = send_buffer_bytes
+        self._receive_low_water_bytes = receive_low_water_bytes
         self._log: Logger = logger or log
         self._address_of = address_of
         self._connect_timeout_ms = connect_timeout_ms
@@ -345,6 +352,7 @@ class NetworkClient:
                 request_timeout_ms=self._request_timeout_ms,
                 receive_buffer_bytes=self._receive_buffer_bytes,
                 send_buffer_bytes=self._send_buffer_bytes,
+                receive_low_water_bytes=self._receive_low_water_bytes,
                 logger=self._log,
                 security=self._security,
             )

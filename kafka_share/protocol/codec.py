@@ -179,6 +179,11 @@ class KafkaCodec:
             pending += 4 + self._frame_fill
         return pending
 
+    @property
+    def frame_missing_bytes(self) -> int:
+        """Bytes still to come of the frame being received in place (0: none)."""
+        return self._frame_size - self._frame_fill if self._frame is not None else 0
+
     def send_request(
         self, request: RequestMessage, version: int, *, tag: Any = None
     ) -> tuple[int, bytes]:

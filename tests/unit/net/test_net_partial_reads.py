@@ -6,7 +6,8 @@ the time until which nothing else needs doing), and the driver then skips its
 round. That is only safe if such a read never ran a handler, changed the
 connection's state or left bytes to write: these tests split response streams
 at every byte boundary and at random, over a real socket, and check it on every
-single read.
+single read. They read each piece as it comes (no receive low-water mark); the
+last tests check the mark that makes a large response arrive in big reads.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import random
 import select
 import socket
 import struct
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +26,12 @@ from typing import Any
 import pytest
 
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
-from kafka_share._net.connection import BrokerConnection, ConnectionState
+from kafka_share._net.connection import (
+    RECEIVE_LOW_WATER_BYTES,
+    BrokerConnection,
+    ConnectionState,
+    receive_low_water,
+)
 from kafka_share.protocol.headers import (
     RequestHeader,
     ResponseHeader,
@@ -130,12 +138,17 @@ def _wait_readable(sock: socket.socket, timeout_s: float = 5.0) -> None:
     assert readable, "no bytes arrived in time"
 
 
-def _ready_connection(server: _Server) -> BrokerConnection:
+def _ready_connection(
+    server: _Server, *, low_water_bytes: int = 0, receive_buffer_bytes: int = -1
+) -> BrokerConnection:
+    """A READY connection; by default without a receive low-water mark, so that
+    every piece the test sends is readable at once."""
     host, port = server.address
     conn = BrokerConnection(
         node_id=NODE, host=host, port=port, client_id="partial-reads",
         now_ms=monotonic_ms(), connect_timeout_ms=5000, request_timeout_ms=30_000,
         addresses=socket.getaddrinfo(host, port, type=socket.SOCK_STREAM),
+        receive_low_water_bytes=low_water_bytes, receive_buffer_bytes=receive_buffer_bytes,
     )
     server.accept()
     deadline = time.monotonic() + 5
@@ -247,7 +260,7 @@ def test_client_poll_reports_quiet_waits_until_a_response_completes(server: _Ser
     client = NetworkClient(
         client_id="partial-reads", address_of=lambda node: (host, port),
         connect_timeout_ms=5000, request_timeout_ms=30_000,
-        reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000,
+        reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000, receive_low_water_bytes=0,
     )
     try:
         out = Outcome()
@@ -288,3 +301,104 @@ def test_client_poll_reports_quiet_waits_until_a_response_completes(server: _Ser
         assert out.response.controller_id == 7
     finally:
         client.close()
+
+
+# -- the receive low-water mark ------------------------------------------------------
+
+
+def test_receive_low_water_is_at_most_what_is_missing() -> None:
+    cap = 256 * 1024
+    assert receive_low_water(0, cap) == 1  # no frame in progress
+    assert receive_low_water(64 * 1024, cap) == 1  # a small rest: read as it comes
+    assert receive_low_water(64 * 1024 + 1, cap) == 64 * 1024 + 1  # exactly the rest
+    assert receive_low_water(200_000, cap) == 200_000
+    assert receive_low_water(5_000_000, cap) == cap
+    assert receive_low_water(5_000_000, 0) == 1  # turned off
+
+
+def _low_water(conn: BrokerConnection) -> int:
+    return conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+
+
+def _readable_within(sock: socket.socket, timeout_s: float) -> bool:
+    return bool(select.select([sock], [], [], timeout_s)[0])
+
+
+def _send_in_background(sock: socket.socket, data: bytes) -> threading.Thread:
+    """Send more than the socket buffers hold while the test thread reads."""
+    sender = threading.Thread(target=sock.sendall, args=(data,), daemon=True)
+    sender.start()
+    return sender
+
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the mark is set on Linux only"
+)
+
+
+@linux_only
+def test_a_large_response_is_read_in_reads_of_the_low_water_mark(server: _Server) -> None:
+    cap = RECEIVE_LOW_WATER_BYTES
+    conn = _ready_connection(server, low_water_bytes=cap)
+    try:
+        assert _low_water(conn) == 1
+        ex = _Exchange(conn, server, [40_000])  # a ~1.2 MB response
+        frame = ex.stream
+        assert len(frame) > 4 * cap
+        assert server.sock is not None
+        server.sock.sendall(frame[:100_000])
+        _wait_readable(conn.sock)
+        while conn._codec.buffered_bytes < 100_000:
+            assert conn.on_readable(monotonic_ms())
+        missing = len(frame) - 100_000
+        assert conn._codec.frame_missing_bytes == missing
+        assert _low_water(conn) == cap
+        # Fewer bytes than the mark: the socket does not count as readable.
+        server.sock.sendall(frame[100_000:200_000])
+        assert not _readable_within(conn.sock, 0.3)
+        # The rest arrives in a few big reads, and the last one ends the frame.
+        sender = _send_in_background(server.sock, frame[200_000:])
+        reads = 0
+        deadline = time.monotonic() + 5
+        while not ex.handled():
+            assert time.monotonic() < deadline, "the response never completed"
+            _wait_readable(conn.sock)
+            conn.on_readable(monotonic_ms())
+            reads += 1
+            # Never more than what is missing: the mark is always reached.
+            assert _low_water(conn) <= max(1, conn._codec.frame_missing_bytes)
+        sender.join()
+        ex.check_answers()
+        assert reads <= (len(frame) - 100_000) // cap + 3
+        assert _low_water(conn) == 1  # back to any byte between frames
+        # Small responses are read as they come.
+        ex = _Exchange(conn, server, [1, 2])
+        assert _deliver(conn, server, ex, [len(ex.frames[0]) // 2]) == 1
+        assert _low_water(conn) == 1
+    finally:
+        conn.close()
+
+
+@linux_only
+def test_a_fixed_receive_buffer_holds_four_times_the_mark(server: _Server) -> None:
+    conn = _ready_connection(
+        server, low_water_bytes=RECEIVE_LOW_WATER_BYTES, receive_buffer_bytes=262_144
+    )
+    try:
+        ex = _Exchange(conn, server, [40_000])
+        assert server.sock is not None
+        server.sock.sendall(ex.stream[:100_000])
+        _wait_readable(conn.sock)
+        conn.on_readable(monotonic_ms())
+        assert _low_water(conn) == 262_144 // 4
+        sender = _send_in_background(server.sock, ex.stream[100_000:])
+        deadline = time.monotonic() + 5
+        while not ex.handled():
+            assert time.monotonic() < deadline, "the response never completed"
+            _wait_readable(conn.sock)
+            conn.on_readable(monotonic_ms())
+        sender.join()
+        ex.check_answers()
+        assert _low_water(conn) == 1
+    finally:
+        conn.close()

@@ -317,6 +317,20 @@ def test_buffered_bytes_counts_a_partial_large_frame() -> None:
         codec.receive_eof()
 
 
+def test_frame_missing_bytes_counts_down_to_zero_as_the_frame_fills() -> None:
+    codec = KafkaCodec("c")
+    cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
+    stream = share_fetch_frame(cid, bytes(200_000))
+    assert codec.frame_missing_bytes == 0
+    codec.receive_data(stream[:2])  # half a size prefix: no frame yet
+    assert codec.frame_missing_bytes == 0
+    codec.receive_data(stream[2:150_000])
+    assert codec.frame_missing_bytes == len(stream) - 150_000
+    codec.receive_data(stream[150_000:])
+    assert codec.frame_missing_bytes == 0
+    assert isinstance(codec.next_response(), tuple)
+
+
 def _one_response(codec: KafkaCodec, payload: bytes) -> m.ShareFetchResponse:
     cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
     [resp] = feed(codec, share_fetch_frame(cid, payload), [70_000] * 100)
