@@ -21,7 +21,11 @@ from kafka_share.errors import KafkaTimeoutError
 from kafka_share.records.columnar import columns_from_rows
 from kafka_share.spark._arrow import read_ipc
 from kafka_share.spark._drain import DrainGoal
-from kafka_share.spark._options import SparkOptionError, parse_source_options
+from kafka_share.spark._options import (
+    DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS,
+    SparkOptionError,
+    parse_source_options,
+)
 from kafka_share.spark.source import ArrowPartition, ShareGroupStreamReader, source_schema
 
 OPTIONS = {"kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g", "subscribe": "t"}
@@ -193,7 +197,7 @@ def test_available_now_does_not_end_at_an_early_empty_poll() -> None:
     reader = make_reader(consumer, probe, clock)
     reader.prepareForTriggerAvailableNow()
     limit = reader.getDefaultReadLimit()  # Spark asks right after the preparation
-    assert limit == ReadMaxRows(10_000)
+    assert limit == ReadMaxRows(DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS)
     assert reader.latestOffset({"seq": 0}, limit) == {"seq": 1}
     assert reader.latestOffset({"seq": 1}, limit) == {"seq": 2}  # past the empty poll
     assert rows_of(reader, 1, 2) == [2, 3, 4]
