@@ -227,8 +227,9 @@ def main() -> int:
         results = measure(args.bootstrap_servers)
     else:
         from kafka_share.testing import LocalKafkaCluster
+        from kafka_share.testing.config import BENCHMARK_JVM_OPTIONS
 
-        with LocalKafkaCluster() as cluster:
+        with LocalKafkaCluster(jvm_options=BENCHMARK_JVM_OPTIONS) as cluster:
             results = measure(cluster.bootstrap_servers)
     results["machine"] = {"cpus": os.cpu_count()}
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from kafka_share import ShareConsumer
 from kafka_share.testing import KafkaAdmin, unique_name
+from kafka_share.testing.config import BENCHMARK_JVM_OPTIONS
 from kafka_share.testing.secure import SecureKafkaCluster
 
 
@@ -62,7 +63,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--repetitions", type=int, default=2)
     args = parser.parse_args()
-    with SecureKafkaCluster() as secure:
+    with SecureKafkaCluster(jvm_options=BENCHMARK_JVM_OPTIONS) as secure:
         assert secure.pki is not None
         admin = KafkaAdmin(secure.bootstrap_servers)
         topic = unique_name("tls-bench")

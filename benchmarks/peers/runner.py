@@ -663,8 +663,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = run_benchmark(args, args.bootstrap_servers)
     else:
         from kafka_share.testing import LocalKafkaCluster
+        from kafka_share.testing.config import BENCHMARK_JVM_OPTIONS
 
-        cluster = LocalKafkaCluster()
+        cluster = LocalKafkaCluster(jvm_options=BENCHMARK_JVM_OPTIONS)
         with cluster:
             args.broker_pids = list(cluster.pids.values())
             results = run_benchmark(args, cluster.bootstrap_servers)

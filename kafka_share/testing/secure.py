@@ -317,6 +317,8 @@ class SecureKafkaCluster:
     extra_config: dict[str, str] = field(default_factory=dict)
     #: The PLAINTEXT port (None: a free one).
     broker_port: int | None = None
+    #: The broker JVM's flags (None: the test broker's, ``DEFAULT_JVM_OPTIONS``).
+    jvm_options: tuple[str, ...] | None = None
     users: dict[str, str] = field(default_factory=dict)
     listeners: dict[str, str] = field(default_factory=dict)
     pki: Pki | None = None
@@ -362,7 +364,7 @@ class SecureKafkaCluster:
             node_config=node_config,
             format_args=[arg for entry in scram for arg in ("--add-scram", entry)],
             jvm_options=[
-                *DEFAULT_JVM_OPTIONS,
+                *(DEFAULT_JVM_OPTIONS if self.jvm_options is None else self.jvm_options),
                 f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={pki.jwks_file.as_uri()}",
             ],
         )
