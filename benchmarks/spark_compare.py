@@ -100,39 +100,18 @@ def streaming(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
               tmp: Path) -> dict[str, Any]:
     from kafka_share.spark import register
 
-    topic = admin.create_topic(unique_name("spark-bench"), 2)
-    half = args.records // 2
-    for p in (0, 1):
-        admin.produce(topic, [VALUE] * half, partition=p)
     spark = session("local[2]", args.kafka_package)
-    out: dict[str, Any] = {"topic_records": 2 * half}
+    out: dict[str, Any] = {"topic_records": 2 * (args.records // 2),
+                           "warmup_records": 2 * (args.warmup_records // 2),
+                           "group_config": dict(args.group_config)}
     try:
         register(spark)
-        group = unique_name("spark-bench")
-        admin.set_group_config(
-            group, {"share.auto.offset.reset": "earliest", **args.group_config}
-        )
-        out["group_config"] = dict(args.group_config)
-        share_reader = (
-            spark.readStream.format("kafka-share")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("kafka.group.id", group)
-            .option("subscribe", topic)
-        )
-        out["kafka-share"] = run_query(share_reader, tmp, "share")
-        print("kafka-share", out["kafka-share"], file=sys.stderr)
-        kafka_reader = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-        )
-        try:
-            out["spark-kafka"] = run_query(kafka_reader, tmp, "kafka")
-        except Exception as exc:  # e.g. the package did not resolve, or does not fit
-            out["spark-kafka"] = {"error": str(exc).splitlines()[0][:300]}
-        print("spark-kafka", out["spark-kafka"], file=sys.stderr)
-        share, kafka = out["kafka-share"], out["spark-kafka"]
+        if args.warmup_records:
+            # Discarded: the first queries of a run also pay for the broker's and
+            # Spark's JITs and the Python workers' start, whichever source runs first.
+            _two_queries(args, spark, bootstrap, admin, tmp, "warmup", args.warmup_records)
+        share, kafka = _two_queries(args, spark, bootstrap, admin, tmp, "run", args.records)
+        out["kafka-share"], out["spark-kafka"] = share, kafka
         if "error" not in kafka:
             out["ratio_wall"] = round(share["records_per_s_wall"] / kafka["records_per_s_wall"], 2)
             if share["records_per_s_batches"] and kafka["records_per_s_batches"]:
@@ -142,6 +121,37 @@ def streaming(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
     finally:
         spark.stop()
     return out
+
+
+def _two_queries(args: argparse.Namespace, spark: Any, bootstrap: str, admin: KafkaAdmin,
+                 tmp: Path, tag: str, records: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both sources, one after the other, over a fresh 2-partition topic of ``records``."""
+    topic = admin.create_topic(unique_name("spark-bench"), 2)
+    for p in (0, 1):
+        admin.produce(topic, [VALUE] * (records // 2), partition=p)
+    group = unique_name("spark-bench")
+    admin.set_group_config(group, {"share.auto.offset.reset": "earliest", **args.group_config})
+    share_reader = (
+        spark.readStream.format("kafka-share")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.group.id", group)
+        .option("subscribe", topic)
+    )
+    share = run_query(share_reader, tmp, f"share-{tag}")
+    print(f"kafka-share ({tag})", share, file=sys.stderr)
+    kafka_reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    kafka: dict[str, Any]
+    try:
+        kafka = run_query(kafka_reader, tmp, f"kafka-{tag}")
+    except Exception as exc:  # e.g. the package did not resolve, or does not fit
+        kafka = {"error": str(exc).splitlines()[0][:300]}
+    print(f"spark-kafka ({tag})", kafka, file=sys.stderr)
+    return share, kafka
 
 
 def _handler(record: Any) -> str:
@@ -189,6 +199,8 @@ def pool(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin) -> dict[st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--warmup-records", type=int, default=20_000,
+                        help="records of the discarded first run of both sources (0: none)")
     parser.add_argument("--pool-records", type=int, default=2000)
     parser.add_argument("--kafka-package",
                         default="org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0")
