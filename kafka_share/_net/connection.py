@@ -90,14 +90,14 @@ ResponseHandler = Callable[[Any, KafkaError | None], None]
 
 #: The most bytes a read of a large response waits for (``SO_RCVLOWAT``) before
 #: the socket counts as readable. Without it the loop wakes for every few dozen
-#: KiB the broker's writes deliver (a 6 MB ShareFetch response took ~40 reads),
+#: KiB the broker's writes deliver (a 6 MB ShareFetch response took ~30 reads),
 #: and each wake, read and ACK costs more than the bytes it brings: 256 KiB
 #: halved the reads of 1 GB of 10 KiB records (5,100 to 2,300) and cut CPU per
 #: record 5-10 % in interleaved runs against a real broker; 512 KiB and 1 MiB
-#: lowered throughput. Linux only: there the kernel
-#: also wakes the reader below the mark when its receive memory is under
-#: pressure or the peer closed, so the mark can delay a read but never stall it
-#: (elsewhere those guarantees differ, and 0 turns it off).
+#: lowered throughput. Linux only: there the kernel also wakes the reader below
+#: the mark when its receive memory is under pressure or the peer closed, so the
+#: mark can delay a read but never stall it (elsewhere those guarantees differ,
+#: and 0 turns it off).
 RECEIVE_LOW_WATER_BYTES = 256 * 1024 if sys.platform.startswith("linux") else 0
 #: A frame with fewer missing bytes than this is read as its bytes come.
 _LOW_WATER_MIN_MISSING = 64 * 1024
@@ -401,8 +401,8 @@ class BrokerConnection:
                 return False
             if self._low_water_cap:
                 want = receive_low_water(codec.frame_missing_bytes, self._low_water_cap)
-                if want != self._low_water:
-                    self._set_low_water(want)
+                if want != self._low_water and not self._set_low_water(want):
+                    return False
         quiet = True
         try:
             while True:
@@ -423,15 +423,25 @@ class BrokerConnection:
             return False
         return quiet and self.state is state and not self._out
 
-    def _set_low_water(self, nbytes: int) -> None:
+    def _set_low_water(self, nbytes: int) -> bool:
+        """Set the socket's SO_RCVLOWAT; False when that failed with the mark
+        raised, which closes the connection."""
         try:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, nbytes)
         except OSError as exc:
-            # Only slower without it: read as bytes come from now on.
-            self._log.debug("connection to %s: no SO_RCVLOWAT (%s)", self.address, exc)
-            self._low_water_cap = 0
-            return
+            if self._low_water == 1:
+                # Never raised: only slower without it; read as bytes come from now on.
+                self._log.debug("connection to %s: no SO_RCVLOWAT (%s)", self.address, exc)
+                self._low_water_cap = 0
+                return True
+            # Raised and stuck: the next, smaller response might never reach it.
+            self.close(NetworkError(
+                f"connection to {self.address}: cannot lower the socket's SO_RCVLOWAT "
+                f"from {self._low_water} to {nbytes} bytes ({exc})"
+            ))
+            return False
         self._low_water = nbytes
+        return True
 
     def check_timeouts(self, now_ms: int) -> None:
         if self._awaiting_token and self.state in (

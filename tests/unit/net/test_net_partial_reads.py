@@ -402,3 +402,75 @@ def test_a_fixed_receive_buffer_holds_four_times_the_mark(server: _Server) -> No
         assert _low_water(conn) == 1
     finally:
         conn.close()
+
+
+class _NoLowWater:
+    """The connection's socket, with SO_RCVLOWAT refused from ``fail_from`` calls on."""
+
+    def __init__(self, sock: socket.socket, fail_from: int) -> None:
+        self._sock = sock
+        self._calls = 0
+        self._fail_from = fail_from
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        if option == socket.SO_RCVLOWAT:
+            self._calls += 1
+            if self._calls >= self._fail_from:
+                raise OSError(92, "Protocol not available")
+        self._sock.setsockopt(level, option, value)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+@linux_only
+def test_a_refused_mark_leaves_reads_as_bytes_come(server: _Server) -> None:
+    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
+    real = conn.sock
+    conn.sock = _NoLowWater(real, fail_from=1)  # type: ignore[assignment]
+    try:
+        ex = _Exchange(conn, server, [40_000])
+        assert server.sock is not None
+        sender = _send_in_background(server.sock, ex.stream)
+        deadline = time.monotonic() + 5
+        while not ex.handled():
+            assert time.monotonic() < deadline, "the response never completed"
+            _wait_readable(real)
+            conn.on_readable(monotonic_ms())
+        sender.join()
+        ex.check_answers()
+        assert real.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+        assert conn.state is ConnectionState.READY
+    finally:
+        conn.close()
+
+
+@linux_only
+def test_a_mark_that_cannot_come_down_closes_the_connection(server: _Server) -> None:
+    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
+    real = conn.sock
+    conn.sock = _NoLowWater(real, fail_from=2)  # type: ignore[assignment]  # raise: ok, lower: fails
+    try:
+        ex = _Exchange(conn, server, [40_000])
+        assert server.sock is not None
+        peer = server.sock
+
+        def send() -> None:
+            try:
+                peer.sendall(ex.stream)
+            except OSError:
+                pass  # the client closed before the end of the response
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        deadline = time.monotonic() + 5
+        while conn.state is not ConnectionState.CLOSED:
+            assert time.monotonic() < deadline, "the connection never closed"
+            _wait_readable(real)
+            conn.on_readable(monotonic_ms())
+        sender.join()
+        [outcome] = ex.outcomes  # failed, not left waiting for the response
+        assert "cannot lower the socket's SO_RCVLOWAT" in str(outcome.error)
+        assert conn.close_reason is outcome.error
+    finally:
+        conn.close()
