@@ -423,16 +423,29 @@ class RecordBatch:
             raise ValueError("shaped_record_chunks() needs a v2 record batch")
         section = self._records_section()
         count = section[3]
-        pos = section[1]
+        # Boxed so that no local of this generator holds the last piece while it
+        # is suspended: the caller alone decides how long those records live.
+        pos = [section[1]]
         done = 0
         while True:
             n = min(chunk_records, count - done)
-            # The records' lengths say where the chunk ends (the last ends the batch).
-            records, pos = self._decode_section(section, shape, pos, n, last=done + n >= count)
             done += n
-            yield records
+            # The records' lengths say where the piece ends (the last ends the batch).
+            yield self._decode_piece(section, shape, pos, n, last=done >= count)
             if done >= count:
                 return
+
+    def _decode_piece(
+        self,
+        section: tuple[bytes | memoryview, int, int, int, int | None],
+        shape: RecordShape,
+        pos: list[int],
+        count: int,
+        *,
+        last: bool,
+    ) -> list[Any]:
+        records, pos[0] = self._decode_section(section, shape, pos[0], count, last=last)
+        return records
 
     def _records_section(self) -> tuple[bytes | memoryview, int, int, int, int | None]:
         """(buffer, start, end, record count, append timestamp) of the records."""
