@@ -101,6 +101,17 @@ ResponseHandler = Callable[[Any, KafkaError | None], None]
 RECEIVE_LOW_WATER_BYTES = 256 * 1024 if sys.platform.startswith("linux") else 0
 #: A frame with fewer missing bytes than this is read as its bytes come.
 _LOW_WATER_MIN_MISSING = 64 * 1024
+#: The mark's cap over TLS. There the broker encrypts as it sends, and 256 KiB
+#: left its writes waiting: 10 KiB records fell from 46.6k to 38.0k records/s.
+#: 128 KiB kept throughput and cut CPU per 10 KiB record about 10 % (16.7 to
+#: 15.0 µs in interleaved runs against a real SSL listener; 1 KiB and 100 B
+#: unchanged).
+TLS_RECEIVE_LOW_WATER_BYTES = 128 * 1024
+#: Ciphertext the TLS object may hold that the socket no longer counts: one
+#: incomplete record (a read decrypts every complete one), at most a TLS 1.2
+#: record's 2**14 + 2048 bytes and its 5-byte header. The mark over TLS stays
+#: this far below what the frame misses, so it is still always reached.
+_TLS_HELD_BYTES = 2**14 + 2048 + 5
 
 
 def receive_low_water(missing_bytes: int, cap_bytes: int) -> int:
@@ -193,9 +204,8 @@ class BrokerConnection:
             # A fixed receive buffer must hold the mark with room to spare (the
             # kernel's window is about half of it).
             receive_low_water_bytes = min(receive_low_water_bytes, receive_buffer_bytes // 4)
-        #: The cap of the socket's SO_RCVLOWAT (0: left at its default). Only
-        #: plaintext reads set it: a TLS read sees records, and the bytes already
-        #: inside the TLS object are not the socket's to count.
+        #: The cap of the socket's SO_RCVLOWAT (0: left at its default); over TLS
+        #: at most TLS_RECEIVE_LOW_WATER_BYTES (see _read_tls).
         self._low_water_cap = receive_low_water_bytes
         #: The socket's SO_RCVLOWAT now
         self._low_water = 1
@@ -581,6 +591,14 @@ class BrokerConnection:
             self.close(exc)
             return False
         self._flush()  # reading may produce TLS records (key updates)
+        if self._low_water_cap:
+            # What the frame misses, less what the TLS object may already hold.
+            want = receive_low_water(
+                codec.frame_missing_bytes - _TLS_HELD_BYTES,
+                min(self._low_water_cap, TLS_RECEIVE_LOW_WATER_BYTES),
+            )
+            if want != self._low_water and not self._set_low_water(want):
+                return False
         return got
 
     def _negotiating(self) -> bool:

@@ -16,22 +16,28 @@ import itertools
 import random
 import select
 import socket
+import ssl
 import struct
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
 from kafka_share._net.connection import (
+    _TLS_HELD_BYTES,
     RECEIVE_LOW_WATER_BYTES,
+    TLS_RECEIVE_LOW_WATER_BYTES,
     BrokerConnection,
     ConnectionState,
     receive_low_water,
 )
+from kafka_share._net.security import ConnectionSecurity
+from kafka_share.config import SecurityProtocol
 from kafka_share.protocol.headers import (
     RequestHeader,
     ResponseHeader,
@@ -374,6 +380,90 @@ def test_a_large_response_is_read_in_reads_of_the_low_water_mark(server: _Server
         # Small responses are read as they come.
         ex = _Exchange(conn, server, [1, 2])
         assert _deliver(conn, server, ex, [len(ex.frames[0]) // 2]) == 1
+        assert _low_water(conn) == 1
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("cryptography")
+    from kafka_share.testing.secure import generate_pki
+
+    return generate_pki(Path(tmp_path_factory.mktemp("pki")))
+
+
+def _ready_tls_connection(server: _Server, pki: Any, *, low_water_bytes: int) -> BrokerConnection:
+    """A READY connection over TLS; the server's side is a blocking TLS socket."""
+    host, port = server.address
+    conn = BrokerConnection(
+        node_id=NODE, host=host, port=port, client_id="partial-reads",
+        now_ms=monotonic_ms(), connect_timeout_ms=5000, request_timeout_ms=30_000,
+        addresses=socket.getaddrinfo(host, port, type=socket.SOCK_STREAM),
+        receive_low_water_bytes=low_water_bytes,
+        security=ConnectionSecurity(
+            protocol=SecurityProtocol.SSL,
+            ssl_context=ssl.create_default_context(cafile=str(pki.ca_file)),
+        ),
+    )
+    raw = server.accept()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(pki.broker_keystore))
+
+    def serve() -> None:
+        server.sock = context.wrap_socket(raw, server_side=True)  # the handshake
+        server.answer_api_versions()
+
+    peer = threading.Thread(target=serve, daemon=True)
+    peer.start()
+    deadline = time.monotonic() + 5
+    while conn.state is not ConnectionState.READY:
+        assert time.monotonic() < deadline, f"stuck in {conn.state}"
+        want_write = conn.state is ConnectionState.CONNECTING or bool(conn._out)
+        readable, writable, _ = select.select(
+            [conn.sock], [conn.sock] if want_write else [], [], 0.5
+        )
+        if writable:
+            conn.on_writable(monotonic_ms())
+        if readable:
+            conn.on_readable(monotonic_ms())
+    peer.join(5)
+    return conn
+
+
+@linux_only
+def test_over_tls_a_large_response_is_read_in_reads_of_the_tls_mark(
+    server: _Server, pki: Any
+) -> None:
+    conn = _ready_tls_connection(server, pki, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
+    try:
+        assert _low_water(conn) == 1
+        ex = _Exchange(conn, server, [40_000])  # a ~1.2 MB response
+        frame = ex.stream
+        assert server.sock is not None
+        sender = _send_in_background(server.sock, frame)
+        marks = []
+        deadline = time.monotonic() + 5
+        while not ex.handled():
+            assert time.monotonic() < deadline, "the response never completed"
+            _wait_readable(conn.sock)
+            conn.on_readable(monotonic_ms())
+            marks.append(_low_water(conn))
+            # Below what the frame misses by one TLS record the TLS object may
+            # hold: the mark is always reached.
+            assert marks[-1] <= max(1, conn._codec.frame_missing_bytes - _TLS_HELD_BYTES)
+        sender.join()
+        ex.check_answers()
+        assert max(marks) == TLS_RECEIVE_LOW_WATER_BYTES
+        assert len(marks) <= len(frame) // TLS_RECEIVE_LOW_WATER_BYTES + 6
+        assert _low_water(conn) == 1  # back to any byte between frames
+        # Small responses are read as they come.
+        ex = _Exchange(conn, server, [1, 2])
+        server.sock.sendall(ex.stream)
+        while ex.handled() < 2:
+            _wait_readable(conn.sock, 1.0)
+            conn.on_readable(monotonic_ms())
+        ex.check_answers()
         assert _low_water(conn) == 1
     finally:
         conn.close()
