@@ -51,7 +51,7 @@ from kafka_share.models import (
     TopicIdPartition,
 )
 from kafka_share.records.batch import CorruptBatchError, RecordBatch, RecordShape, iter_batches
-from kafka_share.share.acquired import AcquiredRecords
+from kafka_share.share.acquired import AcquiredCursor, AcquiredRecords
 from kafka_share.share.held import held_ranges_without
 from kafka_share.share.results import LocksLost
 
@@ -154,22 +154,34 @@ def _acquired_count(fetch: CompletedShareFetch) -> int:
 
 class _Walk:
     """What a decoder found in a fetch since its last hand-over to delivery
-    (see :meth:`FetchCollector._acquired_batches`)."""
+    (see :meth:`FetchCollector._acquired_batches`), and the decoding's state at
+    that hand-over.
 
-    __slots__ = ("data", "gaps", "handed_over", "size")
+    A decoder is only ever suspended right after a hand-over, so delivery sees
+    nothing else; if it raises instead (a ``KeyboardInterrupt`` half way through
+    a piece), :meth:`roll_back` returns the fetch to its last hand-over and a new
+    decoder goes on from there: nothing is lost or found twice.
+    """
 
-    def __init__(self, data: _PartitionData) -> None:
+    __slots__ = ("_saved", "cursor", "data", "errors", "gaps", "handed_over", "size")
+
+    def __init__(self, data: _PartitionData, cursor: AcquiredCursor) -> None:
         self.data = data
+        self.cursor = cursor
         #: acquired offsets found without a record (GAP acknowledgements)
         self.gaps: list[int] = []
         #: payload bytes of the records found
         self.size = 0
+        #: errors found, by the index in ``pending`` where delivery reports them
+        #: (see _report_at)
+        self.errors: dict[int, tuple[KafkaError, list[int]]] = {}
         #: len(data.pending) at the last hand-over (it starts empty)
         self.handed_over = 0
+        self._saved = cursor.state()
 
     def hand_over(self) -> int:
         """Pass what was found since the last hand-over on to delivery (its payload
-        bytes and GAPs); returns how many records that was."""
+        bytes, GAPs and errors); returns how many records that was."""
         data = self.data
         found = len(data.pending) - self.handed_over
         self.handed_over = len(data.pending)
@@ -177,11 +189,33 @@ class _Walk:
         self.size = 0
         data.gaps.extend(self.gaps)
         self.gaps.clear()
+        for index, (error, rejects) in self.errors.items():
+            # Two corrupt batches in a row share the place: the first error,
+            # every offset.
+            earlier = data.errors_at.get(index)
+            if earlier is not None:
+                earlier[1].extend(rejects)
+            else:
+                data.errors_at[index] = (error, rejects)
+        self.errors.clear()
+        self._saved = self.cursor.state()
         return found
 
-    def finish(self, cursor: Any) -> None:
+    def roll_back(self) -> None:
+        """Forget what was found since the last hand-over."""
+        data = self.data
+        if isinstance(data.pending, list):
+            del data.pending[self.handed_over :]
+        else:
+            data.pending.truncate(self.handed_over)
+        self.size = 0
+        self.gaps.clear()
+        self.errors.clear()
+        self.cursor.restore(self._saved)
+
+    def finish(self) -> None:
         """Hand over the rest: the decoding is complete."""
-        cursor.finish(self.gaps)
+        self.cursor.finish(self.gaps)
         self.hand_over()
 
 
@@ -193,6 +227,7 @@ class _PartitionData:
         "bytes_left",
         "decoder",
         "errors_at",
+        "fetch",
         "gaps",
         "generation",
         "lock_expires_ms",
@@ -201,6 +236,7 @@ class _PartitionData:
         "node_id",
         "partition",
         "pending",
+        "walk",
     )
 
     def __init__(self, fetch: CompletedShareFetch) -> None:
@@ -222,8 +258,11 @@ class _PartitionData:
         #: fetch's delivery starts (not at decoding: see FetchCollector.collect)
         self.gaps: list[int] = []
         self.next_index = 0
-        #: decoding in slices: the decoder of the batches not decoded yet (None: done)
+        #: the decoder of the batches not decoded yet (None: done), and the fetch
+        #: and walk it goes on from (see _Walk)
         self.decoder: Iterator[int] | None = None
+        self.fetch: CompletedShareFetch | None = None
+        self.walk: _Walk | None = None
 
     @property
     def undelivered(self) -> int:
@@ -458,7 +497,9 @@ class FetchCollector(Generic[K, V]):
                 if data.gaps:
                     self._in_flight.add_gaps(tip, data.node_id, data.gaps, data.generation)
                     data.gaps = []
-                touched.append((data, data.next_index, data.bytes_left))
+                if not touched or touched[-1][0] is not data:
+                    # The first touch only: it is what an exception restores.
+                    touched.append((data, data.next_index, data.bytes_left))
                 if data.lock_timeout_ms is not None:
                     lock_timeout = data.lock_timeout_ms
                 records, error, delivered_bytes = self._deliver(data, budget)
@@ -506,9 +547,9 @@ class FetchCollector(Generic[K, V]):
             return data
         if self.columnar:
             data.pending = _columnar().ColumnarPending()
-            data.decoder = self._decoding_columns(data, fetch, acquired)
-        else:
-            data.decoder = self._decoding(data, fetch, acquired)
+        data.fetch = fetch
+        data.walk = _Walk(data, acquired.cursor())
+        data.decoder = self._decoder(data)
         if self.columnar and not self._sliced:
             self._decode_more(data)  # all of it
         # Rows: the collect loop decodes each piece when delivery reaches it.
@@ -528,14 +569,25 @@ class FetchCollector(Generic[K, V]):
         try:
             return next(data.decoder)
         except StopIteration:
-            data.decoder = None
+            data.decoder = data.fetch = data.walk = None
             return 0
         except BaseException:
-            data.decoder = None  # a generator that raised cannot go on
+            # A generator that raised cannot go on: a new one goes on from the
+            # last hand-over (the next poll decodes the rest).
+            assert data.walk is not None
+            data.walk.roll_back()
+            data.decoder = self._decoder(data)
             raise
 
+    def _decoder(self, data: _PartitionData) -> Iterator[int]:
+        """A decoder of ``data.fetch`` from where ``data.walk`` is."""
+        assert data.fetch is not None and data.walk is not None
+        if self.columnar:
+            return self._decoding_columns(data, data.fetch, data.walk)
+        return self._decoding(data, data.fetch, data.walk)
+
     def _decoding(
-        self, data: _PartitionData, fetch: CompletedShareFetch, acquired: AcquiredRecords
+        self, data: _PartitionData, fetch: CompletedShareFetch, walk: _Walk
     ) -> Iterator[int]:
         """Decode ``fetch`` into ``data`` a piece at a time: yield how many records
         were found each time at least _DECODE_CHUNK_RECORDS are (in sliced mode,
@@ -550,8 +602,7 @@ class FetchCollector(Generic[K, V]):
         """
         tip = fetch.partition
         sliced = self._sliced
-        cursor = acquired.cursor()
-        walk = _Walk(data)
+        cursor = walk.cursor
         gaps = walk.gaps
         pending = data.pending
         take = cursor.take
@@ -593,7 +644,7 @@ class FetchCollector(Generic[K, V]):
                     elif batch.record_count > _DECODE_CHUNK_RECORDS:
                         chunks = batch.shaped_record_chunks(shape, _DECODE_CHUNK_RECORDS)
                     else:
-                        chunks = iter((batch.shaped_records(shape),))
+                        chunks = _whole(batch, shape)
                     broken = False
                     for shaped in chunks:
                         if not shaped:
@@ -618,7 +669,7 @@ class FetchCollector(Generic[K, V]):
                             del shaped, offsets  # not held while suspended
                             yield walk.hand_over()  # a piece for delivery
                 except CorruptBatchError as exc:
-                    self._reject_batch(data, cursor, exc)
+                    self._reject_batch(walk, exc)
                     continue
                 if not broken:
                     if prev < last:
@@ -630,7 +681,7 @@ class FetchCollector(Generic[K, V]):
             try:
                 records = batch.records()
             except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc)
+                self._reject_batch(walk, exc)
                 continue
             # tuple.__new__ skips NamedTuple's Python-level __new__.
             first_new = len(pending)
@@ -646,10 +697,10 @@ class FetchCollector(Generic[K, V]):
                     -1 if key is None else len(key), -1 if value is None else len(value),
                 )))
             walk.size += _payload_size(pending[first_new:])
-        walk.finish(cursor)
+        walk.finish()
 
     def _decoding_columns(
-        self, data: _PartitionData, fetch: CompletedShareFetch, acquired: AcquiredRecords
+        self, data: _PartitionData, fetch: CompletedShareFetch, walk: _Walk
     ) -> Iterator[int]:
         """:meth:`_decoding` for columnar mode: each record batch becomes a
         :class:`~kafka_share._app.columnar.Piece` of columns, decoded without a
@@ -657,8 +708,7 @@ class FetchCollector(Generic[K, V]):
         columnar = _columnar()
         np = columnar.np
         piece_type = columnar.Piece
-        cursor = acquired.cursor()
-        walk = _Walk(data)
+        cursor = walk.cursor
         gaps = walk.gaps
         pending = data.pending
         for batch in self._acquired_batches(data, fetch, cursor, walk):
@@ -670,7 +720,7 @@ class FetchCollector(Generic[K, V]):
             try:
                 columns = columnar.decode_columns(batch)  # legacy batches too
             except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc)
+                self._reject_batch(walk, exc)
                 continue
             offsets = columns.offsets
             span_count = cursor.span_count(base, last) if batch.magic >= 2 else None
@@ -705,7 +755,7 @@ class FetchCollector(Generic[K, V]):
                 )
             pending.append(piece)
             walk.size += piece.payload_size()
-        walk.finish(cursor)
+        walk.finish()
 
     def _acquired_batches(
         self, data: _PartitionData, fetch: CompletedShareFetch, cursor: Any, walk: _Walk
@@ -737,7 +787,7 @@ class FetchCollector(Generic[K, V]):
             except StopIteration:
                 return
             except CorruptBatchError as exc:
-                self._reject_batch(data, cursor, exc)
+                self._reject_batch(walk, exc)
                 continue
             except CorruptMessageError as exc:
                 # Framing is lost: nothing after this point can be trusted, so the
@@ -746,7 +796,7 @@ class FetchCollector(Generic[K, V]):
                 first = cursor.next_offset
                 rest: list[int] = []
                 cursor.finish(rest)
-                _report_at(data, CorruptRecordError(
+                _report_at(walk, CorruptRecordError(
                     f"Record batch for partition {tip.topic}-{tip.partition} at offset "
                     f"{first} is corrupt and its acquired records are rejected: {exc}"
                 ), rest)
@@ -758,19 +808,15 @@ class FetchCollector(Generic[K, V]):
                 continue
             yield batch
 
-    def _reject_batch(
-        self,
-        data: _PartitionData,
-        cursor: Any,
-        exc: CorruptBatchError,
-    ) -> None:
-        cursor.drain_before(exc.base_offset, data.gaps)
+    def _reject_batch(self, walk: _Walk, exc: CorruptBatchError) -> None:
+        cursor = walk.cursor
+        cursor.drain_before(exc.base_offset, walk.gaps)
         rejects: list[int] = []
         cursor.drain_before(exc.last_offset + 1, rejects)
         if not rejects:
             return  # nothing of that batch was acquired by us: not our problem
-        tip = data.partition
-        _report_at(data, CorruptRecordError(
+        tip = walk.data.partition
+        _report_at(walk, CorruptRecordError(
             f"Record batch for partition {tip.topic}-{tip.partition} at offset "
             f"{exc.base_offset} is invalid and its acquired records are rejected: {exc}"
         ), rejects)
@@ -856,15 +902,22 @@ class FetchCollector(Generic[K, V]):
         return err
 
 
-def _report_at(data: _PartitionData, error: KafkaError, rejects: list[int]) -> None:
-    """Report ``error`` when delivery reaches the current end of ``pending``;
-    two corrupt batches in a row share the place: the first error, every offset."""
-    index = len(data.pending)
-    earlier = data.errors_at.get(index)
+def _whole(batch: RecordBatch, shape: RecordShape) -> Iterator[list[Any]]:
+    """The whole batch as one piece; unlike ``iter((piece,))``, the suspended
+    generator holds no reference to the piece it handed out."""
+    yield batch.shaped_records(shape)
+
+
+def _report_at(walk: _Walk, error: KafkaError, rejects: list[int]) -> None:
+    """Report ``error`` when delivery reaches the current end of ``pending``
+    (from the next hand-over on); two corrupt batches in a row share the place:
+    the first error, every offset."""
+    index = len(walk.data.pending)
+    earlier = walk.errors.get(index)
     if earlier is not None:
         earlier[1].extend(rejects)
     else:
-        data.errors_at[index] = (error, rejects)
+        walk.errors[index] = (error, rejects)
 
 
 def _drop_offsets(data: _PartitionData, offsets: frozenset[int]) -> int:

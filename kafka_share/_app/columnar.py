@@ -113,6 +113,13 @@ class ColumnarPending:
             self._starts.append(self._total)
             self._total += piece.count
 
+    def truncate(self, length: int) -> None:
+        """Drop the pieces from record ``length`` on (a piece boundary)."""
+        while self._starts and self._starts[-1] >= length:
+            self._starts.pop()
+            self._total -= self._pieces.pop().count
+        assert self._total == length, "truncated inside a piece"
+
     def rows(self, start: int, stop: int) -> list[Piece]:
         """Records ``start`` to ``stop`` (exclusive) as zero-copy piece slices."""
         out: list[Piece] = []

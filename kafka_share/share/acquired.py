@@ -261,6 +261,14 @@ class AcquiredCursor:
         """True once every acquired offset has been delivered or marked a gap."""
         return self._next > self._last
 
+    def state(self) -> tuple[int, int, int, int]:
+        """Where the cursor is, for :meth:`restore`."""
+        return (self._range_index, self._next, self._last, self._count)
+
+    def restore(self, state: tuple[int, int, int, int]) -> None:
+        """Go back to where :meth:`state` said the cursor was."""
+        self._range_index, self._next, self._last, self._count = state
+
     @property
     def next_offset(self) -> int | None:
         """The next acquired offset still unresolved, or None when exhausted."""

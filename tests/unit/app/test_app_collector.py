@@ -547,18 +547,32 @@ def test_a_large_batch_is_decoded_as_far_as_delivery_needs() -> None:
     assert delivered == list(range(100, 2000)) and errors == []
 
 
-@pytest.mark.parametrize("vectorised", [False, True])
-def test_the_collector_lets_go_of_the_records_it_delivered(vectorised: bool) -> None:
+@pytest.mark.parametrize(("vectorised", "batch_records", "polls"), [
+    (False, 1000, 1),
+    (True, 1000, 1),
+    # Batches of 200 are decoded whole, three to a piece; the fifth poll ends
+    # with the third batch's records.
+    (False, 200, 5),
+])
+def test_the_collector_lets_go_of_the_records_it_delivered(
+    vectorised: bool, batch_records: int, polls: int
+) -> None:
     # They die with the application's last reference, young, instead of living on
     # in the fetch until its last record is delivered (and being traversed by the
     # cyclic garbage collector on the way).
     if vectorised:
         pytest.importorskip("numpy")
     h = Harness(max_poll_records=100, vectorised=vectorised, implicit=True)
-    h.add(build_batch(values(1000), base_offset=0), [(0, 999, 1)])
-    result = h.collector.collect()
+    data = b"".join(
+        build_batch(values(batch_records, start), base_offset=start)
+        for start in range(0, 1000, batch_records)
+    )
+    h.add(data, [(0, 999, 1)])
+    for _ in range(polls):
+        result = h.collector.collect()
     first, last = result.records.records(TIP)[0], result.records.records(TIP)[-1]
-    assert (first.offset, last.offset) == (0, 99) and h.collector.has_buffered()
+    assert (first.offset, last.offset) == (100 * polls - 100, 100 * polls - 1)
+    assert h.collector.has_buffered()
     del result  # the application is done with this poll
     gc.collect()
     # Only this test's own locals hold them now (getrefcount adds its argument).
@@ -607,3 +621,65 @@ def test_a_malformed_record_in_a_later_piece_rejects_the_rest_of_its_batch(
     acks = h.acks()
     assert sorted(acks) == list(range(1205))
     assert {o for o, t in acks.items() if t == REJECT} == set(range(first_rejected, 1200))
+
+
+class _Interrupting:
+    """Raises KeyboardInterrupt from the n-th call of the row decoder."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, at_call: int) -> None:
+        from kafka_share.records import batch as batch_module
+
+        self.calls = 0
+        self.at_call = at_call
+        real = batch_module._decode_v2_records
+
+        def decode(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == self.at_call:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(batch_module, "_decode_v2_records", decode)
+
+
+@pytest.mark.parametrize(
+    ("batch_records", "at_call"),
+    [
+        (1200, 2),  # half way through a large batch, after its first piece
+        (200, 4),  # after 3 small batches were found but not yet handed over
+    ],
+)
+def test_a_decoder_interrupted_goes_on_from_its_last_hand_over(
+    monkeypatch: pytest.MonkeyPatch, batch_records: int, at_call: int
+) -> None:
+    bad = bytearray(build_batch(values(3, 1300), base_offset=1300))
+    bad[-1] ^= 0xFF  # a corrupt batch after the interruption: reported once
+    data = b"".join(
+        build_batch(values(batch_records, start), base_offset=start)
+        for start in range(0, 1200, batch_records)
+    ) + build_control_batch(base_offset=1200) + bytes(bad)
+    h = Harness(max_poll_records=300, vectorised=False)
+    h.add(data, [(0, 1302, 1)])
+    interrupt = _Interrupting(monkeypatch, at_call)
+    delivered: list[int] = []
+    errors: list[type] = []
+    interrupted = 0
+    for _ in range(30):
+        if not h.collector.has_buffered():
+            break
+        try:
+            result = h.collector.collect()
+        except KeyboardInterrupt:
+            interrupted += 1
+            continue
+        delivered += collected_offsets(result)
+        if result.error is not None:
+            errors.append(type(result.error))
+    assert interrupt.calls > at_call and interrupted == 1
+    assert delivered == list(range(1200))  # each record once, in order
+    assert errors == [CorruptRecordError]
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    acks = h.acks()
+    assert sorted(acks) == list(range(1303))
+    assert [o for o, t in acks.items() if t == GAP] == [*range(1200, 1300)]
+    assert all(acks[o] == REJECT for o in range(1300, 1303))

@@ -450,7 +450,8 @@ def test_over_tls_a_large_response_is_read_in_reads_of_the_tls_mark(
             conn.on_readable(monotonic_ms())
             marks.append(_low_water(conn))
             # Below what the frame misses by one TLS record the TLS object may
-            # hold: the mark is always reached.
+            # hold, so the mark is always reached. (This restates the rule; what
+            # shows it holds is that the response completes before the deadline.)
             assert marks[-1] <= max(1, conn._codec.frame_missing_bytes - _TLS_HELD_BYTES)
         sender.join()
         ex.check_answers()
