@@ -97,6 +97,8 @@ _VALUE_SIZE_FIELD = operator.itemgetter(11)
 #: allocations), which over a whole decoded response cost ~0.25 µs per record.
 #: A record batch larger than this is decoded in pieces this big.
 _DECODE_CHUNK_RECORDS = 500
+#: the decoder of a fetch whose decoder raised: see FetchCollector._decode_more
+_RESUME: Iterator[int] = iter(())
 
 
 def _record_count(pieces: list[Any]) -> int:
@@ -183,22 +185,32 @@ class _Walk:
         """Pass what was found since the last hand-over on to delivery (its payload
         bytes, GAPs and errors); returns how many records that was."""
         data = self.data
-        found = len(data.pending) - self.handed_over
-        self.handed_over = len(data.pending)
-        data.bytes_left += self.size
+        # Everything that calls anything first (an exception can come from any
+        # call); then plain stores only, so a hand-over happens whole or not at all.
+        saved = self.cursor.state()
+        handed_over = len(data.pending)
+        gaps = data.gaps + self.gaps if self.gaps else data.gaps
+        errors_at = data.errors_at
+        if self.errors:
+            errors_at = dict(errors_at)
+            for index, (error, rejects) in self.errors.items():
+                # Two corrupt batches in a row share the place: the first error,
+                # every offset.
+                earlier = errors_at.get(index)
+                errors_at[index] = (
+                    (earlier[0], earlier[1] + rejects) if earlier is not None
+                    else (error, rejects)
+                )
+        found = handed_over - self.handed_over
+        bytes_left = data.bytes_left + self.size
+        data.gaps = gaps
+        data.errors_at = errors_at
+        data.bytes_left = bytes_left
+        self.handed_over = handed_over
+        self._saved = saved
         self.size = 0
-        data.gaps.extend(self.gaps)
-        self.gaps.clear()
-        for index, (error, rejects) in self.errors.items():
-            # Two corrupt batches in a row share the place: the first error,
-            # every offset.
-            earlier = data.errors_at.get(index)
-            if earlier is not None:
-                earlier[1].extend(rejects)
-            else:
-                data.errors_at[index] = (error, rejects)
-        self.errors.clear()
-        self._saved = self.cursor.state()
+        self.errors = {}
+        del self.gaps[:]  # the same list: the decoders hold it
         return found
 
     def roll_back(self) -> None:
@@ -566,17 +578,20 @@ class FetchCollector(Generic[K, V]):
         it); returns how many records that piece held."""
         assert data.decoder is not None
         self.decode_steps += 1
+        if data.decoder is _RESUME:
+            assert data.walk is not None
+            data.walk.roll_back()  # idempotent
+            data.decoder = self._decoder(data)
         try:
             return next(data.decoder)
         except StopIteration:
             data.decoder = data.fetch = data.walk = None
             return 0
         except BaseException:
-            # A generator that raised cannot go on: a new one goes on from the
-            # last hand-over (the next poll decodes the rest).
-            assert data.walk is not None
-            data.walk.roll_back()
-            data.decoder = self._decoder(data)
+            # A generator that raised cannot go on: the next call rolls back to the
+            # last hand-over and a new one goes on from there (there, not here: a
+            # second interrupt during the roll-back only means doing it again).
+            data.decoder = _RESUME
             raise
 
     def _decoder(self, data: _PartitionData) -> Iterator[int]:

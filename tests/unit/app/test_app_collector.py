@@ -683,3 +683,42 @@ def test_a_decoder_interrupted_goes_on_from_its_last_hand_over(
     assert sorted(acks) == list(range(1303))
     assert [o for o, t in acks.items() if t == GAP] == [*range(1200, 1300)]
     assert all(acks[o] == REJECT for o in range(1300, 1303))
+
+
+def test_interrupts_in_a_hand_over_and_in_the_roll_back_lose_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kafka_share.share.acquired import AcquiredCursor
+
+    calls = {"state": 0, "restore": 0}
+    real_state, real_restore = AcquiredCursor.state, AcquiredCursor.restore
+
+    def state(self: AcquiredCursor) -> tuple[int, int, int, int]:
+        calls["state"] += 1
+        if calls["state"] == 3:  # the second hand-over, half done
+            raise KeyboardInterrupt
+        return real_state(self)
+
+    def restore(self: AcquiredCursor, saved: tuple[int, int, int, int]) -> None:
+        calls["restore"] += 1
+        if calls["restore"] == 1:  # a second interrupt, during the roll-back
+            raise KeyboardInterrupt
+        real_restore(self, saved)
+
+    monkeypatch.setattr(AcquiredCursor, "state", state)
+    monkeypatch.setattr(AcquiredCursor, "restore", restore)
+    h = Harness(max_poll_records=300, vectorised=False)
+    h.add(build_batch(values(1500), base_offset=0), [(0, 1499, 1)])
+    delivered: list[int] = []
+    interrupted = 0
+    for _ in range(30):
+        if not h.collector.has_buffered():
+            break
+        try:
+            delivered += collected_offsets(h.collector.collect())
+        except KeyboardInterrupt:
+            interrupted += 1
+    assert interrupted == 2 and calls["restore"] == 2
+    assert delivered == list(range(1500))
+    h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+    assert sorted(h.acks()) == list(range(1500))
