@@ -409,10 +409,8 @@ class BrokerConnection:
             except KafkaError as exc:
                 self.close(exc)
                 return False
-            if self._low_water_cap:
-                want = receive_low_water(codec.frame_missing_bytes, self._low_water_cap)
-                if want != self._low_water and not self._set_low_water(want):
-                    return False
+            if not self._follow_low_water(codec.frame_missing_bytes, self._low_water_cap):
+                return False
         quiet = True
         try:
             while True:
@@ -432,6 +430,15 @@ class BrokerConnection:
             self.close(exc)
             return False
         return quiet and self.state is state and not self._out
+
+    def _follow_low_water(self, missing_bytes: int, cap_bytes: int) -> bool:
+        """Move the socket's SO_RCVLOWAT to :func:`receive_low_water` of what
+        the frame misses (nothing while the mark is off); False when that closed
+        the connection (see :meth:`_set_low_water`)."""
+        if not self._low_water_cap:
+            return True
+        want = receive_low_water(missing_bytes, cap_bytes)
+        return want == self._low_water or self._set_low_water(want)
 
     def _set_low_water(self, nbytes: int) -> bool:
         """Set the socket's SO_RCVLOWAT; False when that failed with the mark
@@ -591,14 +598,12 @@ class BrokerConnection:
             self.close(exc)
             return False
         self._flush()  # reading may produce TLS records (key updates)
-        if self._low_water_cap:
-            # What the frame misses, less what the TLS object may already hold.
-            want = receive_low_water(
-                codec.frame_missing_bytes - _TLS_HELD_BYTES,
-                min(self._low_water_cap, TLS_RECEIVE_LOW_WATER_BYTES),
-            )
-            if want != self._low_water and not self._set_low_water(want):
-                return False
+        # What the frame misses, less what the TLS object may already hold.
+        if not self._follow_low_water(
+            codec.frame_missing_bytes - _TLS_HELD_BYTES,
+            min(self._low_water_cap, TLS_RECEIVE_LOW_WATER_BYTES),
+        ):
+            return False
         return got
 
     def _negotiating(self) -> bool:

@@ -506,13 +506,24 @@ def test_fetches_of_a_lost_share_session_are_dropped_not_delivered() -> None:
 # -- decoding a piece at a time ------------------------------------------------
 
 
-def _drain(h: Harness, polls: int = 50) -> tuple[list[int], list[type]]:
+def _drain(
+    h: Harness, polls: int = 50, interrupts: list[KeyboardInterrupt] | None = None
+) -> tuple[list[int], list[type]]:
+    """Poll until nothing is buffered: the offsets delivered and the errors
+    returned. With ``interrupts``, a poll that raises KeyboardInterrupt is
+    recorded there and polling goes on."""
     delivered: list[int] = []
     errors: list[type] = []
     for _ in range(polls):
         if not h.collector.has_buffered():
             break
-        result = h.collector.collect()
+        try:
+            result = h.collector.collect()
+        except KeyboardInterrupt as exc:
+            if interrupts is None:
+                raise
+            interrupts.append(exc)
+            continue
         delivered += collected_offsets(result)
         if result.error is not None:
             errors.append(type(result.error))
@@ -661,21 +672,9 @@ def test_a_decoder_interrupted_goes_on_from_its_last_hand_over(
     h = Harness(max_poll_records=300, vectorised=False)
     h.add(data, [(0, 1302, 1)])
     interrupt = _Interrupting(monkeypatch, at_call)
-    delivered: list[int] = []
-    errors: list[type] = []
-    interrupted = 0
-    for _ in range(30):
-        if not h.collector.has_buffered():
-            break
-        try:
-            result = h.collector.collect()
-        except KeyboardInterrupt:
-            interrupted += 1
-            continue
-        delivered += collected_offsets(result)
-        if result.error is not None:
-            errors.append(type(result.error))
-    assert interrupt.calls > at_call and interrupted == 1
+    interrupts: list[KeyboardInterrupt] = []
+    delivered, errors = _drain(h, 30, interrupts)
+    assert interrupt.calls > at_call and len(interrupts) == 1
     assert delivered == list(range(1200))  # each record once, in order
     assert errors == [CorruptRecordError]
     h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
@@ -709,16 +708,9 @@ def test_interrupts_in_a_hand_over_and_in_the_roll_back_lose_nothing(
     monkeypatch.setattr(AcquiredCursor, "restore", restore)
     h = Harness(max_poll_records=300, vectorised=False)
     h.add(build_batch(values(1500), base_offset=0), [(0, 1499, 1)])
-    delivered: list[int] = []
-    interrupted = 0
-    for _ in range(30):
-        if not h.collector.has_buffered():
-            break
-        try:
-            delivered += collected_offsets(h.collector.collect())
-        except KeyboardInterrupt:
-            interrupted += 1
-    assert interrupted == 2 and calls["restore"] == 2
-    assert delivered == list(range(1500))
+    interrupts: list[KeyboardInterrupt] = []
+    delivered, errors = _drain(h, 30, interrupts)
+    assert len(interrupts) == 2 and calls["restore"] == 2
+    assert delivered == list(range(1500)) and errors == []
     h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
     assert sorted(h.acks()) == list(range(1500))
