@@ -589,14 +589,273 @@ def _decode_v2_records(
     to_end: bool = True,
 ) -> tuple[list[Any], int]:
     """``count`` records from ``pos``, and the position after them; ``to_end``:
-    they must end exactly at ``end`` (the whole records section)."""
-    # The hot loop. Varints are decoded inline with 1- and 2-byte fast paths
-    # (almost every length, delta and size in practice), and 3 bytes for the
-    # record and value lengths (values of 8 KiB to 1 MiB), falling back to
-    # _read_varint for longer ones; zig-zag decode is (u >> 1) ^ -(u & 1).
-    # Lengths are validated only where a bad one could move backwards or read
-    # past the record: a final "pos == rec_end" check catches the rest.
+    they must end exactly at ``end`` (the whole records section).
+
+    The templated loop takes the records it can (:func:`_decode_templated`);
+    each one it cannot goes through the careful loop (:func:`_decode_careful`),
+    which decodes any valid record and raises for a bad one, so the two loops
+    together accept and reject exactly what the careful loop alone would.
+    """
     records: list[Any] = []
+    left = count
+    misses = 0
+    while left:
+        done, pos = _decode_templated(
+            records, buf, pos, end, left, base_offset, base_timestamp, append_timestamp, shape
+        )
+        left -= done
+        if not left:
+            break
+        misses += 1
+        careful = left if misses >= _TEMPLATE_MISSES else 1
+        pos = _decode_careful(
+            records, buf, pos, end, careful, base_offset, base_timestamp, append_timestamp, shape
+        )
+        left -= careful
+    if to_end and pos != end:
+        raise _RecordError(f"{end - pos} bytes left over after {count} records", pos)
+    return records, pos
+
+
+def _varint_table() -> dict[bytes, int]:
+    """Every zig-zag varint of one or two bytes, by its bytes, decoded: what the
+    templated loop looks its fields up in (built at first use, 16,512 entries,
+    about 1 MB). Three-byte varints are added as layouts meet them
+    (:func:`_varint_size`), up to :data:`_MAX_THREE_BYTE_VARINTS`."""
+    global _VARINTS
+    if _VARINTS is None:
+        table: dict[bytes, int] = {}
+        for b in range(0x80):
+            table[bytes((b,))] = (b >> 1) ^ -(b & 1)
+        for b2 in range(0x80):
+            for b1 in range(0x80, 0x100):
+                u = (b1 & 0x7F) | (b2 << 7)
+                table[bytes((b1, b2))] = (u >> 1) ^ -(u & 1)
+        _VARINTS = table
+    return _VARINTS
+
+
+_VARINTS: dict[bytes, int] | None = None
+#: Three-byte varints (record and value lengths of 8 KiB to 1 MiB, timestamp
+#: deltas of 8 s and more) the table takes at most; beyond, a record with a new
+#: one goes through the careful loop.
+_MAX_THREE_BYTE_VARINTS = 4096
+_three_byte_varints = 0
+#: After this many records of one call the templated loop could not take (each
+#: costs a new layout and a call of the careful loop), the rest of the call goes
+#: through the careful loop: records whose varints keep changing size (event
+#: timestamps far apart) decode as fast as before the templated loop existed.
+_TEMPLATE_MISSES = 16
+#: (unpack_from, length varint size, head size) of a record's head by the sizes
+#: of its length, timestamp delta, offset delta and key length varints
+_HEADS: dict[tuple[int, int, int, int], tuple[Any, int, int]] = {}
+#: unpack_from of a value length varint by its size
+_TAILS: dict[int, Any] = {}
+#: the templated loop's value length layout before its first record: no varint
+#: is empty, so the first lookup fails and sets the real one
+_NO_TAIL = struct.Struct("0s").unpack_from
+
+
+def _varint_size(buf: bytes | memoryview, pos: int, varints: dict[bytes, int]) -> int:
+    """The size of the varint at ``pos``, 0 if the templated loop cannot take it
+    (longer than three bytes, or a new three-byte one and the table is full).
+    IndexError past the buffer's end."""
+    global _three_byte_varints
+    if buf[pos] < 0x80:
+        return 1
+    if buf[pos + 1] < 0x80:
+        return 2
+    if buf[pos + 2] >= 0x80:
+        return 0
+    raw = bytes(buf[pos : pos + 3])
+    if raw not in varints:
+        if _three_byte_varints >= _MAX_THREE_BYTE_VARINTS:
+            return 0
+        u = (raw[0] & 0x7F) | ((raw[1] & 0x7F) << 7) | (raw[2] << 14)
+        varints[raw] = (u >> 1) ^ -(u & 1)
+        _three_byte_varints += 1
+    return 3
+
+
+def _head_layout(
+    buf: bytes | memoryview, pos: int, varints: dict[bytes, int]
+) -> tuple[Any, int, int] | None:
+    """The head layout (see :data:`_HEADS`) of the record at ``pos``, or None if
+    one of its varints does not suit the templated loop or runs past the buffer."""
+    sizes: list[int] = []
+    p = pos
+    try:
+        for field in range(4):
+            size = _varint_size(buf, p, varints)
+            if not size:
+                return None
+            sizes.append(size)
+            p += size + (field == 0)  # the attributes byte follows the length
+    except IndexError:
+        return None
+    key = (sizes[0], sizes[1], sizes[2], sizes[3])
+    head = _HEADS.get(key)
+    if head is None:
+        unpack = struct.Struct("{}sx{}s{}s{}s".format(*key)).unpack_from
+        head = _HEADS[key] = (unpack, key[0], p - pos)
+    return head
+
+
+def _tail_layout(
+    buf: bytes | memoryview, pos: int, varints: dict[bytes, int]
+) -> tuple[Any, int] | None:
+    """(unpack_from, size) of the value length varint at ``pos``, or None as
+    :func:`_head_layout`."""
+    try:
+        size = _varint_size(buf, pos, varints)
+    except IndexError:
+        return None
+    if not size:
+        return None
+    unpack = _TAILS.get(size)
+    if unpack is None:
+        unpack = _TAILS[size] = struct.Struct(f"{size}s").unpack_from
+    return unpack, size
+
+
+def _decode_templated(
+    records: list[Any],
+    buf: bytes | memoryview,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    append_timestamp: int | None,
+    shape: RecordShape | None,
+) -> tuple[int, int]:
+    """Append up to ``count`` records from ``pos`` to ``records``; return how
+    many, and the position after them. Stops at the first record it cannot
+    take: the caller decodes that one with :func:`_decode_careful`.
+
+    The records of a batch almost always have the same *layout*: the same byte
+    sizes of their length, timestamp delta, offset delta, key length and value
+    length varints. This loop reads a record's head with one ``unpack_from`` of
+    the last record's layout and looks each varint's bytes up in a table of
+    whole varints (:func:`_varint_table`); a lookup that fails means the layout
+    changed (no prefix of a varint is a whole varint of that size), so the
+    layout is worked out again from this record. That costs about two thirds of
+    the careful loop's byte-by-byte decoding per record. Every check the careful
+    loop makes is made here too, or the record is left to it.
+    """
+    varints = _varint_table()
+    unpack_head: Any = _NO_TAIL
+    length_size = head_size = 0
+    unpack_tail: Any = _NO_TAIL
+    tail_size = 0
+    append = records.append
+    if shape is not None:
+        new = tuple.__new__
+        s_type, s_topic, s_partition = shape.type, shape.topic, shape.partition
+        s_ts_type, s_epoch, s_count = shape.timestamp_type, shape.leader_epoch, shape.delivery_count
+    read_varint = _read_varint
+    no_headers = _NO_HEADERS
+    min_body = _MIN_RECORD_BODY
+    view = not isinstance(buf, bytes)
+    for done in range(count):  # noqa: B007 (read after the loop: the records taken)
+        try:
+            length_raw, ts_raw, offset_raw, klen_raw = unpack_head(buf, pos)
+            length = varints[length_raw]
+            ts_delta = varints[ts_raw]
+            offset_delta = varints[offset_raw]
+            klen = varints[klen_raw]
+        except (KeyError, ValueError, struct.error):
+            # ValueError: the initial layout, which unpacks too few fields.
+            head = _head_layout(buf, pos, varints)
+            if head is None:
+                break
+            unpack_head, length_size, head_size = head
+            length, ts_delta, offset_delta, klen = map(varints.__getitem__, unpack_head(buf, pos))
+        rec_end = pos + length_size + length
+        if length < min_body or rec_end > end:
+            break
+        p = pos + head_size
+        key: Any
+        if klen >= 0:
+            key = buf[p : p + klen]
+            if view:
+                key = key.tobytes()
+            p += klen
+        elif klen == -1:
+            key = None
+        else:
+            break
+        try:
+            vlen = varints[unpack_tail(buf, p)[0]]
+        except (KeyError, struct.error):
+            tail = _tail_layout(buf, p, varints)
+            if tail is None:
+                break
+            unpack_tail, tail_size = tail
+            vlen = varints[unpack_tail(buf, p)[0]]
+        p += tail_size
+        value: Any
+        if vlen >= 0:
+            value = buf[p : p + vlen]
+            if view:
+                value = value.tobytes()
+            p += vlen
+        elif vlen == -1:
+            value = None
+        else:
+            break
+        # As the careful loop (same reads, same errors).
+        if buf[p] == 0:
+            headers = no_headers
+            p += 1
+        else:
+            header_count, p = read_varint(buf, p)
+            headers, p = _read_headers(buf, p, header_count, rec_end)
+        if p != rec_end:
+            break
+        if shape is None:
+            append(
+                (
+                    base_offset + offset_delta,
+                    base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+        else:
+            append(new(s_type, (
+                s_topic, s_partition, base_offset + offset_delta,
+                base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
+                s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
+            )))
+        pos = rec_end
+    else:
+        return count, pos
+    return done, pos
+
+
+def _decode_careful(
+    records: list[Any],
+    buf: bytes | memoryview,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    append_timestamp: int | None,
+    shape: RecordShape | None,
+) -> int:
+    """Append ``count`` records from ``pos`` to ``records``, reading every varint
+    byte by byte; return the position after them. Raises :class:`_RecordError`
+    (or IndexError, ValueError: see :meth:`RecordBatch._decode_section`) for
+    the first bad record."""
+    # Varints are decoded inline with 1- and 2-byte fast paths (almost every
+    # length, delta and size in practice), and 3 bytes for the record and value
+    # lengths (values of 8 KiB to 1 MiB), falling back to _read_varint for
+    # longer ones; zig-zag decode is (u >> 1) ^ -(u & 1). Lengths are validated
+    # only where a bad one could move backwards or read past the record: a
+    # final "pos == rec_end" check catches the rest.
     append = records.append
     if shape is not None:
         new = tuple.__new__
@@ -725,9 +984,7 @@ def _decode_v2_records(
                 base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
                 s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
             )))
-    if to_end and pos != end:
-        raise _RecordError(f"{end - pos} bytes left over after {count} records", pos)
-    return records, pos
+    return pos
 
 
 # ---------------------------------------------------------------------- iteration

@@ -1,6 +1,9 @@
 import struct
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafka_share.errors import CorruptMessageError
 from kafka_share.models import TimestampType
@@ -14,6 +17,8 @@ from kafka_share.records import (
     UnsupportedCodecError,
     iter_batches,
 )
+from kafka_share.records import batch as batch_module
+from kafka_share.records.batch import BATCH_HEADER_SIZE
 from kafka_share.records.builder import (
     NewRecord,
     build_batch,
@@ -520,3 +525,182 @@ def test_legacy_wrapper_with_garbage_inner() -> None:
     assert data != bad
     with pytest.raises(CorruptBatchError, match="inner message"):
         list(iter_batches(bad, check_crcs=True))
+
+
+# ---------------------------------------------------------------------- templated loop
+# The row decoder takes the records whose varints keep the last record's layout
+# through a templated loop and every other record through the careful loop; the
+# two together must decode and reject exactly what the careful loop alone does.
+
+
+def _section(data: bytes | bytearray) -> tuple[int, int, int]:
+    [batch] = list(iter_batches(bytes(data), check_crcs=False))
+    return BATCH_HEADER_SIZE, len(data), batch.record_count
+
+
+def _outcome(decode: Any, buf: bytes | memoryview, count: int, end: int) -> Any:
+    try:
+        return decode(buf, count, end)
+    except batch_module._RecordError as exc:
+        return ("record error", exc.args)
+    except (IndexError, ValueError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+def _both(buf: bytes | memoryview, count: int, end: int, shape: RecordShape | None) -> Any:
+    def mixed(buf: Any, count: int, end: int) -> Any:
+        return batch_module._decode_v2_records(
+            buf, BATCH_HEADER_SIZE, end, count, base_offset=100, base_timestamp=5_000,
+            append_timestamp=None, shape=shape,
+        )
+
+    def careful(buf: Any, count: int, end: int) -> Any:
+        records: list[Any] = []
+        pos = batch_module._decode_careful(
+            records, buf, BATCH_HEADER_SIZE, end, count, 100, 5_000, None, shape
+        )
+        if pos != end:
+            raise batch_module._RecordError(
+                f"{end - pos} bytes left over after {count} records", pos
+            )
+        return records, pos
+
+    return _outcome(mixed, buf, count, end), _outcome(careful, buf, count, end)
+
+
+_SHAPE = RecordShape(tuple, "t", 0, TimestampType.CREATE_TIME, None, 1)
+_record_specs = st.lists(
+    st.builds(
+        NewRecord,
+        key=st.none() | st.binary(max_size=40) | st.sampled_from([b"k" * 70, b"k" * 9000]),
+        value=st.none() | st.binary(max_size=300) | st.sampled_from([b"v" * 200, b"v" * 20_000]),
+        headers=st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=9)),
+                         max_size=2),
+        timestamp=st.sampled_from([None, 5_000, 5_030, 5_100, 13_000, 2**40, -(2**20)]),
+        offset_delta=st.none(),
+    ),
+    min_size=1,
+    max_size=90,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    recs=_record_specs,
+    edits=st.lists(
+        st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=3
+    ),
+    count_change=st.sampled_from([0, 0, 0, -1, 1]),
+    view=st.booleans(),
+    shaped=st.booleans(),
+)
+def test_templated_and_careful_decode_and_reject_alike(
+    recs: list[NewRecord], edits: list[tuple[int, int]], count_change: int, view: bool,
+    shaped: bool,
+) -> None:
+    data = bytearray(build_batch(recs, base_offset=100, base_timestamp=5_000))
+    for pos, value in edits:  # inside the records section only: framing stays intact
+        data[BATCH_HEADER_SIZE + pos % (len(data) - BATCH_HEADER_SIZE)] = value
+    # A view of a larger buffer: bytes after the section must not be read as records.
+    buf: bytes | memoryview = bytes(data) if not view else memoryview(data + b"\x00" * 64)
+    count = max(0, len(recs) + count_change)
+    mixed, careful = _both(buf, count, len(data), _SHAPE if shaped else None)
+    assert mixed == careful
+
+
+def test_the_templated_loop_takes_records_whose_layout_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    careful_calls: list[int] = []
+    real = batch_module._decode_careful
+
+    def counted(*args: Any) -> Any:
+        careful_calls.append(args[4])
+        return real(*args)
+
+    monkeypatch.setattr(batch_module, "_decode_careful", counted)
+    # Offset deltas reach two bytes at 64, timestamps and keys change size, some
+    # values are null, some records have headers, values reach 20 KiB.
+    recs = [
+        NewRecord(
+            key=None if i % 3 else b"k" * (i % 90),
+            value=None if i % 17 == 0 else b"v" * (20_000 if i % 50 == 0 else i),
+            headers=[("h", b"x")] if i % 7 == 0 else [],
+            timestamp=5_000 + (i * 37) % 9_000,
+        )
+        for i in range(300)
+    ]
+    data = build_batch(recs, base_offset=100, base_timestamp=5_000)
+    [batch] = list(iter_batches(data, check_crcs=True))
+    got = batch.records()
+    assert careful_calls == []
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in got] == [
+        (100 + i, r.timestamp, r.key, r.value, tuple(r.headers)) for i, r in enumerate(recs)
+    ]
+
+
+def test_records_the_templated_loop_cannot_take_go_through_the_careful_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    careful_calls: list[int] = []
+    real = batch_module._decode_careful
+
+    def counted(*args: Any) -> Any:
+        careful_calls.append(args[4])
+        return real(*args)
+
+    monkeypatch.setattr(batch_module, "_decode_careful", counted)
+    # A timestamp delta of 2**40 takes a 6-byte varint: one such record among
+    # ordinary ones costs one careful record ...
+    recs = [NewRecord(value=b"v", timestamp=5_000 + (2**40 if i == 10 else i)) for i in range(40)]
+    [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
+    assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
+    assert careful_calls == [1]
+    # ... and after _TEMPLATE_MISSES of them the rest of the call goes through it.
+    careful_calls.clear()
+    recs = [
+        NewRecord(value=b"v", timestamp=5_000 + (2**40 * (i % 2))) for i in range(100)
+    ]
+    [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
+    assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
+    misses = batch_module._TEMPLATE_MISSES
+    assert careful_calls == [1] * (misses - 1) + [100 - 2 * misses + 1]
+
+
+def test_a_full_table_of_three_byte_varints_leaves_new_ones_to_the_careful_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = batch_module._varint_table()
+    monkeypatch.setattr(batch_module, "_three_byte_varints", 0)
+    monkeypatch.setattr(batch_module, "_MAX_THREE_BYTE_VARINTS", 2)
+    before = len(table)
+    # Values of 9,000 to 9,005 bytes: their record and value lengths are
+    # three-byte varints, twelve different ones.
+    recs = [NewRecord(value=b"v" * (9_000 + i % 6)) for i in range(30)]
+    data = build_batch(recs)
+    [batch] = list(iter_batches(memoryview(bytearray(data)), check_crcs=True))
+    assert [r[3] for r in batch.records()] == [r.value for r in recs]
+    assert len(table) - before <= 2
+    assert batch_module._three_byte_varints <= 2
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_every_single_byte_mutation_is_decoded_or_rejected_as_the_careful_loop_does(
+    view: bool,
+) -> None:
+    recs = [
+        NewRecord(key=b"key", value=b"v" * 70, timestamp=5_000),
+        NewRecord(key=None, value=b"w" * 3, headers=[("h", b"x")], timestamp=5_100),
+        NewRecord(key=b"", value=None, timestamp=4_000),
+        NewRecord(key=b"k" * 65, value=b"", timestamp=5_000),
+        NewRecord(key=None, value=b"z", timestamp=5_001),
+    ]
+    valid = build_batch(recs, base_offset=100, base_timestamp=5_000)
+    for pos in range(BATCH_HEADER_SIZE, len(valid)):
+        for value in {0x00, 0x01, 0x7F, 0x80, 0xFF, valid[pos] ^ 0x01, (valid[pos] + 2) % 256}:
+            data = bytearray(valid)
+            data[pos] = value
+            buf: bytes | memoryview = bytes(data) if not view else memoryview(data + b"\x00" * 8)
+            for shape in (None, _SHAPE):
+                mixed, careful = _both(buf, len(recs), len(data), shape)
+                assert mixed == careful, (pos, value)
