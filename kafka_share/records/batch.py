@@ -591,37 +591,143 @@ def _decode_v2_records(
     """``count`` records from ``pos``, and the position after them; ``to_end``:
     they must end exactly at ``end`` (the whole records section).
 
-    The templated loop takes the records it can (:func:`_decode_templated`);
-    each one it cannot goes through the careful loop (:func:`_decode_careful`),
-    which decodes any valid record and raises for a bad one, so the two loops
-    together accept and reject exactly what the careful loop alone would.
+    The hot loop. The records of a batch almost always share a *layout*: the
+    byte sizes of their length, timestamp delta, offset delta, key length and
+    value length varints. A record's head is read with one ``unpack_from`` of
+    the last record's layout, and each varint's bytes are looked up in a table
+    of whole varints (:func:`_varint_table`). A failed lookup means the layout
+    changed (no prefix of a varint is a whole varint of that size), so the
+    layout is worked out again from this record (:func:`_head_layout`,
+    :func:`_tail_layout`). That costs 20-30 % less per record than reading
+    varints byte by byte.
+
+    A record the templated path cannot take (a varint longer than three bytes,
+    a bad length, fields that do not end at the record's end) goes through
+    :func:`_careful_record`, which decodes any valid record and raises for a bad
+    one; so together they accept and reject exactly what the careful path alone
+    would. Every check the careful path makes before reading further is made
+    here in the same order. After :data:`_TEMPLATE_MISSES` such records the rest
+    of the call goes through the careful path.
     """
     records: list[Any] = []
-    left = count
-    misses = 0
-    while left:
-        done, pos = _decode_templated(
-            records, buf, pos, end, left, base_offset, base_timestamp, append_timestamp, shape
-        )
-        left -= done
-        if not left:
-            break
-        misses += 1
-        careful = left if misses >= _TEMPLATE_MISSES else 1
-        pos = _decode_careful(
-            records, buf, pos, end, careful, base_offset, base_timestamp, append_timestamp, shape
-        )
-        left -= careful
+    append = records.append
+    if shape is not None:
+        new = tuple.__new__
+        s_type, s_topic, s_partition = shape.type, shape.topic, shape.partition
+        s_ts_type, s_epoch, s_count = shape.timestamp_type, shape.leader_epoch, shape.delivery_count
+    varints = _varint_table()
+    unpack_head: Any = _NO_LAYOUT
+    length_size = head_size = 0
+    unpack_tail: Any = _NO_LAYOUT
+    tail_size = 0
+    read_varint = _read_varint
+    no_headers = _NO_HEADERS
+    min_body = _MIN_RECORD_BODY
+    misses_left = _TEMPLATE_MISSES
+    # A memoryview (large records, see _VIEW_MIN_RECORD_BYTES) reads varints the
+    # same way; only keys and values need turning into bytes.
+    view = not isinstance(buf, bytes)
+    key: Any
+    value: Any
+    for _ in range(count):
+        if not misses_left:
+            ts_delta, offset_delta, key, value, headers, klen, vlen, rec_end = _careful_record(
+                buf, pos, end
+            )
+        else:
+            try:
+                try:
+                    length_raw, ts_raw, offset_raw, klen_raw = unpack_head(buf, pos)
+                    length = varints[length_raw]
+                    ts_delta = varints[ts_raw]
+                    offset_delta = varints[offset_raw]
+                    klen = varints[klen_raw]
+                except (KeyError, ValueError, struct.error):
+                    # ValueError: the initial layout, which unpacks too few fields.
+                    head = _head_layout(buf, pos, varints)
+                    if head is None:
+                        raise _TemplateMissError from None
+                    unpack_head, length_size, head_size = head
+                    length, ts_delta, offset_delta, klen = map(
+                        varints.__getitem__, unpack_head(buf, pos)
+                    )
+                rec_end = pos + length_size + length
+                if length < min_body or rec_end > end:
+                    raise _TemplateMissError
+                p = pos + head_size
+                if klen >= 0:
+                    key = buf[p : p + klen]
+                    if view:
+                        key = key.tobytes()
+                    p += klen
+                elif klen == -1:
+                    key = None
+                else:
+                    raise _TemplateMissError
+                try:
+                    vlen = varints[unpack_tail(buf, p)[0]]
+                except (KeyError, struct.error):
+                    tail = _tail_layout(buf, p, varints)
+                    if tail is None:
+                        raise _TemplateMissError from None
+                    unpack_tail, tail_size = tail
+                    vlen = varints[unpack_tail(buf, p)[0]]
+                p += tail_size
+                if vlen >= 0:
+                    value = buf[p : p + vlen]
+                    if view:
+                        value = value.tobytes()
+                    p += vlen
+                elif vlen == -1:
+                    value = None
+                else:
+                    raise _TemplateMissError
+                # The careful path's reads, so its errors.
+                if buf[p] == 0:
+                    headers = no_headers
+                    p += 1
+                else:
+                    header_count, p = read_varint(buf, p)
+                    headers, p = _read_headers(buf, p, header_count, rec_end)
+                if p != rec_end:
+                    raise _TemplateMissError
+            except _TemplateMissError:
+                misses_left -= 1
+                ts_delta, offset_delta, key, value, headers, klen, vlen, rec_end = (
+                    _careful_record(buf, pos, end)
+                )
+        if shape is None:
+            append(
+                (
+                    base_offset + offset_delta,
+                    base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+        else:
+            append(new(s_type, (
+                s_topic, s_partition, base_offset + offset_delta,
+                base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
+                s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
+            )))
+        pos = rec_end
     if to_end and pos != end:
         raise _RecordError(f"{end - pos} bytes left over after {count} records", pos)
     return records, pos
 
 
+class _TemplateMissError(Exception):
+    """A record the templated path of :func:`_decode_v2_records` cannot take."""
+
+
 def _varint_table() -> dict[bytes, int]:
     """Every zig-zag varint of one or two bytes, by its bytes, decoded: what the
-    templated loop looks its fields up in (built at first use, 16,512 entries,
-    about 1 MB). Three-byte varints are added as layouts meet them
-    (:func:`_varint_size`), up to :data:`_MAX_THREE_BYTE_VARINTS`."""
+    templated path of :func:`_decode_v2_records` looks fields up in (built at
+    first use: 16,512 entries, about 1.7 MB, 7 ms). Three-byte varints are
+    added as layouts meet them (:func:`_varint_size`), up to
+    :data:`_MAX_THREE_BYTE_VARINTS`."""
     global _VARINTS
     if _VARINTS is None:
         table: dict[bytes, int] = {}
@@ -638,26 +744,26 @@ def _varint_table() -> dict[bytes, int]:
 _VARINTS: dict[bytes, int] | None = None
 #: Three-byte varints (record and value lengths of 8 KiB to 1 MiB, timestamp
 #: deltas of 8 s and more) the table takes at most; beyond, a record with a new
-#: one goes through the careful loop.
+#: one goes through the careful path.
 _MAX_THREE_BYTE_VARINTS = 4096
 _three_byte_varints = 0
-#: After this many records of one call the templated loop could not take (each
-#: costs a new layout and a call of the careful loop), the rest of the call goes
-#: through the careful loop: records whose varints keep changing size (event
-#: timestamps far apart) decode as fast as before the templated loop existed.
+#: After this many records of one call the templated path could not take (each
+#: costs a failed layout and then the careful path), the rest of the call goes
+#: straight through the careful path: records whose varints keep changing size
+#: (event timestamps far apart) cost little more than before the templated path.
 _TEMPLATE_MISSES = 16
 #: (unpack_from, length varint size, head size) of a record's head by the sizes
 #: of its length, timestamp delta, offset delta and key length varints
 _HEADS: dict[tuple[int, int, int, int], tuple[Any, int, int]] = {}
 #: unpack_from of a value length varint by its size
 _TAILS: dict[int, Any] = {}
-#: the templated loop's value length layout before its first record: no varint
-#: is empty, so the first lookup fails and sets the real one
-_NO_TAIL = struct.Struct("0s").unpack_from
+#: the layout before the first record: it unpacks one empty field, which no
+#: lookup finds, so the first record sets the real layouts
+_NO_LAYOUT = struct.Struct("0s").unpack_from
 
 
 def _varint_size(buf: bytes | memoryview, pos: int, varints: dict[bytes, int]) -> int:
-    """The size of the varint at ``pos``, 0 if the templated loop cannot take it
+    """The size of the varint at ``pos``, 0 if the templated path cannot take it
     (longer than three bytes, or a new three-byte one and the table is full).
     IndexError past the buffer's end."""
     global _three_byte_varints
@@ -681,7 +787,7 @@ def _head_layout(
     buf: bytes | memoryview, pos: int, varints: dict[bytes, int]
 ) -> tuple[Any, int, int] | None:
     """The head layout (see :data:`_HEADS`) of the record at ``pos``, or None if
-    one of its varints does not suit the templated loop or runs past the buffer."""
+    one of its varints does not suit the templated path or runs past the buffer."""
     sizes: list[int] = []
     p = pos
     try:
@@ -718,273 +824,50 @@ def _tail_layout(
     return unpack, size
 
 
-def _decode_templated(
-    records: list[Any],
-    buf: bytes | memoryview,
-    pos: int,
-    end: int,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    append_timestamp: int | None,
-    shape: RecordShape | None,
-) -> tuple[int, int]:
-    """Append up to ``count`` records from ``pos`` to ``records``; return how
-    many, and the position after them. Stops at the first record it cannot
-    take: the caller decodes that one with :func:`_decode_careful`.
-
-    The records of a batch almost always have the same *layout*: the same byte
-    sizes of their length, timestamp delta, offset delta, key length and value
-    length varints. This loop reads a record's head with one ``unpack_from`` of
-    the last record's layout and looks each varint's bytes up in a table of
-    whole varints (:func:`_varint_table`); a lookup that fails means the layout
-    changed (no prefix of a varint is a whole varint of that size), so the
-    layout is worked out again from this record. That costs about two thirds of
-    the careful loop's byte-by-byte decoding per record. Every check the careful
-    loop makes is made here too, or the record is left to it.
-    """
-    varints = _varint_table()
-    unpack_head: Any = _NO_TAIL
-    length_size = head_size = 0
-    unpack_tail: Any = _NO_TAIL
-    tail_size = 0
-    append = records.append
-    if shape is not None:
-        new = tuple.__new__
-        s_type, s_topic, s_partition = shape.type, shape.topic, shape.partition
-        s_ts_type, s_epoch, s_count = shape.timestamp_type, shape.leader_epoch, shape.delivery_count
-    read_varint = _read_varint
-    no_headers = _NO_HEADERS
-    min_body = _MIN_RECORD_BODY
-    view = not isinstance(buf, bytes)
-    for done in range(count):  # noqa: B007 (read after the loop: the records taken)
-        try:
-            length_raw, ts_raw, offset_raw, klen_raw = unpack_head(buf, pos)
-            length = varints[length_raw]
-            ts_delta = varints[ts_raw]
-            offset_delta = varints[offset_raw]
-            klen = varints[klen_raw]
-        except (KeyError, ValueError, struct.error):
-            # ValueError: the initial layout, which unpacks too few fields.
-            head = _head_layout(buf, pos, varints)
-            if head is None:
-                break
-            unpack_head, length_size, head_size = head
-            length, ts_delta, offset_delta, klen = map(varints.__getitem__, unpack_head(buf, pos))
-        rec_end = pos + length_size + length
-        if length < min_body or rec_end > end:
-            break
-        p = pos + head_size
-        key: Any
-        if klen >= 0:
-            key = buf[p : p + klen]
-            if view:
-                key = key.tobytes()
-            p += klen
-        elif klen == -1:
-            key = None
-        else:
-            break
-        try:
-            vlen = varints[unpack_tail(buf, p)[0]]
-        except (KeyError, struct.error):
-            tail = _tail_layout(buf, p, varints)
-            if tail is None:
-                break
-            unpack_tail, tail_size = tail
-            vlen = varints[unpack_tail(buf, p)[0]]
-        p += tail_size
-        value: Any
-        if vlen >= 0:
-            value = buf[p : p + vlen]
-            if view:
-                value = value.tobytes()
-            p += vlen
-        elif vlen == -1:
-            value = None
-        else:
-            break
-        # As the careful loop (same reads, same errors).
-        if buf[p] == 0:
-            headers = no_headers
-            p += 1
-        else:
-            header_count, p = read_varint(buf, p)
-            headers, p = _read_headers(buf, p, header_count, rec_end)
-        if p != rec_end:
-            break
-        if shape is None:
-            append(
-                (
-                    base_offset + offset_delta,
-                    base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
-                    key,
-                    value,
-                    headers,
-                )
-            )
-        else:
-            append(new(s_type, (
-                s_topic, s_partition, base_offset + offset_delta,
-                base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
-                s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
-            )))
-        pos = rec_end
-    else:
-        return count, pos
-    return done, pos
-
-
-def _decode_careful(
-    records: list[Any],
-    buf: bytes | memoryview,
-    pos: int,
-    end: int,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    append_timestamp: int | None,
-    shape: RecordShape | None,
-) -> int:
-    """Append ``count`` records from ``pos`` to ``records``, reading every varint
-    byte by byte; return the position after them. Raises :class:`_RecordError`
-    (or IndexError, ValueError: see :meth:`RecordBatch._decode_section`) for
-    the first bad record."""
-    # Varints are decoded inline with 1- and 2-byte fast paths (almost every
-    # length, delta and size in practice), and 3 bytes for the record and value
-    # lengths (values of 8 KiB to 1 MiB), falling back to _read_varint for
-    # longer ones; zig-zag decode is (u >> 1) ^ -(u & 1). Lengths are validated
-    # only where a bad one could move backwards or read past the record: a
-    # final "pos == rec_end" check catches the rest.
-    append = records.append
-    if shape is not None:
-        new = tuple.__new__
-        s_type, s_topic, s_partition = shape.type, shape.topic, shape.partition
-        s_ts_type, s_epoch, s_count = shape.timestamp_type, shape.leader_epoch, shape.delivery_count
-    read_varint = _read_varint
-    no_headers = _NO_HEADERS
-    # A memoryview (large records, see _VIEW_MIN_RECORD_BYTES) reads varints the
-    # same way; only keys and values need turning into bytes.
-    view = not isinstance(buf, bytes)
-    for _ in range(count):
-        b = buf[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            b2 = buf[pos + 1]
-            if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
-                length = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                b3 = buf[pos + 2]
-                if b3 < 0x80:
-                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                    length = (u >> 1) ^ -(u & 1)
-                    pos += 3
-                else:
-                    length, pos = read_varint(buf, pos)
-        rec_end = pos + length
-        if length < _MIN_RECORD_BODY or rec_end > end:
-            raise _RecordError(f"record length {length} does not fit", pos)
-        # buf[pos] is the record attributes byte, unused in v2.
+def _careful_record(
+    buf: bytes | memoryview, pos: int, end: int
+) -> tuple[int, int, Any, Any, tuple[Header, ...], int, int, int]:
+    """The record at ``pos`` with every varint read byte by byte: (timestamp
+    delta, offset delta, key, value, headers, key length, value length, record
+    end). Raises :class:`_RecordError` (or IndexError, ValueError: see
+    :meth:`RecordBatch._decode_section`) for a bad record."""
+    # Lengths are validated only where a bad one could move backwards or read
+    # past the record: the final "pos == rec_end" check catches the rest.
+    length, pos = _read_varint(buf, pos)
+    rec_end = pos + length
+    if length < _MIN_RECORD_BODY or rec_end > end:
+        raise _RecordError(f"record length {length} does not fit", pos)
+    # buf[pos] is the record attributes byte, unused in v2.
+    ts_delta, pos = _read_varint(buf, pos + 1)
+    offset_delta, pos = _read_varint(buf, pos)
+    klen, pos = _read_varint(buf, pos)
+    key, pos = _careful_bytes(buf, pos, klen, "key")
+    vlen, pos = _read_varint(buf, pos)
+    value, pos = _careful_bytes(buf, pos, vlen, "value")
+    headers = _NO_HEADERS
+    if buf[pos] == 0:
         pos += 1
-        b = buf[pos]
-        if b < 0x80:
-            ts_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            b2 = buf[pos + 1]
-            if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
-                ts_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                ts_delta, pos = read_varint(buf, pos)
-        b = buf[pos]
-        if b < 0x80:
-            offset_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            b2 = buf[pos + 1]
-            if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
-                offset_delta = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                offset_delta, pos = read_varint(buf, pos)
-        b = buf[pos]
-        if b < 0x80:
-            klen = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            klen, pos = read_varint(buf, pos)
-        key: Any
-        if klen >= 0:
-            key = buf[pos : pos + klen]
-            if view:
-                key = key.tobytes()
-            pos += klen
-        elif klen == -1:
-            key = None
-        else:
-            raise _RecordError(f"bad key length {klen}", pos)
-        b = buf[pos]
-        if b < 0x80:
-            vlen = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            b2 = buf[pos + 1]
-            if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
-                vlen = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                b3 = buf[pos + 2]
-                if b3 < 0x80:
-                    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                    vlen = (u >> 1) ^ -(u & 1)
-                    pos += 3
-                else:
-                    vlen, pos = read_varint(buf, pos)
-        value: Any
-        if vlen >= 0:
-            value = buf[pos : pos + vlen]
-            if view:
-                value = value.tobytes()
-            pos += vlen
-        elif vlen == -1:
-            value = None
-        else:
-            raise _RecordError(f"bad value length {vlen}", pos)
-        if buf[pos] == 0:
-            headers = no_headers
-            pos += 1
-        else:
-            header_count, pos = read_varint(buf, pos)
-            headers, pos = _read_headers(buf, pos, header_count, rec_end)
-        if pos != rec_end:
-            raise _RecordError(
-                f"record fields end at byte {pos} but its length says {rec_end}", rec_end
-            )
-        if shape is None:
-            append(
-                (
-                    base_offset + offset_delta,
-                    base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
-                    key,
-                    value,
-                    headers,
-                )
-            )
-        else:
-            append(new(s_type, (
-                s_topic, s_partition, base_offset + offset_delta,
-                base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
-                s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
-            )))
-    return pos
+    else:
+        header_count, pos = _read_varint(buf, pos)
+        headers, pos = _read_headers(buf, pos, header_count, rec_end)
+    if pos != rec_end:
+        raise _RecordError(
+            f"record fields end at byte {pos} but its length says {rec_end}", rec_end
+        )
+    return ts_delta, offset_delta, key, value, headers, klen, vlen, rec_end
+
+
+def _careful_bytes(
+    buf: bytes | memoryview, pos: int, length: int, what: str
+) -> tuple[bytes | None, int]:
+    """A key or value of ``length`` bytes at ``pos`` (None for -1), and the
+    position after it."""
+    if length >= 0:
+        data = buf[pos : pos + length]
+        return (data.tobytes() if isinstance(data, memoryview) else data), pos + length
+    if length == -1:
+        return None, pos
+    raise _RecordError(f"bad {what} length {length}", pos)
 
 
 # ---------------------------------------------------------------------- iteration

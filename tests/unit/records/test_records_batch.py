@@ -527,45 +527,50 @@ def test_legacy_wrapper_with_garbage_inner() -> None:
         list(iter_batches(bad, check_crcs=True))
 
 
-# ---------------------------------------------------------------------- templated loop
+# ---------------------------------------------------------------------- templated path
 # The row decoder takes the records whose varints keep the last record's layout
-# through a templated loop and every other record through the careful loop; the
-# two together must decode and reject exactly what the careful loop alone does.
+# through its templated path and every other record through the careful path
+# (_careful_record); the two together must decode and reject exactly what the
+# careful path alone does.
 
 
-def _section(data: bytes | bytearray) -> tuple[int, int, int]:
-    [batch] = list(iter_batches(bytes(data), check_crcs=False))
-    return BATCH_HEADER_SIZE, len(data), batch.record_count
-
-
-def _outcome(decode: Any, buf: bytes | memoryview, count: int, end: int) -> Any:
+def _outcome(decode: Any) -> Any:
     try:
-        return decode(buf, count, end)
+        return decode()
     except batch_module._RecordError as exc:
         return ("record error", exc.args)
     except (IndexError, ValueError) as exc:
         return (type(exc).__name__, str(exc))
 
 
-def _both(buf: bytes | memoryview, count: int, end: int, shape: RecordShape | None) -> Any:
-    def mixed(buf: Any, count: int, end: int) -> Any:
-        return batch_module._decode_v2_records(
-            buf, BATCH_HEADER_SIZE, end, count, base_offset=100, base_timestamp=5_000,
-            append_timestamp=None, shape=shape,
-        )
+def _both(buf: bytes | memoryview, count: int, end: int, shaped: bool) -> Any:
+    """(decoded by the row decoder, decoded by the careful path alone), as plain
+    records or the error each raised."""
 
-    def careful(buf: Any, count: int, end: int) -> Any:
-        records: list[Any] = []
-        pos = batch_module._decode_careful(
-            records, buf, BATCH_HEADER_SIZE, end, count, 100, 5_000, None, shape
+    def mixed() -> Any:
+        records, pos = batch_module._decode_v2_records(
+            buf, BATCH_HEADER_SIZE, end, count, base_offset=100, base_timestamp=5_000,
+            append_timestamp=None, shape=_SHAPE if shaped else None,
         )
+        if shaped:  # the shaped fields that plain records carry
+            records = [(r[2], r[3], r[5], r[6], r[7]) for r in records]
+        return records, pos
+
+    def careful() -> Any:
+        records = []
+        pos = BATCH_HEADER_SIZE
+        for _ in range(count):
+            ts_delta, offset_delta, key, value, headers, _k, _v, pos = (
+                batch_module._careful_record(buf, pos, end)
+            )
+            records.append((100 + offset_delta, 5_000 + ts_delta, key, value, headers))
         if pos != end:
             raise batch_module._RecordError(
                 f"{end - pos} bytes left over after {count} records", pos
             )
         return records, pos
 
-    return _outcome(mixed, buf, count, end), _outcome(careful, buf, count, end)
+    return _outcome(mixed), _outcome(careful)
 
 
 _SHAPE = RecordShape(tuple, "t", 0, TimestampType.CREATE_TIME, None, 1)
@@ -604,88 +609,12 @@ def test_templated_and_careful_decode_and_reject_alike(
     # A view of a larger buffer: bytes after the section must not be read as records.
     buf: bytes | memoryview = bytes(data) if not view else memoryview(data + b"\x00" * 64)
     count = max(0, len(recs) + count_change)
-    mixed, careful = _both(buf, count, len(data), _SHAPE if shaped else None)
+    mixed, careful = _both(buf, count, len(data), shaped)
     assert mixed == careful
 
 
-def test_the_templated_loop_takes_records_whose_layout_changes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    careful_calls: list[int] = []
-    real = batch_module._decode_careful
-
-    def counted(*args: Any) -> Any:
-        careful_calls.append(args[4])
-        return real(*args)
-
-    monkeypatch.setattr(batch_module, "_decode_careful", counted)
-    # Offset deltas reach two bytes at 64, timestamps and keys change size, some
-    # values are null, some records have headers, values reach 20 KiB.
-    recs = [
-        NewRecord(
-            key=None if i % 3 else b"k" * (i % 90),
-            value=None if i % 17 == 0 else b"v" * (20_000 if i % 50 == 0 else i),
-            headers=[("h", b"x")] if i % 7 == 0 else [],
-            timestamp=5_000 + (i * 37) % 9_000,
-        )
-        for i in range(300)
-    ]
-    data = build_batch(recs, base_offset=100, base_timestamp=5_000)
-    [batch] = list(iter_batches(data, check_crcs=True))
-    got = batch.records()
-    assert careful_calls == []
-    assert [(r[0], r[1], r[2], r[3], r[4]) for r in got] == [
-        (100 + i, r.timestamp, r.key, r.value, tuple(r.headers)) for i, r in enumerate(recs)
-    ]
-
-
-def test_records_the_templated_loop_cannot_take_go_through_the_careful_loop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    careful_calls: list[int] = []
-    real = batch_module._decode_careful
-
-    def counted(*args: Any) -> Any:
-        careful_calls.append(args[4])
-        return real(*args)
-
-    monkeypatch.setattr(batch_module, "_decode_careful", counted)
-    # A timestamp delta of 2**40 takes a 6-byte varint: one such record among
-    # ordinary ones costs one careful record ...
-    recs = [NewRecord(value=b"v", timestamp=5_000 + (2**40 if i == 10 else i)) for i in range(40)]
-    [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
-    assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
-    assert careful_calls == [1]
-    # ... and after _TEMPLATE_MISSES of them the rest of the call goes through it.
-    careful_calls.clear()
-    recs = [
-        NewRecord(value=b"v", timestamp=5_000 + (2**40 * (i % 2))) for i in range(100)
-    ]
-    [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
-    assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
-    misses = batch_module._TEMPLATE_MISSES
-    assert careful_calls == [1] * (misses - 1) + [100 - 2 * misses + 1]
-
-
-def test_a_full_table_of_three_byte_varints_leaves_new_ones_to_the_careful_loop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    table = batch_module._varint_table()
-    monkeypatch.setattr(batch_module, "_three_byte_varints", 0)
-    monkeypatch.setattr(batch_module, "_MAX_THREE_BYTE_VARINTS", 2)
-    before = len(table)
-    # Values of 9,000 to 9,005 bytes: their record and value lengths are
-    # three-byte varints, twelve different ones.
-    recs = [NewRecord(value=b"v" * (9_000 + i % 6)) for i in range(30)]
-    data = build_batch(recs)
-    [batch] = list(iter_batches(memoryview(bytearray(data)), check_crcs=True))
-    assert [r[3] for r in batch.records()] == [r.value for r in recs]
-    assert len(table) - before <= 2
-    assert batch_module._three_byte_varints <= 2
-
-
 @pytest.mark.parametrize("view", [False, True])
-def test_every_single_byte_mutation_is_decoded_or_rejected_as_the_careful_loop_does(
+def test_every_single_byte_mutation_is_decoded_or_rejected_as_the_careful_path_does(
     view: bool,
 ) -> None:
     recs = [
@@ -701,6 +630,78 @@ def test_every_single_byte_mutation_is_decoded_or_rejected_as_the_careful_loop_d
             data = bytearray(valid)
             data[pos] = value
             buf: bytes | memoryview = bytes(data) if not view else memoryview(data + b"\x00" * 8)
-            for shape in (None, _SHAPE):
-                mixed, careful = _both(buf, len(recs), len(data), shape)
+            for shaped in (False, True):
+                mixed, careful = _both(buf, len(recs), len(data), shaped)
                 assert mixed == careful, (pos, value)
+
+
+@pytest.fixture
+def careful_records(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The positions of the records the careful path decodes."""
+    positions: list[int] = []
+    real = batch_module._careful_record
+
+    def counted(buf: Any, pos: int, end: int) -> Any:
+        positions.append(pos)
+        return real(buf, pos, end)
+
+    monkeypatch.setattr(batch_module, "_careful_record", counted)
+    return positions
+
+
+def test_the_templated_path_takes_records_whose_layout_changes(
+    careful_records: list[int],
+) -> None:
+    # Offset deltas reach two bytes at 64, timestamps and keys change size, some
+    # values are null, some records have headers, values reach 20 KiB.
+    recs = [
+        NewRecord(
+            key=None if i % 3 else b"k" * (i % 90),
+            value=None if i % 17 == 0 else b"v" * (20_000 if i % 50 == 0 else i),
+            headers=[("h", b"x")] if i % 7 == 0 else [],
+            timestamp=5_000 + (i * 37) % 9_000,
+        )
+        for i in range(300)
+    ]
+    data = build_batch(recs, base_offset=100, base_timestamp=5_000)
+    [batch] = list(iter_batches(data, check_crcs=True))
+    got = batch.records()
+    assert careful_records == []
+    assert got == [
+        (100 + i, r.timestamp, r.key, r.value, tuple(r.headers)) for i, r in enumerate(recs)
+    ]
+
+
+def test_records_the_templated_path_cannot_take_go_through_the_careful_path(
+    careful_records: list[int],
+) -> None:
+    # A timestamp delta of 2**40 takes a 6-byte varint: one such record among
+    # ordinary ones costs one careful record ...
+    recs = [NewRecord(value=b"v", timestamp=5_000 + (2**40 if i == 10 else i)) for i in range(40)]
+    [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
+    assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
+    assert len(careful_records) == 1
+    # ... and after _TEMPLATE_MISSES of them every record of the call takes it.
+    careful_records.clear()
+    recs = [NewRecord(value=b"v", timestamp=5_000 + (2**40 * (i % 2))) for i in range(100)]
+    [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
+    assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
+    misses = batch_module._TEMPLATE_MISSES
+    # records 1, 3, ..., 2 * misses - 1 missed; from 2 * misses on, all
+    assert len(careful_records) == misses + (100 - 2 * misses)
+
+
+def test_a_full_table_of_three_byte_varints_leaves_new_ones_to_the_careful_path(
+    monkeypatch: pytest.MonkeyPatch, careful_records: list[int]
+) -> None:
+    table = batch_module._varint_table()
+    monkeypatch.setattr(batch_module, "_three_byte_varints", 0)
+    monkeypatch.setattr(batch_module, "_MAX_THREE_BYTE_VARINTS", 2)
+    before = len(table)
+    # Values of 9,000 to 9,005 bytes: their record and value lengths are
+    # three-byte varints, twelve different ones.
+    recs = [NewRecord(value=b"v" * (9_000 + i % 6)) for i in range(30)]
+    [batch] = list(iter_batches(memoryview(bytearray(build_batch(recs))), check_crcs=True))
+    assert [r[3] for r in batch.records()] == [r.value for r in recs]
+    assert len(table) - before <= 2
+    assert careful_records  # the records whose lengths the table could not take
