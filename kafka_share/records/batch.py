@@ -133,6 +133,10 @@ class RecordShape:
     leader_epoch: int | None
     delivery_count: int
 
+#: The shape :meth:`RecordBatch.records` decodes with (plain tuples, of which it
+#: keeps five fields).
+_PLAIN = RecordShape(tuple, "", 0, TimestampType.CREATE_TIME, None, 0)
+
 # base_offset q, batch_length i, partition_leader_epoch i, magic b, crc I,
 # attributes h, last_offset_delta i, base_timestamp q, max_timestamp q,
 # producer_id q, producer_epoch h, base_sequence i, record count i
@@ -391,8 +395,11 @@ class RecordBatch:
         """
         if self._legacy_records is not None:
             return self._legacy_records
-        records: list[Record] = self._decode(None)
-        return records
+        # The decoder builds shaped tuples only; a plain record is five of their fields.
+        return [
+            (offset, timestamp, key, value, headers)
+            for _t, _p, offset, timestamp, _tt, key, value, headers, *_ in self._decode(_PLAIN)
+        ]
 
     def shaped_records(self, shape: RecordShape) -> list[Any]:
         """Decode the records (v2 batches only) straight into ``shape.type`` tuples.
@@ -476,14 +483,14 @@ class RecordBatch:
         log_append = bool(self.attributes & _ATTR_LOG_APPEND_TIME)
         return buf, pos, end, count, self.max_timestamp if log_append else None
 
-    def _decode(self, shape: RecordShape | None) -> list[Any]:
+    def _decode(self, shape: RecordShape) -> list[Any]:
         section = self._records_section()
         return self._decode_section(section, shape, section[1], section[3], last=True)[0]
 
     def _decode_section(
         self,
         section: tuple[bytes | memoryview, int, int, int, int | None],
-        shape: RecordShape | None,
+        shape: RecordShape,
         pos: int,
         count: int,
         *,
@@ -535,11 +542,14 @@ class _RecordError(Exception):
 
 def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Zig-zag varint/varlong at ``pos``; returns (value, next position)."""
+    b = buf[pos]  # IndexError past the end: converted by the caller
+    if b < 0x80:  # most varints of the careful path and of headers
+        return (b >> 1) ^ -(b & 1), pos + 1
     result = 0
     shift = 0
     start = pos
     while True:
-        b = buf[pos]  # IndexError past the end: converted by the caller
+        b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
@@ -585,7 +595,7 @@ def _decode_v2_records(
     base_offset: int,
     base_timestamp: int,
     append_timestamp: int | None,
-    shape: RecordShape | None = None,
+    shape: RecordShape,
     to_end: bool = True,
 ) -> tuple[list[Any], int]:
     """``count`` records from ``pos``, and the position after them; ``to_end``:
@@ -606,15 +616,14 @@ def _decode_v2_records(
     :func:`_careful_record`, which decodes any valid record and raises for a bad
     one; so together they accept and reject exactly what the careful path alone
     would. Every check the careful path makes before reading further is made
-    here in the same order. After :data:`_TEMPLATE_MISSES` such records the rest
-    of the call goes through the careful path.
+    here in the same order. After :data:`_TEMPLATE_MISSES` such records and
+    layouts worked out, the rest of the call goes through the careful path.
     """
     records: list[Any] = []
     append = records.append
-    if shape is not None:
-        new = tuple.__new__
-        s_type, s_topic, s_partition = shape.type, shape.topic, shape.partition
-        s_ts_type, s_epoch, s_count = shape.timestamp_type, shape.leader_epoch, shape.delivery_count
+    new = tuple.__new__
+    s_type, s_topic, s_partition = shape.type, shape.topic, shape.partition
+    s_ts_type, s_epoch, s_count = shape.timestamp_type, shape.leader_epoch, shape.delivery_count
     varints = _varint_table()
     unpack_head: Any = _NO_LAYOUT
     length_size = head_size = 0
@@ -623,18 +632,14 @@ def _decode_v2_records(
     read_varint = _read_varint
     no_headers = _NO_HEADERS
     min_body = _MIN_RECORD_BODY
-    misses_left = _TEMPLATE_MISSES
+    misses_left = _TEMPLATE_MISSES  # layouts worked out and records missed
     # A memoryview (large records, see _VIEW_MIN_RECORD_BYTES) reads varints the
     # same way; only keys and values need turning into bytes.
     view = not isinstance(buf, bytes)
     key: Any
     value: Any
     for _ in range(count):
-        if not misses_left:
-            ts_delta, offset_delta, key, value, headers, klen, vlen, rec_end = _careful_record(
-                buf, pos, end
-            )
-        else:
+        if misses_left:
             try:
                 try:
                     length_raw, ts_raw, offset_raw, klen_raw = unpack_head(buf, pos)
@@ -644,13 +649,12 @@ def _decode_v2_records(
                     klen = varints[klen_raw]
                 except (KeyError, ValueError, struct.error):
                     # ValueError: the initial layout, which unpacks too few fields.
-                    head = _head_layout(buf, pos, varints)
+                    head = _head_layout(buf, pos) if misses_left > 1 else None
                     if head is None:
                         raise _TemplateMissError from None
-                    unpack_head, length_size, head_size = head
-                    length, ts_delta, offset_delta, klen = map(
-                        varints.__getitem__, unpack_head(buf, pos)
-                    )
+                    misses_left -= 1
+                    unpack_head, length_size, head_size, fields = head
+                    length, ts_delta, offset_delta, klen = fields
                 rec_end = pos + length_size + length
                 if length < min_body or rec_end > end:
                     raise _TemplateMissError
@@ -667,11 +671,11 @@ def _decode_v2_records(
                 try:
                     vlen = varints[unpack_tail(buf, p)[0]]
                 except (KeyError, struct.error):
-                    tail = _tail_layout(buf, p, varints)
+                    tail = _tail_layout(buf, p) if misses_left > 1 else None
                     if tail is None:
                         raise _TemplateMissError from None
-                    unpack_tail, tail_size = tail
-                    vlen = varints[unpack_tail(buf, p)[0]]
+                    misses_left -= 1
+                    unpack_tail, tail_size, vlen = tail
                 p += tail_size
                 if vlen >= 0:
                     value = buf[p : p + vlen]
@@ -693,25 +697,19 @@ def _decode_v2_records(
                     raise _TemplateMissError
             except _TemplateMissError:
                 misses_left -= 1
-                ts_delta, offset_delta, key, value, headers, klen, vlen, rec_end = (
-                    _careful_record(buf, pos, end)
-                )
-        if shape is None:
-            append(
-                (
-                    base_offset + offset_delta,
-                    base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
-                    key,
-                    value,
-                    headers,
-                )
-            )
+                rec_end = 0  # no record ends there: the careful path reads this one
         else:
-            append(new(s_type, (
-                s_topic, s_partition, base_offset + offset_delta,
-                base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
-                s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
-            )))
+            rec_end = 0
+        if not rec_end:
+            # Outside the except block, so that its errors carry no context.
+            ts_delta, offset_delta, key, value, headers, klen, vlen, rec_end = _careful_record(
+                buf, pos, end
+            )
+        append(new(s_type, (
+            s_topic, s_partition, base_offset + offset_delta,
+            base_timestamp + ts_delta if append_timestamp is None else append_timestamp,
+            s_ts_type, key, value, headers, s_epoch, s_count, klen, vlen,
+        )))
         pos = rec_end
     if to_end and pos != end:
         raise _RecordError(f"{end - pos} bytes left over after {count} records", pos)
@@ -726,7 +724,7 @@ def _varint_table() -> dict[bytes, int]:
     """Every zig-zag varint of one or two bytes, by its bytes, decoded: what the
     templated path of :func:`_decode_v2_records` looks fields up in (built at
     first use: 16,512 entries, about 1.7 MB, 7 ms). Three-byte varints are
-    added as layouts meet them (:func:`_varint_size`), up to
+    added as records bring them (:func:`_three_byte_varint`), up to
     :data:`_MAX_THREE_BYTE_VARINTS`."""
     global _VARINTS
     if _VARINTS is None:
@@ -743,15 +741,17 @@ def _varint_table() -> dict[bytes, int]:
 
 _VARINTS: dict[bytes, int] | None = None
 #: Three-byte varints (record and value lengths of 8 KiB to 1 MiB, timestamp
-#: deltas of 8 s and more) the table takes at most; beyond, a record with a new
-#: one goes through the careful path.
+#: deltas of 8 s to 17 min) the table holds at most, about 450 KB. When it is
+#: full they are all dropped and it fills again, so it never stays full of sizes
+#: that no longer occur: the sizes of the records decoded now come back at once.
 _MAX_THREE_BYTE_VARINTS = 4096
 _three_byte_varints = 0
-#: After this many records of one call the templated path could not take (each
-#: costs a failed layout and then the careful path), the rest of the call goes
-#: straight through the careful path: records whose varints keep changing size
-#: (event timestamps far apart) cost little more than before the templated path.
-_TEMPLATE_MISSES = 16
+#: Layouts worked out plus records the templated path could not take, per call,
+#: after which the rest of the call goes through the careful path: records
+#: whose layouts keep changing (random sizes of large values, key lengths
+#: either side of 64 bytes, event timestamps far apart) cost a few layouts more
+#: than before the templated path, no more.
+_TEMPLATE_MISSES = 8
 #: (unpack_from, length varint size, head size) of a record's head by the sizes
 #: of its length, timestamp delta, offset delta and key length varints
 _HEADS: dict[tuple[int, int, int, int], tuple[Any, int, int]] = {}
@@ -762,41 +762,56 @@ _TAILS: dict[int, Any] = {}
 _NO_LAYOUT = struct.Struct("0s").unpack_from
 
 
-def _varint_size(buf: bytes | memoryview, pos: int, varints: dict[bytes, int]) -> int:
-    """The size of the varint at ``pos``, 0 if the templated path cannot take it
-    (longer than three bytes, or a new three-byte one and the table is full).
-    IndexError past the buffer's end."""
+def _three_byte_varint(raw: bytes) -> int:
+    """The value of the whole three-byte varint ``raw``, which the table then
+    holds. A full table first drops every three-byte varint it holds."""
     global _three_byte_varints
-    if buf[pos] < 0x80:
-        return 1
-    if buf[pos + 1] < 0x80:
-        return 2
-    if buf[pos + 2] >= 0x80:
-        return 0
-    raw = bytes(buf[pos : pos + 3])
-    if raw not in varints:
-        if _three_byte_varints >= _MAX_THREE_BYTE_VARINTS:
-            return 0
-        u = (raw[0] & 0x7F) | ((raw[1] & 0x7F) << 7) | (raw[2] << 14)
-        varints[raw] = (u >> 1) ^ -(u & 1)
-        _three_byte_varints += 1
-    return 3
+    b, b2, b3 = raw
+    u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+    value = (u >> 1) ^ -(u & 1)
+    table = _varint_table()
+    if _three_byte_varints >= _MAX_THREE_BYTE_VARINTS:
+        for old in [key for key in table if len(key) == 3]:
+            table.pop(old, None)  # another thread may have dropped it first
+        _three_byte_varints = 0
+    table[raw] = value
+    _three_byte_varints += 1
+    return value
+
+
+def _varint_at(buf: bytes | memoryview, pos: int) -> tuple[int, int] | None:
+    """(size, value) of the varint at ``pos``; None if the templated path cannot
+    take it (longer than three bytes). IndexError past the buffer's end."""
+    b = buf[pos]
+    if b < 0x80:
+        return 1, (b >> 1) ^ -(b & 1)
+    b2 = buf[pos + 1]
+    if b2 < 0x80:
+        u = (b & 0x7F) | (b2 << 7)
+        return 2, (u >> 1) ^ -(u & 1)
+    b3 = buf[pos + 2]
+    if b3 >= 0x80:
+        return None
+    return 3, _three_byte_varint(bytes((b, b2, b3)))
 
 
 def _head_layout(
-    buf: bytes | memoryview, pos: int, varints: dict[bytes, int]
-) -> tuple[Any, int, int] | None:
-    """The head layout (see :data:`_HEADS`) of the record at ``pos``, or None if
-    one of its varints does not suit the templated path or runs past the buffer."""
+    buf: bytes | memoryview, pos: int
+) -> tuple[Any, int, int, tuple[int, int, int, int]] | None:
+    """The head layout (see :data:`_HEADS`) of the record at ``pos`` and its four
+    varints' values, or None if one of them does not suit the templated path or
+    runs past the buffer."""
     sizes: list[int] = []
+    values: list[int] = []
     p = pos
     try:
         for field in range(4):
-            size = _varint_size(buf, p, varints)
-            if not size:
+            varint = _varint_at(buf, p)
+            if varint is None:
                 return None
-            sizes.append(size)
-            p += size + (field == 0)  # the attributes byte follows the length
+            sizes.append(varint[0])
+            values.append(varint[1])
+            p += varint[0] + (field == 0)  # the attributes byte follows the length
     except IndexError:
         return None
     key = (sizes[0], sizes[1], sizes[2], sizes[3])
@@ -804,24 +819,25 @@ def _head_layout(
     if head is None:
         unpack = struct.Struct("{}sx{}s{}s{}s".format(*key)).unpack_from
         head = _HEADS[key] = (unpack, key[0], p - pos)
-    return head
+    return head[0], head[1], head[2], (values[0], values[1], values[2], values[3])
 
 
 def _tail_layout(
-    buf: bytes | memoryview, pos: int, varints: dict[bytes, int]
-) -> tuple[Any, int] | None:
-    """(unpack_from, size) of the value length varint at ``pos``, or None as
-    :func:`_head_layout`."""
+    buf: bytes | memoryview, pos: int
+) -> tuple[Any, int, int] | None:
+    """(unpack_from, size, value) of the value length varint at ``pos``, or None
+    as :func:`_head_layout`."""
     try:
-        size = _varint_size(buf, pos, varints)
+        varint = _varint_at(buf, pos)
     except IndexError:
         return None
-    if not size:
+    if varint is None:
         return None
+    size = varint[0]
     unpack = _TAILS.get(size)
     if unpack is None:
         unpack = _TAILS[size] = struct.Struct(f"{size}s").unpack_from
-    return unpack, size
+    return unpack, size, varint[1]
 
 
 def _careful_record(
@@ -831,43 +847,118 @@ def _careful_record(
     delta, offset delta, key, value, headers, key length, value length, record
     end). Raises :class:`_RecordError` (or IndexError, ValueError: see
     :meth:`RecordBatch._decode_section`) for a bad record."""
+    # The decoder of records whose layouts keep changing, so it stays quick:
+    # varints are decoded inline with 1- and 2-byte fast paths, and 3 bytes for
+    # the record and value lengths (values of 8 KiB to 1 MiB), falling back to
+    # _read_varint for longer ones; zig-zag decode is (u >> 1) ^ -(u & 1).
     # Lengths are validated only where a bad one could move backwards or read
     # past the record: the final "pos == rec_end" check catches the rest.
-    length, pos = _read_varint(buf, pos)
+    read_varint = _read_varint
+    # A memoryview (large records, see _VIEW_MIN_RECORD_BYTES) reads varints the
+    # same way; only keys and values need turning into bytes.
+    view = not isinstance(buf, bytes)
+    b = buf[pos]
+    if b < 0x80:
+        length = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        b2 = buf[pos + 1]
+        if b2 < 0x80:
+            u = (b & 0x7F) | (b2 << 7)
+            length = (u >> 1) ^ -(u & 1)
+            pos += 2
+        else:
+            b3 = buf[pos + 2]
+            if b3 < 0x80:
+                u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 3
+            else:
+                length, pos = read_varint(buf, pos)
     rec_end = pos + length
     if length < _MIN_RECORD_BODY or rec_end > end:
         raise _RecordError(f"record length {length} does not fit", pos)
     # buf[pos] is the record attributes byte, unused in v2.
-    ts_delta, pos = _read_varint(buf, pos + 1)
-    offset_delta, pos = _read_varint(buf, pos)
-    klen, pos = _read_varint(buf, pos)
-    key, pos = _careful_bytes(buf, pos, klen, "key")
-    vlen, pos = _read_varint(buf, pos)
-    value, pos = _careful_bytes(buf, pos, vlen, "value")
-    headers = _NO_HEADERS
-    if buf[pos] == 0:
+    pos += 1
+    b = buf[pos]
+    if b < 0x80:
+        ts_delta = (b >> 1) ^ -(b & 1)
         pos += 1
     else:
-        header_count, pos = _read_varint(buf, pos)
+        b2 = buf[pos + 1]
+        if b2 < 0x80:
+            u = (b & 0x7F) | (b2 << 7)
+            ts_delta = (u >> 1) ^ -(u & 1)
+            pos += 2
+        else:
+            ts_delta, pos = read_varint(buf, pos)
+    b = buf[pos]
+    if b < 0x80:
+        offset_delta = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        b2 = buf[pos + 1]
+        if b2 < 0x80:
+            u = (b & 0x7F) | (b2 << 7)
+            offset_delta = (u >> 1) ^ -(u & 1)
+            pos += 2
+        else:
+            offset_delta, pos = read_varint(buf, pos)
+    b = buf[pos]
+    if b < 0x80:
+        klen = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        klen, pos = read_varint(buf, pos)
+    key: Any
+    if klen >= 0:
+        key = buf[pos : pos + klen]
+        if view:
+            key = key.tobytes()
+        pos += klen
+    elif klen == -1:
+        key = None
+    else:
+        raise _RecordError(f"bad key length {klen}", pos)
+    b = buf[pos]
+    if b < 0x80:
+        vlen = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        b2 = buf[pos + 1]
+        if b2 < 0x80:
+            u = (b & 0x7F) | (b2 << 7)
+            vlen = (u >> 1) ^ -(u & 1)
+            pos += 2
+        else:
+            b3 = buf[pos + 2]
+            if b3 < 0x80:
+                u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                vlen = (u >> 1) ^ -(u & 1)
+                pos += 3
+            else:
+                vlen, pos = read_varint(buf, pos)
+    value: Any
+    if vlen >= 0:
+        value = buf[pos : pos + vlen]
+        if view:
+            value = value.tobytes()
+        pos += vlen
+    elif vlen == -1:
+        value = None
+    else:
+        raise _RecordError(f"bad value length {vlen}", pos)
+    if buf[pos] == 0:
+        headers = _NO_HEADERS
+        pos += 1
+    else:
+        header_count, pos = read_varint(buf, pos)
         headers, pos = _read_headers(buf, pos, header_count, rec_end)
     if pos != rec_end:
         raise _RecordError(
             f"record fields end at byte {pos} but its length says {rec_end}", rec_end
         )
     return ts_delta, offset_delta, key, value, headers, klen, vlen, rec_end
-
-
-def _careful_bytes(
-    buf: bytes | memoryview, pos: int, length: int, what: str
-) -> tuple[bytes | None, int]:
-    """A key or value of ``length`` bytes at ``pos`` (None for -1), and the
-    position after it."""
-    if length >= 0:
-        data = buf[pos : pos + length]
-        return (data.tobytes() if isinstance(data, memoryview) else data), pos + length
-    if length == -1:
-        return None, pos
-    raise _RecordError(f"bad {what} length {length}", pos)
 
 
 # ---------------------------------------------------------------------- iteration

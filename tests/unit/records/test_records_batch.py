@@ -550,11 +550,10 @@ def _both(buf: bytes | memoryview, count: int, end: int, shaped: bool) -> Any:
     def mixed() -> Any:
         records, pos = batch_module._decode_v2_records(
             buf, BATCH_HEADER_SIZE, end, count, base_offset=100, base_timestamp=5_000,
-            append_timestamp=None, shape=_SHAPE if shaped else None,
+            append_timestamp=None, shape=_SHAPE if shaped else batch_module._PLAIN,
         )
-        if shaped:  # the shaped fields that plain records carry
-            records = [(r[2], r[3], r[5], r[6], r[7]) for r in records]
-        return records, pos
+        # the shaped fields that plain records carry
+        return [(r[2], r[3], r[5], r[6], r[7]) for r in records], pos
 
     def careful() -> Any:
         records = []
@@ -652,14 +651,15 @@ def careful_records(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def test_the_templated_path_takes_records_whose_layout_changes(
     careful_records: list[int],
 ) -> None:
-    # Offset deltas reach two bytes at 64, timestamps and keys change size, some
-    # values are null, some records have headers, values reach 20 KiB.
+    # Null and non-null keys and values (same varint sizes), headers on some
+    # records, offset and timestamp deltas reaching two bytes at 64, one value of
+    # 20 KiB (three-byte lengths): five layouts worked out, all records templated.
     recs = [
         NewRecord(
-            key=None if i % 3 else b"k" * (i % 90),
-            value=None if i % 17 == 0 else b"v" * (20_000 if i % 50 == 0 else i),
+            key=None if i % 3 else b"key",
+            value=None if i % 17 == 0 else b"v" * (20_000 if i == 150 else i % 50),
             headers=[("h", b"x")] if i % 7 == 0 else [],
-            timestamp=5_000 + (i * 37) % 9_000,
+            timestamp=5_000 + i,
         )
         for i in range(300)
     ]
@@ -670,6 +670,17 @@ def test_the_templated_path_takes_records_whose_layout_changes(
     assert got == [
         (100 + i, r.timestamp, r.key, r.value, tuple(r.headers)) for i, r in enumerate(recs)
     ]
+
+
+def test_records_whose_layout_keeps_changing_go_through_the_careful_path(
+    careful_records: list[int],
+) -> None:
+    # Keys of 10 and 100 bytes in turn: a one- and a two-byte key length, a new
+    # layout every record, until the call's budget is spent.
+    recs = [NewRecord(key=b"k" * (10 if i % 2 else 100), value=b"v") for i in range(100)]
+    [batch] = list(iter_batches(build_batch(recs), check_crcs=True))
+    assert [r[2] for r in batch.records()] == [r.key for r in recs]
+    assert 100 - batch_module._TEMPLATE_MISSES <= len(careful_records) < 100
 
 
 def test_records_the_templated_path_cannot_take_go_through_the_careful_path(
@@ -686,22 +697,29 @@ def test_records_the_templated_path_cannot_take_go_through_the_careful_path(
     recs = [NewRecord(value=b"v", timestamp=5_000 + (2**40 * (i % 2))) for i in range(100)]
     [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
     assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
-    misses = batch_module._TEMPLATE_MISSES
-    # records 1, 3, ..., 2 * misses - 1 missed; from 2 * misses on, all
+    # The first record's head and tail layouts take two of the budget; then
+    # records 1, 3, ..., 2 * misses - 1 miss, and from 2 * misses on all go careful.
+    misses = batch_module._TEMPLATE_MISSES - 2
     assert len(careful_records) == misses + (100 - 2 * misses)
 
 
-def test_a_full_table_of_three_byte_varints_leaves_new_ones_to_the_careful_path(
+def test_a_full_table_of_three_byte_varints_makes_room_for_new_ones(
     monkeypatch: pytest.MonkeyPatch, careful_records: list[int]
 ) -> None:
     table = batch_module._varint_table()
     monkeypatch.setattr(batch_module, "_three_byte_varints", 0)
-    monkeypatch.setattr(batch_module, "_MAX_THREE_BYTE_VARINTS", 2)
-    before = len(table)
-    # Values of 9,000 to 9,005 bytes: their record and value lengths are
-    # three-byte varints, twelve different ones.
-    recs = [NewRecord(value=b"v" * (9_000 + i % 6)) for i in range(30)]
+    monkeypatch.setattr(batch_module, "_MAX_THREE_BYTE_VARINTS", 4)
+    # Values of 9,000 to 9,011 bytes: their record and value lengths are
+    # three-byte varints, two dozen different ones.
+    recs = [NewRecord(value=b"v" * (9_000 + i % 12)) for i in range(48)]
     [batch] = list(iter_batches(memoryview(bytearray(build_batch(recs))), check_crcs=True))
     assert [r[3] for r in batch.records()] == [r.value for r in recs]
-    assert len(table) - before <= 2
-    assert careful_records  # the records whose lengths the table could not take
+    assert 0 < len([raw for raw in table if len(raw) == 3]) <= 4
+    # The table is full of sizes that are gone; records of a new size take the
+    # templated path all the same.
+    careful_records.clear()
+    recs = [NewRecord(value=b"w" * 9_500) for i in range(48)]
+    [batch] = list(iter_batches(memoryview(bytearray(build_batch(recs))), check_crcs=True))
+    assert [r[3] for r in batch.records()] == [r.value for r in recs]
+    assert careful_records == []
+    assert len([raw for raw in table if len(raw) == 3]) <= 4
