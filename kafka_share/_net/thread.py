@@ -157,12 +157,24 @@ class NetworkThread(EngineDriver):
         if runs:
             return True
         self._client.wakeup()  # out of select: it hands over after its round
-        while not self._handed.wait(_HANDOVER_CHECK_S):
-            if self._died is not None or not self._thread.is_alive():
-                with self._owner_lock:
-                    gave_up = self._ownership.cancel()
-                if gave_up:
-                    return False
+        try:
+            while not self._handed.wait(_HANDOVER_CHECK_S):
+                if self._died is not None or not self._thread.is_alive():
+                    with self._owner_lock:
+                        gave_up = self._ownership.cancel()
+                    if gave_up:
+                        return False
+        except BaseException:
+            # Interrupted while waiting (a KeyboardInterrupt): this poll will not
+            # run the loop. Left asked for, or handed over to a thread that does
+            # not run it, the loop would stop (no heartbeats) and the next poll
+            # could not ask again; so give it back, whichever side of the
+            # hand-over this is on.
+            with self._owner_lock:
+                withdrawn = self._ownership.cancel()
+            if not withdrawn:
+                self.release_loop()
+            raise
         return True
 
     def leave_loop(self) -> None:

@@ -3,7 +3,8 @@
 Regressions: a ``KafkaError`` raised by a response handler closed a healthy
 connection and dropped the responses buffered on it; any other exception killed
 the network thread for good, after which every blocking call waited out its
-whole deadline.
+whole deadline; a KeyboardInterrupt while a poll waited for the loop's hand-over
+left the loop with nobody running it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from kafka_share import KafkaError, ShareConsumer
+from kafka_share._net.loop_owner import LoopOwner
 from kafka_share.protocol.messages import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
@@ -101,5 +103,44 @@ def test_a_dead_network_thread_fails_every_waiting_call_at_once(
             consumer.subscribe(["t"])
             consumer.poll(timeout=5)
         assert time.monotonic() - started < 1.0
+    finally:
+        consumer.close(timeout=1.0)
+
+
+@pytest.mark.parametrize("handed_over", [False, True])
+def test_an_interrupt_while_a_poll_waits_for_the_loop_gives_the_loop_back(
+    monkeypatch: pytest.MonkeyPatch, handed_over: bool
+) -> None:
+    """A KeyboardInterrupt while the poll waits for the network thread to hand
+    the loop over (before or after it did): the network thread keeps running
+    the loop, and the next poll asks for it again."""
+    consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
+        bootstrap_servers="127.0.0.1:1", group_id="g", default_api_timeout_ms=60_000,
+    )
+    try:
+        consumer.subscribe(["t"])
+        thread = consumer._thread
+        handed = thread._handed
+        real_wait = handed.wait
+        calls: list[float | None] = []
+
+        def interrupted(timeout: float | None = None) -> bool:
+            calls.append(timeout)
+            if len(calls) == 1:
+                if handed_over:
+                    assert real_wait(5.0)  # the network thread hands over first
+                raise KeyboardInterrupt
+            return real_wait(timeout)
+
+        monkeypatch.setattr(handed, "wait", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            consumer.poll(timeout=0.2)
+        assert thread._ownership.owner is LoopOwner.NETWORK
+        assert thread._died is None
+        started = time.monotonic()
+        assert list(consumer.poll(timeout=0.2)) == []  # asks again, runs the loop
+        assert time.monotonic() - started < 2.0
+        assert len(calls) >= 2
+        assert thread._thread.is_alive() and thread._died is None
     finally:
         consumer.close(timeout=1.0)
