@@ -58,6 +58,15 @@ straight from the ``memoryview``: each key and value is copied once, from the
 response buffer into its ``bytes``, and the section copy, which for 10 KiB
 records cost about as much as the rest of their decoding, is skipped.
 
+Decoding records
+----------------
+Records are read by one loop (:func:`_decode_v2_records`) with two paths: a
+templated one that reads a record's varints with one ``unpack_from`` of the last
+record's layout and a table lookup per varint (most records: those of a batch
+nearly always share a layout), and a careful one that reads varints byte by
+byte (:func:`_careful_record`) for any record the first cannot take. Both accept
+and reject the same records, with the same errors.
+
 Errors
 ------
 * A truncated **trailing** batch (the broker cuts the response at its byte
