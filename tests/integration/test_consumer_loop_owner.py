@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import _thread
 import random
+import signal
 import threading
 import time
 from typing import Any
@@ -48,10 +49,15 @@ def test_polls_with_pauses_around_the_take_back_deliver_every_record_once(
 
 
 def test_a_keyboard_interrupt_while_poll_waits_leaves_the_consumer_usable(
-    topic_factory: Any, share_group: str, kafka_produce: Any, consumer_factory: Any
+    topic_factory: Any, share_group: str, kafka_produce: Any, consumer_factory: Any,
+    request: pytest.FixtureRequest,
 ) -> None:
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("KeyboardInterrupt goes to the main thread")
+    # A runner started with SIGINT ignored (a background job of a shell without
+    # job control, nohup) makes interrupt_main() do nothing: handle it here.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     topic = topic_factory(partitions=1)
     c = consumer_factory(share_group)
     c.subscribe([topic])
