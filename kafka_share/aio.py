@@ -308,8 +308,9 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
             if not self._fetch_buffer.has_data() and not self._fetch_buffer.has_background():
                 self._shell.flush()  # the engine must see this poll before it waits
                 waited_from = _now_ms()
-                await self._shell.wait(min(remaining, 1000))
+                await self._shell.wait(self._poll_wait_ms(remaining))
                 self._poll_waited_ms += _now_ms() - waited_from
+                self._poll_still_waiting()
             self._raise_background()
             self._handle_completions()
 

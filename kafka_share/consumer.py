@@ -282,10 +282,11 @@ class ShareConsumer(ConsumerCore[K, V]):
                 return records
             self._thread.flush()  # the engine must see this poll before it waits
             waited_from = _now_ms()
-            wait_ms = min(remaining, 1000)
+            wait_ms = self._poll_wait_ms(remaining)
             if not self._drive_until_news(wait_ms, adds):
                 self._fetch_buffer.await_not_empty(wait_ms / 1000.0)
             self._poll_waited_ms += _now_ms() - waited_from
+            self._poll_still_waiting()
             self._raise_background()
             self._handle_completions()
 

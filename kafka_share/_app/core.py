@@ -89,6 +89,9 @@ _DEFAULT_CLOSE_TIMEOUT_S = 30.0
 _FATAL_REPEAT_WAIT_MS = 1000
 #: "no deadline" on the monotonic millisecond clock
 _FOREVER_MS = 2**62
+#: The longest one pass of a waiting poll sleeps before it looks again (it also
+#: refreshes the poll timer then, see ConsumerCore._poll_wait_ms).
+_POLL_PASS_MS = 1000
 _MAX_TOPIC_LENGTH = 249
 _LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{_MAX_TOPIC_LENGTH}}}")
 
@@ -306,6 +309,21 @@ class ConsumerCore(Generic[K, V]):
     def _poll_end(self, records: ConsumerRecords[K, V]) -> None:
         self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
         self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
+
+    def _poll_wait_ms(self, remaining_ms: int) -> int:
+        """How long one pass of a waiting poll may sleep: at most
+        :data:`_POLL_PASS_MS`, and under half of ``max.poll.interval.ms``, so the
+        next pass refreshes the poll timer (:meth:`_poll_still_waiting`) well
+        before it could expire."""
+        return min(remaining_ms, _POLL_PASS_MS, max(1, self._config.max_poll_interval_ms // 2))
+
+    def _poll_still_waiting(self) -> None:
+        """A poll that waits is asking for records: the liveness timer
+        (``max.poll.interval.ms``) counts from now, as Java's consumer sends a
+        poll event on each pass of its wait loop. Without it a ``poll()`` with no
+        timeout on a quiet topic left the group after the interval and never
+        came back (it rejoins only on a poll that starts)."""
+        self._submit(PollEvent(now_ms=_now_ms()))
 
     def _poll_outcome(
         self, records: ConsumerRecords[K, V] | None, deadline_ms: int
