@@ -136,6 +136,7 @@ def _two_queries(args: argparse.Namespace, spark: Any, bootstrap: str, admin: Ka
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.group.id", group)
         .option("subscribe", topic)
+        .option("stagingLocation", str(tmp / f"staging-{tag}"))
     )
     share = run_query(share_reader, tmp, f"share-{tag}")
     print(f"kafka-share ({tag})", share, file=sys.stderr)

@@ -1,23 +1,21 @@
-"""Stream a share group into Parquet with Spark Structured Streaming.
+"""Stream a share group into Parquet with Spark Structured Streaming, exactly once.
 
     python examples/spark_streaming.py --bootstrap-servers localhost:9092 \\
         --group spark-ingest --topic events --output /tmp/events [--available-now]
 
-Needs ``pip install 'kafka-share[spark]'`` and Java 17+. The ``kafka-share``
-source reads the share group on the driver; each micro-batch's records travel to
-the executors inside the batch, and are acknowledged (ACCEPT) only once Spark
-has committed the batch. A failed or stopped query leaves them unacknowledged,
-so the broker delivers them again: at-least-once. A record can therefore be
-written twice (with a higher ``deliveryCount``), which is why the read-back
-below de-duplicates on ``(topic, partition, offset)``.
+Needs ``pip install 'kafka-share[spark]'`` and Java 17+. Each micro-batch is read
+by Spark tasks on the executors: each task polls the share group, stages the
+coordinates of what it got under ``<output>/staging``, accepts the records and
+hands them to Spark. A batch that runs again (a failed task, a restart after a
+crash) reads exactly the same records back from the topic, so writing each batch
+to a folder named after its batch id, replacing what an earlier attempt left
+there, gives every record exactly once in the output.
 
-With ``--available-now`` the query drains the queue, acknowledges everything and
-stops; without it, it runs until Ctrl+C with a 5 s trigger.
+With ``--available-now`` the query drains the queue and stops; without it, it runs
+until Ctrl+C with a 5 s trigger.
 
 The group must read from the beginning for records produced before it first
-consumed (group config ``share.auto.offset.reset=earliest``), and its record
-lock (``share.record.lock.duration.ms``) must be longer than the trigger
-interval plus the time one batch takes.
+consumed (group config ``share.auto.offset.reset=earliest``).
 """
 
 from __future__ import annotations
@@ -35,13 +33,14 @@ def run(
     spark: SparkSession, bootstrap: str, group: str, topic: str, output: str,
     *, available_now: bool = True,
 ) -> DataFrame:
-    """Run the query; return the output de-duplicated on (topic, partition, offset)."""
+    """Run the query; return what it wrote."""
     register(spark)
     records = (
         spark.readStream.format("kafka-share")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.group.id", group)
         .option("subscribe", topic)
+        .option("stagingLocation", os.path.join(output, "staging"))
         .option("maxRecordsPerTrigger", "1000")
         .load()
     )
@@ -49,9 +48,10 @@ def run(
 
     def write(batch: DataFrame, batch_id: int) -> None:
         # Runs on the driver for each micro-batch; the write runs on the executors.
+        # Idempotent: a re-run batch has the same rows and replaces its folder.
         (batch.selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value",
                           "deliveryCount", "timestamp")
-         .write.mode("append").parquet(data))
+         .write.mode("overwrite").parquet(os.path.join(data, f"batch={batch_id}")))
 
     writer = (
         records.writeStream.foreachBatch(write)
@@ -64,11 +64,11 @@ def run(
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
-        query.stop()  # the unfinished batch's records are released at once
+        query.stop()  # a batch that did not finish runs again at the next start
     if not os.path.exists(data):
         return spark.createDataFrame([], "topic string, partition int, offset long, "
                                          "value string, deliveryCount int, timestamp timestamp")
-    return spark.read.parquet(data).dropDuplicates(["topic", "partition", "offset"])
+    return spark.read.parquet(data).drop("batch")
 
 
 def main() -> None:

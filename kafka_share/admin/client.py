@@ -24,6 +24,7 @@ from kafka_share.admin.types import (
     ClusterDescription,
     ConfigEntry,
     ListOffsetsResultInfo,
+    LogSlice,
     NewTopic,
     OffsetSpec,
     ShareGroupDescription,
@@ -617,6 +618,62 @@ class Admin:
                     )
                 time.sleep(wait_ms / 1000)
         return results
+
+    def read_log(
+        self,
+        partition: TopicPartition,
+        offset: int,
+        *,
+        max_bytes: int = 1 << 20,
+        isolation_level: str = "read_uncommitted",
+        timeout: float | None = None,
+    ) -> LogSlice:
+        """Read a partition's log from ``offset`` with one plain Fetch on its leader
+        (no consumer group, no fetch session, no waiting for new records): about
+        ``max_bytes`` of record batches, at least one whole batch if there is one.
+
+        The Spark source reads the records of a staged micro-batch back with it.
+        Leader moves are retried until the deadline.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is before the log start (deleted by
+                retention) or past its end.
+            UnknownTopicOrPartitionError: the partition does not exist.
+            ValueError: a bad ``offset``, ``max_bytes`` or ``isolation_level``.
+        """
+        if isolation_level not in rq.ISOLATION_LEVELS:
+            raise ValueError(
+                "isolation_level must be 'read_uncommitted' or 'read_committed', "
+                f"got {isolation_level!r}"
+            )
+        if offset < 0 or max_bytes < 1:
+            raise ValueError(f"offset must be >= 0 and max_bytes >= 1, got {offset}, {max_bytes}")
+        deadline = self._deadline(timeout)
+        attempts = 0
+        last: KafkaError | None = None
+        while True:
+            view = self._metadata([partition.topic], deadline)
+            leaders = rq.group_by_leader(view, {partition: OffsetSpec.latest()})
+            topic_id = next(t.topic_id for t in view.topics if t.name == partition.topic)
+            if leaders:
+                (leader,) = leaders
+                outcome = self._call(
+                    f"read the log of {partition} from offset {offset} on broker {leader}",
+                    Route.node(leader),
+                    rq.fetch_log(partition, topic_id, offset, max_bytes, isolation_level),
+                    deadline, "READ on the topic",
+                )
+                if not isinstance(outcome, KafkaError):
+                    return outcome
+                last = outcome
+            wait_ms = self._backoff.backoff_ms(attempts)
+            attempts += 1
+            if monotonic_ms() + wait_ms >= deadline:
+                why = f"; last error: {last}" if last is not None else ": no leader known"
+                raise KafkaTimeoutError(
+                    f"reading the log of {partition} did not complete in time{why}"
+                )
+            time.sleep(wait_ms / 1000)
 
 
 def _with_time(

@@ -12,6 +12,7 @@ marks one that must not be.
 from __future__ import annotations
 
 import difflib
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -24,6 +25,7 @@ from kafka_share.admin.types import (
     ConfigEntry,
     ConfigSource,
     ListOffsetsResultInfo,
+    LogSlice,
     NewTopic,
     Node,
     OffsetSpec,
@@ -61,6 +63,8 @@ from kafka_share.protocol.messages import (
     DescribeConfigsResponse,
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
+    FetchRequest,
+    FetchResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -676,3 +680,55 @@ def list_offsets(
         return out
 
     return Call(build, parse)
+
+
+def fetch_log(
+    tp: TopicPartition, topic_id: uuid.UUID, offset: int, max_bytes: int, isolation_level: str
+) -> Call[LogSlice | KafkaError]:
+    """A plain Fetch (no fetch session, no wait) of one partition from ``offset``
+    on its leader. A retriable partition error (the leader moved) comes back as a
+    value for the caller to retry after a metadata refresh; others raise."""
+    isolation = ISOLATION_LEVELS[isolation_level]
+    req = FetchRequest
+
+    def build_version(version: int) -> FetchRequest:
+        part = req.FetchPartition(
+            partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes
+        )
+        return req(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=max_bytes,
+            isolation_level=isolation,
+            session_id=0,
+            session_epoch=-1,  # a full fetch outside any fetch session
+            topics=[req.FetchTopic(topic=tp.topic, topic_id=topic_id, partitions=[part])],
+            forgotten_topics_data=[],
+        )
+
+    def parse(response: FetchResponse) -> LogSlice | KafkaError:
+        if response.error_code:
+            raise _error(response.error_code, f"fetch of {tp} from offset {offset}", None)
+        for t in response.responses:
+            for p in t.partitions:
+                if p.partition_index != tp.partition:
+                    continue
+                if p.error_code:
+                    error = _error(p.error_code, f"fetch of {tp} from offset {offset}", None)
+                    if not error.retriable:
+                        raise error
+                    return error
+                aborted = tuple(
+                    (a.producer_id, a.first_offset) for a in p.aborted_transactions or ()
+                )
+                return LogSlice(
+                    records=bytes(p.records or b""),
+                    high_watermark=p.high_watermark,
+                    last_stable_offset=p.last_stable_offset,
+                    log_start_offset=p.log_start_offset,
+                    aborted_transactions=aborted,
+                )
+        raise _error(3, f"fetch of {tp}: the partition is missing from the answer", None)
+
+    return Call(lambda: VersionedRequest(ApiKey.FETCH, build_version), parse)

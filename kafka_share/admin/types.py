@@ -22,6 +22,7 @@ __all__ = [
     "ConfigEntry",
     "ConfigSource",
     "ListOffsetsResultInfo",
+    "LogSlice",
     "NewTopic",
     "Node",
     "OffsetSpec",
@@ -232,6 +233,22 @@ class OffsetSpec:
         if timestamp_ms < 0:
             raise ValueError(f"a timestamp must be >= 0 ms, got {timestamp_ms}")
         return cls(timestamp_ms)
+
+
+@attrs.frozen
+class LogSlice:
+    """What :meth:`Admin.read_log` read from a partition's log: the raw record
+    batches (decode them with :func:`kafka_share.records.iter_batches`; the first
+    may start before the offset asked for, and the last may be cut short), and
+    the partition's offsets at the time of reading."""
+
+    records: bytes
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    #: (producer id, first offset) of each aborted transaction in the range
+    #: (read_committed only)
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen

@@ -88,6 +88,8 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     # Admin APIs (kafka_share.admin).
     ApiKey.LIST_OFFSETS: (1, 8),
+    # Plain Fetch, only to read given offsets back (Admin.read_log).
+    ApiKey.FETCH: (12, 16),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.DELETE_GROUPS: (0, 2),

@@ -44,6 +44,7 @@ from kafka_share.protocol.primitives import (
     write_bytes,
     write_compact_array_len,
     write_compact_bytes,
+    write_compact_nullable_bytes,
     write_compact_nullable_string,
     write_compact_string,
     write_nullable_string,
@@ -95,20 +96,25 @@ _S_12 = struct.Struct(">??")
 _S_13 = struct.Struct(">?b?")
 _S_14 = struct.Struct(">iqih")
 _S_15 = struct.Struct(">iqiqh")
-_S_16 = struct.Struct(">hi")
-_S_17 = struct.Struct(">iiq")
-_S_18 = struct.Struct(">ib")
-_S_19 = struct.Struct(">ihqq")
-_S_20 = struct.Struct(">ihqqi")
-_S_21 = struct.Struct(">???")
-_S_22 = struct.Struct(">hii")
-_S_23 = struct.Struct(">hiii")
-_S_24 = struct.Struct(">16s?")
-_S_25 = struct.Struct(">qq")
-_S_26 = struct.Struct(">ii")
-_S_27 = struct.Struct(">iiiiii")
-_S_28 = struct.Struct(">iiiiiib?")
-_S_29 = struct.Struct(">qqh")
+_S_16 = struct.Struct(">iiqiqi")
+_S_17 = struct.Struct(">iiiibii")
+_S_18 = struct.Struct(">iiibii")
+_S_19 = struct.Struct(">qq")
+_S_20 = struct.Struct(">ihqqq")
+_S_21 = struct.Struct(">ihi")
+_S_22 = struct.Struct(">hi")
+_S_23 = struct.Struct(">iiq")
+_S_24 = struct.Struct(">ib")
+_S_25 = struct.Struct(">ihqq")
+_S_26 = struct.Struct(">ihqqi")
+_S_27 = struct.Struct(">???")
+_S_28 = struct.Struct(">hii")
+_S_29 = struct.Struct(">hiii")
+_S_30 = struct.Struct(">16s?")
+_S_31 = struct.Struct(">ii")
+_S_32 = struct.Struct(">iiiiii")
+_S_33 = struct.Struct(">iiiiiib?")
+_S_34 = struct.Struct(">qqh")
 
 class AlterShareGroupOffsetsRequest:
     """Kafka AlterShareGroupOffsetsRequest (versions 0-0)."""
@@ -2170,6 +2176,372 @@ class DescribeShareGroupOffsetsResponse:
             )
         return _decode_body(
             "DescribeShareGroupOffsetsResponse", _DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE_READERS[version - 0], data, version
+        )
+
+
+class FetchRequest:
+    """Kafka FetchRequest (versions 12-16)."""
+
+    API_KEY: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 16
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 12
+    RESPONSE_TYPE: ClassVar[type[FetchResponse]]
+
+    class FetchPartition:
+        """The ``FetchPartition`` struct of :class:`FetchRequest`."""
+
+        __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes')
+        __hash__ = None  # type: ignore[assignment]
+
+        partition: int
+        current_leader_epoch: int
+        fetch_offset: int
+        last_fetched_epoch: int
+        log_start_offset: int
+        partition_max_bytes: int
+
+        def __init__(
+            self,
+            *,
+            partition: int = 0,
+            current_leader_epoch: int = -1,
+            fetch_offset: int = 0,
+            last_fetched_epoch: int = -1,
+            log_start_offset: int = -1,
+            partition_max_bytes: int = 0,
+        ) -> None:
+            self.partition = partition
+            self.current_leader_epoch = current_leader_epoch
+            self.fetch_offset = fetch_offset
+            self.last_fetched_epoch = last_fetched_epoch
+            self.log_start_offset = log_start_offset
+            self.partition_max_bytes = partition_max_bytes
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, FetchRequest.FetchPartition):
+                return NotImplemented
+            return (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes) == (other.partition, other.current_leader_epoch, other.fetch_offset, other.last_fetched_epoch, other.log_start_offset, other.partition_max_bytes)
+
+        def __repr__(self) -> str:
+            return f"FetchRequest.FetchPartition(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, fetch_offset={self.fetch_offset!r}, last_fetched_epoch={self.last_fetched_epoch!r}, log_start_offset={self.log_start_offset!r}, partition_max_bytes={self.partition_max_bytes!r})"
+
+    class FetchTopic:
+        """The ``FetchTopic`` struct of :class:`FetchRequest`."""
+
+        __slots__ = ('topic', 'topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
+
+        topic: str
+        topic_id: uuid.UUID
+        partitions: list[FetchRequest.FetchPartition]
+
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[FetchRequest.FetchPartition] = _FRESH,
+        ) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, FetchRequest.FetchTopic):
+                return NotImplemented
+            return (self.topic, self.topic_id, self.partitions) == (other.topic, other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"FetchRequest.FetchTopic(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+    class ForgottenTopic:
+        """The ``ForgottenTopic`` struct of :class:`FetchRequest`."""
+
+        __slots__ = ('topic', 'topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
+
+        topic: str
+        topic_id: uuid.UUID
+        partitions: list[int]
+
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[int] = _FRESH,
+        ) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, FetchRequest.ForgottenTopic):
+                return NotImplemented
+            return (self.topic, self.topic_id, self.partitions) == (other.topic, other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"FetchRequest.ForgottenTopic(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('replica_id', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id')
+    __hash__ = None  # type: ignore[assignment]
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchRequest.FetchTopic]
+    forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+    rack_id: str
+
+    def __init__(
+        self,
+        *,
+        replica_id: int = -1,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 2147483647,
+        isolation_level: int = 0,
+        session_id: int = 0,
+        session_epoch: int = -1,
+        topics: list[FetchRequest.FetchTopic] = _FRESH,
+        forgotten_topics_data: list[FetchRequest.ForgottenTopic] = _FRESH,
+        rack_id: str = '',
+    ) -> None:
+        self.replica_id = replica_id
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = [] if topics is _FRESH else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is _FRESH else forgotten_topics_data
+        self.rack_id = rack_id
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FetchRequest):
+            return NotImplemented
+        return (self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id) == (other.replica_id, other.max_wait_ms, other.min_bytes, other.max_bytes, other.isolation_level, other.session_id, other.session_epoch, other.topics, other.forgotten_topics_data, other.rack_id)
+
+    def __repr__(self) -> str:
+        return f"FetchRequest(replica_id={self.replica_id!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, isolation_level={self.isolation_level!r}, session_id={self.session_id!r}, session_epoch={self.session_epoch!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r}, rack_id={self.rack_id!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 12 <= version <= 16:
+            raise UnsupportedVersionError(
+                f"FetchRequest version {version} is not supported (valid versions 12-16)"
+            )
+        out = bytearray()
+        try:
+            _FETCH_REQUEST_WRITERS[version - 12](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode FetchRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> FetchRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid FetchRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 12 <= version <= 16:
+            raise UnsupportedVersionError(
+                f"FetchRequest version {version} is not supported (valid versions 12-16)"
+            )
+        return _decode_body(
+            "FetchRequest", _FETCH_REQUEST_READERS[version - 12], data, version
+        )
+
+
+class FetchResponse:
+    """Kafka FetchResponse (versions 12-16)."""
+
+    API_KEY: ClassVar[int] = 1
+    MIN_VERSION: ClassVar[int] = 12
+    MAX_VERSION: ClassVar[int] = 16
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 12
+
+    class AbortedTransaction:
+        """The ``AbortedTransaction`` struct of :class:`FetchResponse`."""
+
+        __slots__ = ('producer_id', 'first_offset')
+        __hash__ = None  # type: ignore[assignment]
+
+        producer_id: int
+        first_offset: int
+
+        def __init__(
+            self,
+            *,
+            producer_id: int = 0,
+            first_offset: int = 0,
+        ) -> None:
+            self.producer_id = producer_id
+            self.first_offset = first_offset
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, FetchResponse.AbortedTransaction):
+                return NotImplemented
+            return (self.producer_id, self.first_offset) == (other.producer_id, other.first_offset)
+
+        def __repr__(self) -> str:
+            return f"FetchResponse.AbortedTransaction(producer_id={self.producer_id!r}, first_offset={self.first_offset!r})"
+
+    class PartitionData:
+        """The ``PartitionData`` struct of :class:`FetchResponse`."""
+
+        __slots__ = ('partition_index', 'error_code', 'high_watermark', 'last_stable_offset', 'log_start_offset', 'aborted_transactions', 'preferred_read_replica', 'records')
+        __hash__ = None  # type: ignore[assignment]
+
+        partition_index: int
+        error_code: int
+        high_watermark: int
+        last_stable_offset: int
+        log_start_offset: int
+        aborted_transactions: list[FetchResponse.AbortedTransaction] | None
+        preferred_read_replica: int
+        records: bytes | memoryview | None
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            error_code: int = 0,
+            high_watermark: int = 0,
+            last_stable_offset: int = -1,
+            log_start_offset: int = -1,
+            aborted_transactions: list[FetchResponse.AbortedTransaction] | None = _FRESH,
+            preferred_read_replica: int = -1,
+            records: bytes | memoryview | None = None,
+        ) -> None:
+            self.partition_index = partition_index
+            self.error_code = error_code
+            self.high_watermark = high_watermark
+            self.last_stable_offset = last_stable_offset
+            self.log_start_offset = log_start_offset
+            self.aborted_transactions = [] if aborted_transactions is _FRESH else aborted_transactions
+            self.preferred_read_replica = preferred_read_replica
+            self.records = records
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, FetchResponse.PartitionData):
+                return NotImplemented
+            return (self.partition_index, self.error_code, self.high_watermark, self.last_stable_offset, self.log_start_offset, self.aborted_transactions, self.preferred_read_replica, self.records) == (other.partition_index, other.error_code, other.high_watermark, other.last_stable_offset, other.log_start_offset, other.aborted_transactions, other.preferred_read_replica, other.records)
+
+        def __repr__(self) -> str:
+            return f"FetchResponse.PartitionData(partition_index={self.partition_index!r}, error_code={self.error_code!r}, high_watermark={self.high_watermark!r}, last_stable_offset={self.last_stable_offset!r}, log_start_offset={self.log_start_offset!r}, aborted_transactions={self.aborted_transactions!r}, preferred_read_replica={self.preferred_read_replica!r}, records={self.records!r})"
+
+    class FetchableTopicResponse:
+        """The ``FetchableTopicResponse`` struct of :class:`FetchResponse`."""
+
+        __slots__ = ('topic', 'topic_id', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
+
+        topic: str
+        topic_id: uuid.UUID
+        partitions: list[FetchResponse.PartitionData]
+
+        def __init__(
+            self,
+            *,
+            topic: str = '',
+            topic_id: uuid.UUID = ZERO_UUID,
+            partitions: list[FetchResponse.PartitionData] = _FRESH,
+        ) -> None:
+            self.topic = topic
+            self.topic_id = topic_id
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, FetchResponse.FetchableTopicResponse):
+                return NotImplemented
+            return (self.topic, self.topic_id, self.partitions) == (other.topic, other.topic_id, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"FetchResponse.FetchableTopicResponse(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'session_id', 'responses')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchResponse.FetchableTopicResponse]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        session_id: int = 0,
+        responses: list[FetchResponse.FetchableTopicResponse] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = [] if responses is _FRESH else responses
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FetchResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.session_id, self.responses) == (other.throttle_time_ms, other.error_code, other.session_id, other.responses)
+
+    def __repr__(self) -> str:
+        return f"FetchResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, session_id={self.session_id!r}, responses={self.responses!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 12 <= version <= 16:
+            raise UnsupportedVersionError(
+                f"FetchResponse version {version} is not supported (valid versions 12-16)"
+            )
+        out = bytearray()
+        try:
+            _FETCH_RESPONSE_WRITERS[version - 12](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode FetchResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> FetchResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid FetchResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 12 <= version <= 16:
+            raise UnsupportedVersionError(
+                f"FetchResponse version {version} is not supported (valid versions 12-16)"
+            )
+        return _decode_body(
+            "FetchResponse", _FETCH_RESPONSE_READERS[version - 12], data, version
         )
 
 
@@ -7621,6 +7993,602 @@ _DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE_WRITERS: tuple[Callable[[DescribeShareGro
 )
 
 
+def _r_FetchRequest_FetchPartition_v12(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
+    f = ""
+    try:
+        f = 'partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, partition_max_bytes'
+        (v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes,) = _S_16.unpack_from(buf, pos)
+        pos += 32
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchPartition.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchPartition.{f} at offset {pos}: {exc}") from None
+    return FetchRequest.FetchPartition(partition=v_partition, current_leader_epoch=v_current_leader_epoch, fetch_offset=v_fetch_offset, last_fetched_epoch=v_last_fetched_epoch, log_start_offset=v_log_start_offset, partition_max_bytes=v_partition_max_bytes), pos
+
+
+def _w_FetchRequest_FetchPartition_v12(o: FetchRequest.FetchPartition, out: bytearray) -> None:
+    out += _S_16.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    out.append(0)
+
+
+def _r_FetchRequest_FetchTopic_v12(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
+    f = ""
+    try:
+        f = 'topic'
+        v_topic, pos = read_compact_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[FetchRequest.FetchPartition]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_FetchRequest_FetchPartition_v12(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchTopic.{f} at offset {pos}: {exc}") from None
+    return FetchRequest.FetchTopic(topic=v_topic, partitions=v_partitions), pos
+
+
+def _w_FetchRequest_FetchTopic_v12(o: FetchRequest.FetchTopic, out: bytearray) -> None:
+    write_compact_string(out, o.topic)
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_FetchRequest_FetchPartition_v12(e_partitions, out)
+    out.append(0)
+
+
+def _r_FetchRequest_FetchTopic_v13(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchTopic, int]:
+    f = ""
+    try:
+        f = 'topic_id'
+        v_topic_id, pos = read_uuid(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[FetchRequest.FetchPartition]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_FetchRequest_FetchPartition_v12(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchTopic.{f} at offset {pos}: {exc}") from None
+    return FetchRequest.FetchTopic(topic_id=v_topic_id, partitions=v_partitions), pos
+
+
+def _w_FetchRequest_FetchTopic_v13(o: FetchRequest.FetchTopic, out: bytearray) -> None:
+    out += o.topic_id.bytes
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_FetchRequest_FetchPartition_v12(e_partitions, out)
+    out.append(0)
+
+
+def _r_FetchRequest_ForgottenTopic_v12(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
+    f = ""
+    try:
+        f = 'topic'
+        v_topic, pos = read_compact_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[int]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = list(struct.unpack_from(f">{n}i", buf, pos))
+            pos += 4 * n
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ForgottenTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ForgottenTopic.{f} at offset {pos}: {exc}") from None
+    return FetchRequest.ForgottenTopic(topic=v_topic, partitions=v_partitions), pos
+
+
+def _w_FetchRequest_ForgottenTopic_v12(o: FetchRequest.ForgottenTopic, out: bytearray) -> None:
+    write_compact_string(out, o.topic)
+    write_compact_array_len(out, len(o.partitions))
+    out += struct.pack(f">{len(o.partitions)}i", *o.partitions)
+    out.append(0)
+
+
+def _r_FetchRequest_ForgottenTopic_v13(buf: memoryview, pos: int) -> tuple[FetchRequest.ForgottenTopic, int]:
+    f = ""
+    try:
+        f = 'topic_id'
+        v_topic_id, pos = read_uuid(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[int]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = list(struct.unpack_from(f">{n}i", buf, pos))
+            pos += 4 * n
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"ForgottenTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"ForgottenTopic.{f} at offset {pos}: {exc}") from None
+    return FetchRequest.ForgottenTopic(topic_id=v_topic_id, partitions=v_partitions), pos
+
+
+def _w_FetchRequest_ForgottenTopic_v13(o: FetchRequest.ForgottenTopic, out: bytearray) -> None:
+    out += o.topic_id.bytes
+    write_compact_array_len(out, len(o.partitions))
+    out += struct.pack(f">{len(o.partitions)}i", *o.partitions)
+    out.append(0)
+
+
+def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    f = ""
+    try:
+        f = 'replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch'
+        (v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_17.unpack_from(buf, pos)
+        pos += 25
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[FetchRequest.FetchTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_FetchRequest_FetchTopic_v12(buf, pos)
+                v_topics.append(e_topics)
+        f = 'forgotten_topics_data'
+        n, pos = read_compact_array_len(buf, pos)
+        v_forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_forgotten_topics_data = []
+            for _ in range(n):
+                e_forgotten_topics_data, pos = _r_FetchRequest_ForgottenTopic_v12(buf, pos)
+                v_forgotten_topics_data.append(e_forgotten_topics_data)
+        f = 'rack_id'
+        v_rack_id, pos = read_compact_string(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchRequest.{f} at offset {pos}: {exc}") from None
+    return FetchRequest(replica_id=v_replica_id, max_wait_ms=v_max_wait_ms, min_bytes=v_min_bytes, max_bytes=v_max_bytes, isolation_level=v_isolation_level, session_id=v_session_id, session_epoch=v_session_epoch, topics=v_topics, forgotten_topics_data=v_forgotten_topics_data, rack_id=v_rack_id), pos
+
+
+def _w_FetchRequest_v12(o: FetchRequest, out: bytearray) -> None:
+    out += _S_17.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_FetchRequest_FetchTopic_v12(e_topics, out)
+    write_compact_array_len(out, len(o.forgotten_topics_data))
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _w_FetchRequest_ForgottenTopic_v12(e_forgotten_topics_data, out)
+    write_compact_string(out, o.rack_id)
+    out.append(0)
+
+
+def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    f = ""
+    try:
+        f = 'replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch'
+        (v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_17.unpack_from(buf, pos)
+        pos += 25
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[FetchRequest.FetchTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_FetchRequest_FetchTopic_v13(buf, pos)
+                v_topics.append(e_topics)
+        f = 'forgotten_topics_data'
+        n, pos = read_compact_array_len(buf, pos)
+        v_forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_forgotten_topics_data = []
+            for _ in range(n):
+                e_forgotten_topics_data, pos = _r_FetchRequest_ForgottenTopic_v13(buf, pos)
+                v_forgotten_topics_data.append(e_forgotten_topics_data)
+        f = 'rack_id'
+        v_rack_id, pos = read_compact_string(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchRequest.{f} at offset {pos}: {exc}") from None
+    return FetchRequest(replica_id=v_replica_id, max_wait_ms=v_max_wait_ms, min_bytes=v_min_bytes, max_bytes=v_max_bytes, isolation_level=v_isolation_level, session_id=v_session_id, session_epoch=v_session_epoch, topics=v_topics, forgotten_topics_data=v_forgotten_topics_data, rack_id=v_rack_id), pos
+
+
+def _w_FetchRequest_v13(o: FetchRequest, out: bytearray) -> None:
+    out += _S_17.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_FetchRequest_FetchTopic_v13(e_topics, out)
+    write_compact_array_len(out, len(o.forgotten_topics_data))
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _w_FetchRequest_ForgottenTopic_v13(e_forgotten_topics_data, out)
+    write_compact_string(out, o.rack_id)
+    out.append(0)
+
+
+def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    f = ""
+    try:
+        f = 'max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch'
+        (v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_18.unpack_from(buf, pos)
+        pos += 21
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[FetchRequest.FetchTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_FetchRequest_FetchTopic_v13(buf, pos)
+                v_topics.append(e_topics)
+        f = 'forgotten_topics_data'
+        n, pos = read_compact_array_len(buf, pos)
+        v_forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_forgotten_topics_data = []
+            for _ in range(n):
+                e_forgotten_topics_data, pos = _r_FetchRequest_ForgottenTopic_v13(buf, pos)
+                v_forgotten_topics_data.append(e_forgotten_topics_data)
+        f = 'rack_id'
+        v_rack_id, pos = read_compact_string(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchRequest.{f} at offset {pos}: {exc}") from None
+    return FetchRequest(max_wait_ms=v_max_wait_ms, min_bytes=v_min_bytes, max_bytes=v_max_bytes, isolation_level=v_isolation_level, session_id=v_session_id, session_epoch=v_session_epoch, topics=v_topics, forgotten_topics_data=v_forgotten_topics_data, rack_id=v_rack_id), pos
+
+
+def _w_FetchRequest_v15(o: FetchRequest, out: bytearray) -> None:
+    if o.replica_id != -1:
+        raise UnsupportedVersionError("FetchRequest: field FetchRequest.replica_id is not supported in version 15")
+    out += _S_18.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_FetchRequest_FetchTopic_v13(e_topics, out)
+    write_compact_array_len(out, len(o.forgotten_topics_data))
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _w_FetchRequest_ForgottenTopic_v13(e_forgotten_topics_data, out)
+    write_compact_string(out, o.rack_id)
+    out.append(0)
+
+
+def _r_FetchRequest_v16(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
+    f = ""
+    try:
+        f = 'max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch'
+        (v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_18.unpack_from(buf, pos)
+        pos += 21
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[FetchRequest.FetchTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_FetchRequest_FetchTopic_v13(buf, pos)
+                v_topics.append(e_topics)
+        f = 'forgotten_topics_data'
+        n, pos = read_compact_array_len(buf, pos)
+        v_forgotten_topics_data: list[FetchRequest.ForgottenTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_forgotten_topics_data = []
+            for _ in range(n):
+                e_forgotten_topics_data, pos = _r_FetchRequest_ForgottenTopic_v13(buf, pos)
+                v_forgotten_topics_data.append(e_forgotten_topics_data)
+        f = 'rack_id'
+        v_rack_id, pos = read_compact_string(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchRequest.{f} at offset {pos}: {exc}") from None
+    return FetchRequest(max_wait_ms=v_max_wait_ms, min_bytes=v_min_bytes, max_bytes=v_max_bytes, isolation_level=v_isolation_level, session_id=v_session_id, session_epoch=v_session_epoch, topics=v_topics, forgotten_topics_data=v_forgotten_topics_data, rack_id=v_rack_id), pos
+
+
+def _w_FetchRequest_v16(o: FetchRequest, out: bytearray) -> None:
+    if o.replica_id != -1:
+        raise UnsupportedVersionError("FetchRequest: field FetchRequest.replica_id is not supported in version 16")
+    out += _S_18.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_FetchRequest_FetchTopic_v13(e_topics, out)
+    write_compact_array_len(out, len(o.forgotten_topics_data))
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _w_FetchRequest_ForgottenTopic_v13(e_forgotten_topics_data, out)
+    write_compact_string(out, o.rack_id)
+    out.append(0)
+
+
+_FETCH_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[FetchRequest, int]], ...] = (
+    _r_FetchRequest_v12, _r_FetchRequest_v13, _r_FetchRequest_v13, _r_FetchRequest_v15, _r_FetchRequest_v16,
+)
+_FETCH_REQUEST_WRITERS: tuple[Callable[[FetchRequest, bytearray], None], ...] = (
+    _w_FetchRequest_v12, _w_FetchRequest_v13, _w_FetchRequest_v13, _w_FetchRequest_v15, _w_FetchRequest_v16,
+)
+
+
+def _r_FetchResponse_AbortedTransaction_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.AbortedTransaction, int]:
+    f = ""
+    try:
+        f = 'producer_id, first_offset'
+        (v_producer_id, v_first_offset,) = _S_19.unpack_from(buf, pos)
+        pos += 16
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"AbortedTransaction.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"AbortedTransaction.{f} at offset {pos}: {exc}") from None
+    return FetchResponse.AbortedTransaction(producer_id=v_producer_id, first_offset=v_first_offset), pos
+
+
+def _w_FetchResponse_AbortedTransaction_v12(o: FetchResponse.AbortedTransaction, out: bytearray) -> None:
+    out += _S_19.pack(o.producer_id, o.first_offset)
+    out.append(0)
+
+
+def _r_FetchResponse_PartitionData_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.PartitionData, int]:
+    f = ""
+    try:
+        f = 'partition_index, error_code, high_watermark, last_stable_offset, log_start_offset'
+        (v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset,) = _S_20.unpack_from(buf, pos)
+        pos += 30
+        f = 'aborted_transactions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_aborted_transactions: list[FetchResponse.AbortedTransaction] | None
+        if n < 0:
+            v_aborted_transactions = None
+        else:
+            v_aborted_transactions = []
+            for _ in range(n):
+                e_aborted_transactions, pos = _r_FetchResponse_AbortedTransaction_v12(buf, pos)
+                v_aborted_transactions.append(e_aborted_transactions)
+        f = 'preferred_read_replica'
+        (v_preferred_read_replica,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'records'
+        v_records, pos = read_compact_records(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"PartitionData.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"PartitionData.{f} at offset {pos}: {exc}") from None
+    return FetchResponse.PartitionData(partition_index=v_partition_index, error_code=v_error_code, high_watermark=v_high_watermark, last_stable_offset=v_last_stable_offset, log_start_offset=v_log_start_offset, aborted_transactions=v_aborted_transactions, preferred_read_replica=v_preferred_read_replica, records=v_records), pos
+
+
+def _w_FetchResponse_PartitionData_v12(o: FetchResponse.PartitionData, out: bytearray) -> None:
+    out += _S_20.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    if o.aborted_transactions is None:
+        write_compact_array_len(out, -1)
+    else:
+        write_compact_array_len(out, len(o.aborted_transactions))
+        for e_aborted_transactions in o.aborted_transactions:
+            _w_FetchResponse_AbortedTransaction_v12(e_aborted_transactions, out)
+    out += _S_2.pack(o.preferred_read_replica)
+    write_compact_nullable_bytes(out, o.records)
+    out.append(0)
+
+
+def _r_FetchResponse_FetchableTopicResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse, int]:
+    f = ""
+    try:
+        f = 'topic'
+        v_topic, pos = read_compact_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[FetchResponse.PartitionData]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_FetchResponse_PartitionData_v12(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchableTopicResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchableTopicResponse.{f} at offset {pos}: {exc}") from None
+    return FetchResponse.FetchableTopicResponse(topic=v_topic, partitions=v_partitions), pos
+
+
+def _w_FetchResponse_FetchableTopicResponse_v12(o: FetchResponse.FetchableTopicResponse, out: bytearray) -> None:
+    write_compact_string(out, o.topic)
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_FetchResponse_PartitionData_v12(e_partitions, out)
+    out.append(0)
+
+
+def _r_FetchResponse_FetchableTopicResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse.FetchableTopicResponse, int]:
+    f = ""
+    try:
+        f = 'topic_id'
+        v_topic_id, pos = read_uuid(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[FetchResponse.PartitionData]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_FetchResponse_PartitionData_v12(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchableTopicResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchableTopicResponse.{f} at offset {pos}: {exc}") from None
+    return FetchResponse.FetchableTopicResponse(topic_id=v_topic_id, partitions=v_partitions), pos
+
+
+def _w_FetchResponse_FetchableTopicResponse_v13(o: FetchResponse.FetchableTopicResponse, out: bytearray) -> None:
+    out += o.topic_id.bytes
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_FetchResponse_PartitionData_v12(e_partitions, out)
+    out.append(0)
+
+
+def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms, error_code, session_id'
+        (v_throttle_time_ms, v_error_code, v_session_id,) = _S_21.unpack_from(buf, pos)
+        pos += 10
+        f = 'responses'
+        n, pos = read_compact_array_len(buf, pos)
+        v_responses: list[FetchResponse.FetchableTopicResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_responses = []
+            for _ in range(n):
+                e_responses, pos = _r_FetchResponse_FetchableTopicResponse_v12(buf, pos)
+                v_responses.append(e_responses)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchResponse.{f} at offset {pos}: {exc}") from None
+    return FetchResponse(throttle_time_ms=v_throttle_time_ms, error_code=v_error_code, session_id=v_session_id, responses=v_responses), pos
+
+
+def _w_FetchResponse_v12(o: FetchResponse, out: bytearray) -> None:
+    out += _S_21.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    write_compact_array_len(out, len(o.responses))
+    for e_responses in o.responses:
+        _w_FetchResponse_FetchableTopicResponse_v12(e_responses, out)
+    out.append(0)
+
+
+def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms, error_code, session_id'
+        (v_throttle_time_ms, v_error_code, v_session_id,) = _S_21.unpack_from(buf, pos)
+        pos += 10
+        f = 'responses'
+        n, pos = read_compact_array_len(buf, pos)
+        v_responses: list[FetchResponse.FetchableTopicResponse]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_responses = []
+            for _ in range(n):
+                e_responses, pos = _r_FetchResponse_FetchableTopicResponse_v13(buf, pos)
+                v_responses.append(e_responses)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"FetchResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"FetchResponse.{f} at offset {pos}: {exc}") from None
+    return FetchResponse(throttle_time_ms=v_throttle_time_ms, error_code=v_error_code, session_id=v_session_id, responses=v_responses), pos
+
+
+def _w_FetchResponse_v13(o: FetchResponse, out: bytearray) -> None:
+    out += _S_21.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    write_compact_array_len(out, len(o.responses))
+    for e_responses in o.responses:
+        _w_FetchResponse_FetchableTopicResponse_v13(e_responses, out)
+    out.append(0)
+
+
+_FETCH_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[FetchResponse, int]], ...] = (
+    _r_FetchResponse_v12, _r_FetchResponse_v13, _r_FetchResponse_v13, _r_FetchResponse_v13, _r_FetchResponse_v13,
+)
+_FETCH_RESPONSE_WRITERS: tuple[Callable[[FetchResponse, bytearray], None], ...] = (
+    _w_FetchResponse_v12, _w_FetchResponse_v13, _w_FetchResponse_v13, _w_FetchResponse_v13, _w_FetchResponse_v13,
+)
+
+
 def _r_FindCoordinatorRequest_v0(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
     f = ""
     try:
@@ -7976,7 +8944,7 @@ def _r_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordi
     f = ""
     try:
         f = 'error_code, node_id'
-        (v_error_code, v_node_id,) = _S_16.unpack_from(buf, pos)
+        (v_error_code, v_node_id,) = _S_22.unpack_from(buf, pos)
         pos += 6
         f = 'host'
         v_host, pos = read_string(buf, pos)
@@ -7993,7 +8961,7 @@ def _r_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordi
 def _w_FindCoordinatorResponse_v0(o: FindCoordinatorResponse, out: bytearray) -> None:
     if o.coordinators:
         raise UnsupportedVersionError("FindCoordinatorResponse: field FindCoordinatorResponse.coordinators is not supported in version 0")
-    out += _S_16.pack(o.error_code, o.node_id)
+    out += _S_22.pack(o.error_code, o.node_id)
     write_string(out, o.host)
     out += _S_2.pack(o.port)
 
@@ -9039,7 +10007,7 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> 
     f = ""
     try:
         f = 'partition_index, current_leader_epoch, timestamp'
-        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_17.unpack_from(buf, pos)
+        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_23.unpack_from(buf, pos)
         pos += 16
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartition.{f}: {exc}") from None
@@ -9049,14 +10017,14 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> 
 
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_v4(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
-    out += _S_17.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    out += _S_23.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
 
 
 def _r_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     f = ""
     try:
         f = 'partition_index, current_leader_epoch, timestamp'
-        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_17.unpack_from(buf, pos)
+        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_23.unpack_from(buf, pos)
         pos += 16
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -9071,7 +10039,7 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> 
 
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_v6(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
-    out += _S_17.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    out += _S_23.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     out.append(0)
 
 
@@ -9204,7 +10172,7 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_18.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_24.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_array_len(buf, pos)
@@ -9224,7 +10192,7 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v2(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_18.pack(o.replica_id, o.isolation_level)
+    out += _S_24.pack(o.replica_id, o.isolation_level)
     write_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v1(e_topics, out)
@@ -9234,7 +10202,7 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_18.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_24.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_array_len(buf, pos)
@@ -9254,7 +10222,7 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v4(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_18.pack(o.replica_id, o.isolation_level)
+    out += _S_24.pack(o.replica_id, o.isolation_level)
     write_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v4(e_topics, out)
@@ -9264,7 +10232,7 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_18.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_24.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -9289,7 +10257,7 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v6(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_18.pack(o.replica_id, o.isolation_level)
+    out += _S_24.pack(o.replica_id, o.isolation_level)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v6(e_topics, out)
@@ -9308,7 +10276,7 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf: memoryview, pos:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_19.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_25.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -9320,14 +10288,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 1")
-    out += _S_19.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_25.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_19.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_25.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -9339,14 +10307,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 2")
-    out += _S_19.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_25.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_19.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_25.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -9358,14 +10326,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 3")
-    out += _S_19.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_25.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset, leader_epoch'
-        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_20.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_26.unpack_from(buf, pos)
         pos += 26
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -9375,14 +10343,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf: memoryview, pos:
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S_20.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset, leader_epoch'
-        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_20.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_26.unpack_from(buf, pos)
         pos += 26
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -9397,7 +10365,7 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos:
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S_20.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     out.append(0)
 
 
@@ -10224,7 +11192,7 @@ def _r_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v8(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_21.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_27.unpack_from(buf, pos)
         pos += 3
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"MetadataRequest.{f}: {exc}") from None
@@ -10240,7 +11208,7 @@ def _w_MetadataRequest_v8(o: MetadataRequest, out: bytearray) -> None:
         write_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v8(e_topics, out)
-    out += _S_21.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_27.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
 
 def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -10257,7 +11225,7 @@ def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v9(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_21.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_27.unpack_from(buf, pos)
         pos += 3
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -10278,7 +11246,7 @@ def _w_MetadataRequest_v9(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v9(e_topics, out)
-    out += _S_21.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_27.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -10296,7 +11264,7 @@ def _r_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_21.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_27.unpack_from(buf, pos)
         pos += 3
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -10317,7 +11285,7 @@ def _w_MetadataRequest_v10(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_21.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_27.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -10540,7 +11508,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id'
-        (v_error_code, v_partition_index, v_leader_id,) = _S_22.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id,) = _S_28.unpack_from(buf, pos)
         pos += 10
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -10566,7 +11534,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v0(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_22.pack(o.error_code, o.partition_index, o.leader_id)
+    out += _S_28.pack(o.error_code, o.partition_index, o.leader_id)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -10577,7 +11545,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id'
-        (v_error_code, v_partition_index, v_leader_id,) = _S_22.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id,) = _S_28.unpack_from(buf, pos)
         pos += 10
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -10611,7 +11579,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v5(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_22.pack(o.error_code, o.partition_index, o.leader_id)
+    out += _S_28.pack(o.error_code, o.partition_index, o.leader_id)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -10624,7 +11592,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id, leader_epoch'
-        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_23.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_29.unpack_from(buf, pos)
         pos += 14
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -10658,7 +11626,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v7(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_23.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S_29.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -10671,7 +11639,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id, leader_epoch'
-        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_23.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_29.unpack_from(buf, pos)
         pos += 14
         f = 'replica_nodes'
         n, pos = read_compact_array_len(buf, pos)
@@ -10710,7 +11678,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_23.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S_29.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     write_compact_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_compact_array_len(out, len(o.isr_nodes))
@@ -11145,7 +12113,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_24.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_30.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -11178,7 +12146,7 @@ def _w_MetadataResponse_MetadataResponseTopic_v10(o: MetadataResponse.MetadataRe
     if o.name is None:
         raise ValueError("MetadataResponse: field name cannot be null in version 10")
     write_compact_string(out, o.name)
-    out += _S_24.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_30.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -11195,7 +12163,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v11(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_24.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_30.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -11228,7 +12196,7 @@ def _w_MetadataResponse_MetadataResponseTopic_v11(o: MetadataResponse.MetadataRe
     if o.name is None:
         raise ValueError("MetadataResponse: field name cannot be null in version 11")
     write_compact_string(out, o.name)
-    out += _S_24.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_30.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -11245,7 +12213,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_nullable_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_24.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_30.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -11276,7 +12244,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
 def _w_MetadataResponse_MetadataResponseTopic_v12(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_compact_nullable_string(out, o.name)
-    out += _S_24.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_30.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -12241,7 +13209,7 @@ def _r_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int
     f = ""
     try:
         f = 'first_offset, last_offset'
-        (v_first_offset, v_last_offset,) = _S_25.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset,) = _S_19.unpack_from(buf, pos)
         pos += 16
         f = 'acknowledge_types'
         n, pos = read_compact_array_len(buf, pos)
@@ -12264,7 +13232,7 @@ def _r_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int
 
 
 def _w_ShareAcknowledgeRequest_AcknowledgementBatch_v1(o: ShareAcknowledgeRequest.AcknowledgementBatch, out: bytearray) -> None:
-    out += _S_25.pack(o.first_offset, o.last_offset)
+    out += _S_19.pack(o.first_offset, o.last_offset)
     write_compact_array_len(out, len(o.acknowledge_types))
     out += struct.pack(f">{len(o.acknowledge_types)}b", *o.acknowledge_types)
     out.append(0)
@@ -12439,7 +13407,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_26.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_31.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -12454,7 +13422,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
 
 
 def _w_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o: ShareAcknowledgeResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_26.pack(o.leader_id, o.leader_epoch)
+    out += _S_31.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -12675,7 +13643,7 @@ def _r_ShareFetchRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int) -> t
     f = ""
     try:
         f = 'first_offset, last_offset'
-        (v_first_offset, v_last_offset,) = _S_25.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset,) = _S_19.unpack_from(buf, pos)
         pos += 16
         f = 'acknowledge_types'
         n, pos = read_compact_array_len(buf, pos)
@@ -12698,7 +13666,7 @@ def _r_ShareFetchRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int) -> t
 
 
 def _w_ShareFetchRequest_AcknowledgementBatch_v1(o: ShareFetchRequest.AcknowledgementBatch, out: bytearray) -> None:
-    out += _S_25.pack(o.first_offset, o.last_offset)
+    out += _S_19.pack(o.first_offset, o.last_offset)
     write_compact_array_len(out, len(o.acknowledge_types))
     out += struct.pack(f">{len(o.acknowledge_types)}b", *o.acknowledge_types)
     out.append(0)
@@ -12815,7 +13783,7 @@ def _r_ShareFetchRequest_v1(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_27.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_32.unpack_from(buf, pos)
         pos += 24
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -12854,7 +13822,7 @@ def _w_ShareFetchRequest_v1(o: ShareFetchRequest, out: bytearray) -> None:
         raise UnsupportedVersionError("ShareFetchRequest: field ShareFetchRequest.is_renew_ack is not supported in version 1")
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_27.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    out += _S_32.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -12872,7 +13840,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, share_acquire_mode, is_renew_ack'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_28.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_33.unpack_from(buf, pos)
         pos += 26
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -12909,7 +13877,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
 def _w_ShareFetchRequest_v2(o: ShareFetchRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_28.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
+    out += _S_33.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -12931,7 +13899,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_26.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_31.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -12946,7 +13914,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
 
 
 def _w_ShareFetchResponse_LeaderIdAndEpoch_v1(o: ShareFetchResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_26.pack(o.leader_id, o.leader_epoch)
+    out += _S_31.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -12954,7 +13922,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
     f = ""
     try:
         f = 'first_offset, last_offset, delivery_count'
-        (v_first_offset, v_last_offset, v_delivery_count,) = _S_29.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset, v_delivery_count,) = _S_34.unpack_from(buf, pos)
         pos += 18
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -12969,7 +13937,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
 
 
 def _w_ShareFetchResponse_AcquiredRecords_v1(o: ShareFetchResponse.AcquiredRecords, out: bytearray) -> None:
-    out += _S_29.pack(o.first_offset, o.last_offset, o.delivery_count)
+    out += _S_34.pack(o.first_offset, o.last_offset, o.delivery_count)
     out.append(0)
 
 
@@ -13335,7 +14303,7 @@ def _r_ShareGroupDescribeResponse_DescribedGroup_v1(buf: memoryview, pos: int) -
         f = 'group_state'
         v_group_state, pos = read_compact_string(buf, pos)
         f = 'group_epoch, assignment_epoch'
-        (v_group_epoch, v_assignment_epoch,) = _S_26.unpack_from(buf, pos)
+        (v_group_epoch, v_assignment_epoch,) = _S_31.unpack_from(buf, pos)
         pos += 8
         f = 'assignor_name'
         v_assignor_name, pos = read_compact_string(buf, pos)
@@ -13369,7 +14337,7 @@ def _w_ShareGroupDescribeResponse_DescribedGroup_v1(o: ShareGroupDescribeRespons
     write_compact_nullable_string(out, o.error_message)
     write_compact_string(out, o.group_id)
     write_compact_string(out, o.group_state)
-    out += _S_26.pack(o.group_epoch, o.assignment_epoch)
+    out += _S_31.pack(o.group_epoch, o.assignment_epoch)
     write_compact_string(out, o.assignor_name)
     write_compact_array_len(out, len(o.members))
     for e_members in o.members:
@@ -13553,7 +14521,7 @@ def _r_ShareGroupHeartbeatResponse_v1(buf: memoryview, pos: int) -> tuple[ShareG
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'member_epoch, heartbeat_interval_ms'
-        (v_member_epoch, v_heartbeat_interval_ms,) = _S_26.unpack_from(buf, pos)
+        (v_member_epoch, v_heartbeat_interval_ms,) = _S_31.unpack_from(buf, pos)
         pos += 8
         f = 'assignment'
         v_assignment: ShareGroupHeartbeatResponse.Assignment | None
@@ -13578,7 +14546,7 @@ def _w_ShareGroupHeartbeatResponse_v1(o: ShareGroupHeartbeatResponse, out: bytea
     out += _S_1.pack(o.throttle_time_ms, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_26.pack(o.member_epoch, o.heartbeat_interval_ms)
+    out += _S_31.pack(o.member_epoch, o.heartbeat_interval_ms)
     if o.assignment is None:
         out.append(0xFF)
     else:
@@ -13604,6 +14572,7 @@ DeleteTopicsRequest.RESPONSE_TYPE = DeleteTopicsResponse
 DescribeClusterRequest.RESPONSE_TYPE = DescribeClusterResponse
 DescribeConfigsRequest.RESPONSE_TYPE = DescribeConfigsResponse
 DescribeShareGroupOffsetsRequest.RESPONSE_TYPE = DescribeShareGroupOffsetsResponse
+FetchRequest.RESPONSE_TYPE = FetchResponse
 FindCoordinatorRequest.RESPONSE_TYPE = FindCoordinatorResponse
 IncrementalAlterConfigsRequest.RESPONSE_TYPE = IncrementalAlterConfigsResponse
 ListGroupsRequest.RESPONSE_TYPE = ListGroupsResponse
@@ -13626,6 +14595,7 @@ REQUEST_TYPES: dict[int, type] = {
     60: DescribeClusterRequest,
     32: DescribeConfigsRequest,
     90: DescribeShareGroupOffsetsRequest,
+    1: FetchRequest,
     10: FindCoordinatorRequest,
     44: IncrementalAlterConfigsRequest,
     16: ListGroupsRequest,
@@ -13650,6 +14620,7 @@ RESPONSE_TYPES: dict[int, type] = {
     60: DescribeClusterResponse,
     32: DescribeConfigsResponse,
     90: DescribeShareGroupOffsetsResponse,
+    1: FetchResponse,
     10: FindCoordinatorResponse,
     44: IncrementalAlterConfigsResponse,
     16: ListGroupsResponse,
@@ -13674,6 +14645,7 @@ RESPONSE_DECODERS: dict[int, Callable[[bytes | memoryview, int], object]] = {
     60: DescribeClusterResponse.decode,
     32: DescribeConfigsResponse.decode,
     90: DescribeShareGroupOffsetsResponse.decode,
+    1: FetchResponse.decode,
     10: FindCoordinatorResponse.decode,
     44: IncrementalAlterConfigsResponse.decode,
     16: ListGroupsResponse.decode,
@@ -13707,6 +14679,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeShareGroupOffsetsRequest",
     "DescribeShareGroupOffsetsResponse",
+    "FetchRequest",
+    "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
     "IncrementalAlterConfigsRequest",

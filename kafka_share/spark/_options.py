@@ -19,56 +19,46 @@ from kafka_share.errors import ConfigError
 
 __all__ = [
     "DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS",
-    "DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS",
     "DEFAULT_MAX_POLL_RECORDS",
-    "MAX_PARTITION_BYTES",
     "SOURCE_OPTIONS",
     "SourceOptions",
     "SparkOptionError",
+    "parse_duration_ms",
     "parse_source_options",
 ]
 
-#: Records acquired per micro-batch when neither ``maxRecordsPerTrigger`` nor
-#: ``kafka.max.poll.records`` is given: the broker's default per-partition limit on
-#: records in flight for a group (``group.share.partition.max.record.locks``).
-DEFAULT_MAX_POLL_RECORDS: Final = 2000
-
-#: Records one micro-batch of an ``availableNow`` query may hold when neither
-#: ``maxRecordsPerTrigger`` nor ``kafka.max.poll.records`` is given. Its batches
-#: run back to back, so Spark's fixed cost per micro-batch dominates small ones;
-#: the consumer then fetches in ``batch_optimized`` mode (see
-#: :meth:`SourceOptions.for_available_now`), where one poll may return that many.
-#: ``batch_optimized`` acquires whole producer batches (a 1 MiB batch of 100 B
-#: records holds ~9,500), so one response from two partitions often holds over
-#: 10,000 records: at 10,000 each such response made two micro-batches, the
-#: second of only its 800 to 1,900 left-over records (45 micro-batches for
-#: 200,000 records, against 30 at 20,000). The response's bytes, not this
-#: count, bound the memory: for larger records the byte limits of the fetch
-#: bind first.
-DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS: Final = 20_000
+#: Records one poll of a read slot may acquire unless ``kafka.max.poll.records``
+#: says otherwise. A slot stages and accepts each poll's records at once, so
+#: this bounds what one member holds for milliseconds, not a batch; larger polls
+#: spread the cost of a staging write and a round trip over more records.
+DEFAULT_MAX_POLL_RECORDS: Final = 5000
 
 #: How long an ``availableNow`` query waits, without getting records, for records
 #: that were there when it started but are held elsewhere: longer than the default
 #: record lock (30 s), so records of a member that died come back in time.
 DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS: Final = 60_000
 
-#: Largest Arrow IPC payload per input partition. The payload travels inside the
-#: serialized task, and Spark warns about tasks above 1000 KiB.
-MAX_PARTITION_BYTES: Final = 1_000_000
-
 #: The source's own options (documented spelling), with their meaning.
 SOURCE_OPTIONS: Final[dict[str, str]] = {
     "subscribe": "comma-separated topic names (required)",
-    "maxRecordsPerTrigger": "at most this many records per micro-batch",
+    "stagingLocation": "directory where read slots stage the coordinates of what they "
+    "acquired (required; a path every executor and the driver see)",
+    "maxRecordsPerTrigger": "at most about this many records per micro-batch (default: "
+    "the group's backlog when the batch is planned)",
+    "minRecordsPerTrigger": "wait for at least this many records before a micro-batch, "
+    "at most maxTriggerDelay",
+    "maxTriggerDelay": "how long minRecordsPerTrigger may delay a micro-batch (default 15m)",
     "includeHeaders": "true to add the headers column",
-    "numPartitions": "input partitions (Spark tasks) per micro-batch",
-    "pollTimeoutMs": "how long one poll waits for records (default 1000)",
-    "initialPollTimeoutMs": "how long the first poll of a query waits, while the consumer "
-    "joins the group (default 10000)",
-    "maxPartitionBytes": "largest Arrow payload of one input partition (default 1000000)",
+    "numPartitions": "read slots (Spark tasks) per micro-batch (default: the topics' "
+    "partition count)",
+    "failOnDataLoss": "true (default): fail a re-run batch whose records were deleted "
+    "from the log; false: skip them with a warning",
+    "pollTimeoutMs": "how long a read slot waits for records before it ends (default 500)",
+    "initialPollTimeoutMs": "how long a new member's first poll waits while it joins the "
+    "group (default 10000)",
     "availableNowIdleTimeoutMs": "with trigger(availableNow=True): how long the query keeps "
-    "polling without getting records while records that were in the topics when it started "
-    "are not done yet (default 60000; 0 ends at the first empty poll)",
+    "planning batches that get no records while records that were in the topics when it "
+    "started are not done yet (default 60000; 0 ends at the first empty batch)",
 }
 
 _LOWER: Final = {name.lower(): name for name in SOURCE_OPTIONS}
@@ -85,11 +75,9 @@ _KAFKA_SOURCE_ONLY: Final[dict[str, str]] = {
     "endingoffsets": "a share group is a queue and has no end offsets",
     "endingoffsetsbytimestamp": "a share group is a queue and has no end offsets",
     "endingtimestamp": "a share group is a queue and has no end offsets",
-    "failondataloss": "the broker tracks delivery; nothing can be skipped silently",
     "minpartitions": "use numPartitions",
     "maxoffsetspertrigger": "use maxRecordsPerTrigger",
-    "minoffsetspertrigger": "not supported; the source never waits to fill a batch",
-    "maxtriggerdelay": "not supported; the source never waits to fill a batch",
+    "minoffsetspertrigger": "use minRecordsPerTrigger",
     "groupidprefix": "set kafka.group.id to the share group",
     "kafkaconsumer.polltimeoutms": "use pollTimeoutMs",
     "fetchoffset.numretries": "not used by share groups",
@@ -112,45 +100,37 @@ class SparkOptionError(ValueError):
     """
 
 
+#: Parts of consumer keys whose values are secrets.
+_SECRET_PARTS: Final = ("password", "secret", "jaas", ".key", "token", "credential")
+
+
+def _secret(key: str) -> bool:
+    k = key.lower()
+    return any(part in k for part in _SECRET_PARTS) and not k.endswith((".type", ".location"))
+
+
+def _redacted_repr(config: Mapping[str, str]) -> str:
+    return repr({k: ("[hidden]" if _secret(k) else v) for k, v in config.items()})
+
+
 @attrs.frozen
 class SourceOptions:
     """The validated options of one ``kafka-share`` source."""
 
-    #: consumer configuration (Kafka's dotted keys, ``kafka.`` prefix removed)
-    consumer_config: Mapping[str, str]
+    #: consumer configuration (Kafka's dotted keys, ``kafka.`` prefix removed);
+    #: shown with secrets hidden (the options travel in plans and tasks)
+    consumer_config: Mapping[str, str] = attrs.field(repr=_redacted_repr)
     topics: tuple[str, ...]
+    staging_location: str
     max_records_per_trigger: int | None
     include_headers: bool
     num_partitions: int | None
     poll_timeout_ms: int
     initial_poll_timeout_ms: int
-    max_partition_bytes: int
+    fail_on_data_loss: bool = True
+    min_records_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
     available_now_idle_timeout_ms: int = DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS
-    #: the user set the records per poll (maxRecordsPerTrigger, kafka.max.poll.records)
-    poll_records_given: bool = False
-    #: the user set kafka.share.acquire.mode
-    acquire_mode_given: bool = False
-
-    def for_available_now(self) -> SourceOptions:
-        """The options of an ``availableNow`` query: unless the user chose the
-        records per poll or the acquire mode, bigger batches, fetched ahead.
-
-        Between the micro-batches of a processing-time query the trigger
-        interval passes, and records fetched ahead would wait locked through it,
-        hence ``record_limit`` and one poll's worth per batch there.
-        ``availableNow`` runs its batches back to back, so a response fetched
-        ahead (``batch_optimized``) waits at most one batch, and the
-        records of one poll (``DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS``) spread
-        Spark's fixed cost per micro-batch over more records.
-        """
-        if self.acquire_mode_given or self.poll_records_given:
-            # A small maxRecordsPerTrigger would leave most of a response fetched
-            # ahead waiting, locked, through many batches: keep what was asked.
-            return self
-        config = dict(self.consumer_config)
-        config["share.acquire.mode"] = "batch_optimized"
-        config["max.poll.records"] = str(DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS)
-        return attrs.evolve(self, consumer_config=config)
 
     @property
     def group_id(self) -> str:
@@ -159,8 +139,37 @@ class SourceOptions:
 
     @property
     def max_poll_records(self) -> int:
-        """Records one poll (one micro-batch) may acquire."""
+        """Records one poll of a read slot may acquire."""
         return int(self.consumer_config["max.poll.records"])
+
+    def for_run(self, run: str) -> SourceOptions:
+        """These options with the staging location of query run ``run``."""
+        return attrs.evolve(self, staging_location=f"{self.staging_location.rstrip('/')}/{run}")
+
+    def redacted(self) -> dict[str, str]:
+        """The options as a user may see them in logs: secrets masked."""
+        return {k: ("[hidden]" if _secret(k) else v) for k, v in self.consumer_config.items()}
+
+
+_DURATION_UNITS: Final = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
+                          "d": 86_400_000}
+
+
+def parse_duration_ms(name: str, raw: str) -> int:
+    """A duration as Spark writes them (``500ms``, ``30s``, ``15m``, ``1h``; a bare
+    number is milliseconds)."""
+    text = raw.strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number):] or "ms"
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _DURATION_UNITS or value < 0:
+        raise SparkOptionError(
+            f"option {name} must be a duration such as 500ms, 30s, 15m or 1h, got {raw!r}"
+        )
+    return int(value * _DURATION_UNITS[unit])
 
 
 def _positive_int(name: str, raw: str, *, minimum: int = 1) -> int:
@@ -251,18 +260,33 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         if "maxRecordsPerTrigger" in own
         else None
     )
+    min_per_trigger = (
+        _positive_int("minRecordsPerTrigger", own["minRecordsPerTrigger"])
+        if "minRecordsPerTrigger" in own
+        else None
+    )
+    if min_per_trigger is not None and max_per_trigger is not None and (
+        min_per_trigger > max_per_trigger
+    ):
+        raise SparkOptionError(
+            f"option minRecordsPerTrigger ({min_per_trigger}) is above maxRecordsPerTrigger "
+            f"({max_per_trigger})"
+        )
+    staging = own.get("stagingLocation", "").strip()
+    if not staging:
+        raise SparkOptionError(
+            "option stagingLocation is required: a directory where read slots stage what "
+            "they acquired, so that a re-run batch has the same rows (a local path for "
+            "local[N], a shared mount every executor and the driver see for a cluster; one "
+            "per query, like its checkpoint)"
+        )
     if "max.poll.records" in consumer:
-        poll_records = _positive_int("kafka.max.poll.records", consumer["max.poll.records"])
+        _positive_int("kafka.max.poll.records", consumer["max.poll.records"])
     else:
-        poll_records = DEFAULT_MAX_POLL_RECORDS
-    if max_per_trigger is not None:
-        poll_records = min(poll_records, max_per_trigger)
-    poll_records_given = "max.poll.records" in consumer or max_per_trigger is not None
-    acquire_mode_given = "share.acquire.mode" in consumer
-    consumer["max.poll.records"] = str(poll_records)
+        consumer["max.poll.records"] = str(DEFAULT_MAX_POLL_RECORDS)
     # record_limit: the broker acquires at most max.poll.records per fetch and the
-    # client fetches nothing ahead, so no record is locked while it waits in a
-    # buffer for a later trigger (its lock would be ticking all that time).
+    # client fetches nothing ahead, so a worker's consumer holds no record between
+    # the tasks of a read slot (a fetched-ahead record's lock would tick meanwhile).
     consumer.setdefault("share.acquire.mode", "record_limit")
     consumer["share.acknowledgement.mode"] = "explicit"
     check_consumer_config(consumer, "kafka.")
@@ -270,27 +294,28 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     return SourceOptions(
         consumer_config=consumer,
         topics=topics,
+        staging_location=staging,
         max_records_per_trigger=max_per_trigger,
+        min_records_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=parse_duration_ms(
+            "maxTriggerDelay", own.get("maxTriggerDelay", "15m")
+        ),
         include_headers=_bool("includeHeaders", own.get("includeHeaders", "false")),
         num_partitions=(
             _positive_int("numPartitions", own["numPartitions"])
             if "numPartitions" in own
             else None
         ),
+        fail_on_data_loss=_bool("failOnDataLoss", own.get("failOnDataLoss", "true")),
         poll_timeout_ms=_positive_int(
-            "pollTimeoutMs", own.get("pollTimeoutMs", "1000"), minimum=0
+            "pollTimeoutMs", own.get("pollTimeoutMs", "500"), minimum=0
         ),
         initial_poll_timeout_ms=_positive_int(
             "initialPollTimeoutMs", own.get("initialPollTimeoutMs", "10000"), minimum=0
-        ),
-        max_partition_bytes=_positive_int(
-            "maxPartitionBytes", own.get("maxPartitionBytes", str(MAX_PARTITION_BYTES))
         ),
         available_now_idle_timeout_ms=_positive_int(
             "availableNowIdleTimeoutMs",
             own.get("availableNowIdleTimeoutMs", str(DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS)),
             minimum=0,
         ),
-        poll_records_given=poll_records_given,
-        acquire_mode_given=acquire_mode_given,
     )

@@ -1,49 +1,40 @@
 """The ``kafka-share`` Structured Streaming source (a Python data source).
 
-Where each piece runs (PySpark 4.2+):
+Executors acquire, the driver plans (see ``docs/spark.md``):
 
-* ``ShareGroupDataSource.schema`` and ``streamReader`` run in a planner Python
-  process and in the driver's *source runner*, a long-lived Python process the
-  JVM starts for each source of a query. Constructors do no I/O.
-* ``initialOffset``, ``getDefaultReadLimit``, ``latestOffset``, ``partitions``,
-  ``commit`` and ``prepareForTriggerAvailableNow`` run in the source runner,
-  always on its main thread. The share consumer lives there.
-* ``read`` runs on executors, on an unpickled copy of the reader: it only
-  decodes the Arrow payload carried by its input partition, so executors never
-  talk to Kafka and task retries re-read exactly the same records.
+* The driver's *source runner* (``initialOffset``, ``latestOffset``,
+  ``partitions``, ``commit``) holds no consumer. Each trigger it asks the broker
+  for the group's backlog and plans a micro-batch as ``slots`` read slots sharing
+  a budget of records (:mod:`._plan`); the end offset it returns,
+  ``{"run", "seq", "slots", "budget"}``, is in the query's offset log, so a re-run
+  batch is planned exactly as before.
+* ``read`` runs in executors' Python workers: the task of slot ``i`` polls with a
+  consumer kept in its worker across tasks, stages the coordinates of each
+  poll's records, ACCEPTs them, and yields them; a slot already staged (a
+  retried task, a speculative copy, a batch re-run after a restart) is read back
+  from the log by offset instead (:mod:`._slots`, :mod:`._staging`,
+  :mod:`._replay`). Every record of a batch is therefore in the batch however
+  often it runs: with an idempotent sink, end-to-end exactly-once.
+* ``latestOffset(start)`` and ``commit(end)`` delete the staged chunks of the
+  batches Spark has committed, and count what their slots did (progress).
 
-Offsets are ``{"seq": n}``: micro-batch ``n`` of this runner holds the records of
-one poll. Acknowledgement (the at-least-once argument):
-
-* ``latestOffset(start)`` is only called once every batch up to ``start`` is in
-  the query's commit log (batches run one after another, and on restart an
-  unfinished batch is re-run before any new ``latestOffset``). So the top of
-  ``latestOffset`` ACCEPTs the held batches ``<= start`` and commits them. Only
-  then does it poll, which explicit mode requires anyway.
-* ``commit(end)`` does the same for ``<= end``: an idempotent second path (Spark
-  calls it a batch late, and not at all after the last batch).
-* A batch that is re-run after a restart finds nothing held (a fresh runner) and
-  is empty; its records were never acknowledged, so the broker redelivers them
-  with ``deliveryCount`` + 1.
-* ``query.stop()`` terminates the runner with SIGTERM (``stop()`` is not called);
-  a handler closes the consumer so the broker releases held records at once.
+``"run"`` is a token made when the query starts without a checkpoint: staged
+chunks live under ``<stagingLocation>/<run>/``, so a new query never mistakes
+a former query's chunks in the same location for its own.
 
 ``trigger(availableNow=True)``: ``prepareForTriggerAvailableNow`` records the
 partitions' end offsets, and ``latestOffset`` returns its start offset (which
-ends the query) only once the group is done with every record before them
-(:mod:`kafka_share.spark._drain`), polling past empty polls meanwhile for at
-most ``availableNowIdleTimeoutMs`` without records.
+ends the query) once the group is done with every record before them
+(:mod:`kafka_share.spark._drain`), or once batches have got no records for
+``availableNowIdleTimeoutMs``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -70,26 +61,23 @@ from pyspark.sql.types import (
 )
 
 from kafka_share.admin import Admin, OffsetSpec, SharePartitionOffsetInfo
-from kafka_share.consumer import ShareConsumer
-from kafka_share.errors import KafkaError, WakeupError
-from kafka_share.models import AcknowledgeType, TopicPartition
-from kafka_share.spark._arrow import column_names, poll_batch_to_table, read_ipc, split_ipc
+from kafka_share.errors import KafkaError
+from kafka_share.models import TopicPartition
+from kafka_share.spark._arrow import column_names
 from kafka_share.spark._drain import DrainGoal
 from kafka_share.spark._options import SourceOptions, SparkOptionError, parse_source_options
+from kafka_share.spark._plan import BatchPlan, TriggerPolicy
+from kafka_share.spark._slots import read_slot
+from kafka_share.spark._staging import StagingStore
 
-__all__ = ["ShareGroupDataSource", "ShareGroupStreamReader", "source_schema"]
+__all__ = ["ShareGroupDataSource", "ShareGroupStreamReader", "SlotPartition", "source_schema"]
 
 log = logging.getLogger("kafka_share.spark")
 
-#: How long closing the consumer may take when the query stops.
-_CLOSE_TIMEOUT_S = 10.0
-#: How long committing acknowledgements may take.
-_COMMIT_TIMEOUT_S = 30.0
-#: How long one admin call of an ``availableNow`` query may take.
+#: How long one admin call of the driver may take.
 _ADMIN_TIMEOUT_S = 15.0
-#: Shortest time between two empty polls while ``availableNow`` waits for records
-#: held elsewhere (``pollTimeoutMs`` may be 0): no busy loop of polls and admin calls.
-_MIN_DRAIN_POLL_S = 0.2
+#: availableNow: how often the driver looks again while nothing can be planned.
+_DRAIN_RECHECK_S = 0.5
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -134,28 +122,20 @@ class ShareGroupDataSource(DataSource):
         return ShareGroupStreamReader(parse_source_options(self.options), schema)
 
 
-class ArrowPartition(InputPartition):
-    """One input partition: an Arrow IPC stream of some records of batch ``seq``."""
+class SlotPartition(InputPartition):
+    """One read slot of a micro-batch (see :mod:`kafka_share.spark._slots`)."""
 
-    def __init__(self, seq: int, payload: bytes) -> None:
-        super().__init__(seq)
+    def __init__(self, run: str, seq: int, slot: int, budget: int) -> None:
+        super().__init__((seq, slot))
+        self.run = run
         self.seq = seq
-        self.payload = payload
-
-
-class _Held:
-    """A polled micro-batch waiting for Spark to make it durable."""
-
-    __slots__ = ("batch", "payloads")
-
-    def __init__(self, batch: Any, payloads: list[bytes]) -> None:
-        #: the ``poll_arrow`` record batch (acknowledged as a whole)
-        self.batch = batch
-        self.payloads = payloads
+        self.slot = slot
+        self.budget = budget
 
 
 class _GroupProbe:
-    """The admin calls of an ``availableNow`` query (see :mod:`._drain`)."""
+    """The driver's admin calls: the topics' partitions and offsets, the group's
+    progress on them."""
 
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
@@ -166,6 +146,19 @@ class _GroupProbe:
             self._admin = Admin(dict(self._options.consumer_config))
         return self._admin
 
+    def partitions(self) -> list[TopicPartition]:
+        """The subscribed topics' partitions.
+
+        Raises:
+            KafkaError: the topics cannot be described.
+        """
+        described = self._client().describe_topics(self._options.topics, timeout=_ADMIN_TIMEOUT_S)
+        return sorted(
+            TopicPartition(name, p.partition)
+            for name, topic in described.items()
+            for p in topic.partitions
+        )
+
     def goal(self) -> DrainGoal:
         """The partitions' earliest and end offsets now.
 
@@ -173,12 +166,7 @@ class _GroupProbe:
             KafkaError: the topics or their offsets cannot be read.
         """
         admin = self._client()
-        described = admin.describe_topics(self._options.topics, timeout=_ADMIN_TIMEOUT_S)
-        tps = [
-            TopicPartition(name, p.partition)
-            for name, topic in described.items()
-            for p in topic.partitions
-        ]
+        tps = self.partitions()
         latest = admin.list_offsets(
             dict.fromkeys(tps, OffsetSpec.latest()),
             isolation_level=self._isolation_level(admin),
@@ -219,168 +207,129 @@ class _GroupProbe:
                       self._options.group_id, exc)
             return None
 
+    def backlog(self) -> int:
+        """Records of the subscribed topics not yet done for the group, as the broker
+        sees it now: its lag (Kafka 4.2+), else the distance from the
+        share-partition start offset to the end of the log (the whole log for a
+        partition the group has not started on).
+
+        Raises:
+            KafkaError: the offsets cannot be read.
+        """
+        bounds = self.goal().bounds
+        offsets = self.group_offsets(list(bounds)) or {}
+        total = 0
+        for tp, (earliest, end) in bounds.items():
+            info = offsets.get(tp)
+            if info is not None and info.lag is not None:
+                total += info.lag
+            elif info is not None and info.start_offset is not None:
+                total += max(0, end - max(info.start_offset, earliest))
+            else:
+                total += max(0, end - earliest)
+        return total
+
     def close(self) -> None:
         if self._admin is not None:
             self._admin.close()
             self._admin = None
 
 
-class _Driver:
-    """The source runner's state: the consumer and the batches it holds.
+class _Progress:
+    """What the slots of committed batches did, summed (for the query progress)."""
 
-    Every method runs on the runner's main thread; so does the SIGTERM handler,
-    between two bytecodes of whatever the thread was doing. ``in_call`` tells
-    the handler whether that was a consumer call (then it only wakes the
-    consumer up, and the call's caller shuts down).
-    """
+    FIELDS = ("acquired", "replayed", "redelivered", "accept_failed", "lost_races")
+
+    def __init__(self) -> None:
+        self.totals = dict.fromkeys(self.FIELDS, 0)
+        self.batches = 0
+        self.lag: int | None = None
+
+    def add(self, stats: dict[str, int]) -> None:
+        for name in self.FIELDS:
+            self.totals[name] += int(stats.get(name, 0))
+
+
+class _Driver:
+    """The source runner's state (every method runs on its main thread)."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self.consumer: ShareConsumer[bytes | None, bytes | None] | None = None
-        self.held: dict[int, _Held] = {}
+        self.probe = _GroupProbe(options)
+        self.run: str | None = None
+        self.policy: TriggerPolicy | None = None
+        self.progress = _Progress()
+        #: batches whose slots have been counted
+        self.counted = 0
         self.draining = False
         self.drained = False
-        #: availableNow: the end offsets when the query started (None: unknown)
         self.goal: DrainGoal | None = None
-        self.probe: _GroupProbe | None = None
-        #: availableNow: when the current run of empty polls began
+        #: availableNow: when batches began to come back empty
         self.idle_since: float | None = None
         self.clock: Callable[[], float] = time.monotonic
         self.sleep: Callable[[float], None] = time.sleep
-        self.polled = False
-        self.in_call = False
-        self.terminating = False
-        self.closed = False
 
-    # -- lifecycle -------------------------------------------------------------
+    def store(self, run: str) -> StagingStore:
+        return StagingStore(f"{self.options.staging_location.rstrip('/')}/{run}")
 
-    def ensure_consumer(self) -> ShareConsumer[bytes | None, bytes | None]:
-        if self.closed:
-            raise RuntimeError("the kafka-share source was stopped")
-        if self.consumer is None:
-            self._install_sigterm_handler()
-            consumer: ShareConsumer[bytes | None, bytes | None] = ShareConsumer(
-                dict(self.options.consumer_config)
+    def trigger_policy(self) -> TriggerPolicy:
+        if self.policy is None:
+            o = self.options
+            slots = o.num_partitions or max(1, len(self.probe.partitions()))
+            self.policy = TriggerPolicy(
+                max_slots=slots, max_records=o.max_records_per_trigger,
+                min_records=o.min_records_per_trigger,
+                max_trigger_delay_s=o.max_trigger_delay_ms / 1000,
             )
-            consumer.subscribe(list(self.options.topics))
-            self.consumer = consumer
-        return self.consumer
+        return self.policy
 
-    def _install_sigterm_handler(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            # Only the main thread may set handlers; the runner always calls us
-            # there, so this is a source used some other way (e.g. a test).
-            return
-        signal.signal(signal.SIGTERM, self._on_sigterm)
+    # -- committed batches ---------------------------------------------------------
 
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        # query.stop(): the JVM terminates this process. Close the consumer first,
-        # so the broker releases the records of the unfinished batch at once
-        # rather than when their locks expire.
-        self.terminating = True
-        if self.in_call:
-            if self.consumer is not None:
-                self.consumer.wakeup()
-            return  # the interrupted call's caller shuts down (see _guarded)
-        self.shutdown()
-        self._die()
+    def settle_through(self, run: str, seq: int) -> int | None:
+        """Count and forget the staged chunks of batches up to ``seq`` (Spark has
+        committed them). Returns the records the newest of them acquired (None
+        if no batch was new)."""
+        store = self.store(run)
+        acquired: int | None = None
+        for b in store.batches():
+            if b > seq:
+                continue
+            if b > self.counted:
+                acquired = self._count_batch(store, b)
+                self.counted = b
+            store.delete_batch(b)
+        return acquired
 
-    @staticmethod
-    def _die() -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+    def _count_batch(self, store: StagingStore, seq: int) -> int:
+        acquired = 0
+        for slot in store.slots(seq):
+            chunks = list(store.slot_chunks(seq, slot))
+            if not chunks or not chunks[-1].end:
+                continue
+            stats = chunks[-1].stats
+            self.progress.add(stats)
+            acquired += int(stats.get("acquired", 0))
+            if self.goal is not None and not stats.get("accept_failed"):
+                for chunk in chunks[:-1]:
+                    for topic, partition, first, last, _ in chunk.spans:
+                        self.goal.record_accepted(
+                            TopicPartition(topic, partition), range(first, last + 1)
+                        )
+        self.progress.batches += 1
+        return acquired
 
-    def shutdown(self) -> None:
-        """Close the consumer (idempotent): unacknowledged records are released."""
-        if self.closed:
-            return
-        self.closed = True
-        if self.probe is not None:
-            self.probe.close()
-        consumer, self.consumer = self.consumer, None
-        held = sum(h.batch.num_rows for h in self.held.values())
-        self.held.clear()
-        if consumer is not None:
-            log.info("kafka-share source stopping; releasing %d held records", held)
-            try:
-                consumer.close(timeout=_CLOSE_TIMEOUT_S)
-            except Exception as exc:  # the process is going away: report, do not mask
-                log.warning("closing the share consumer failed: %s", exc)
-
-    def after_call(self) -> None:
-        """Finish a SIGTERM that arrived during a consumer call."""
-        if self.terminating:
-            self.shutdown()
-            self._die()
-
-    # -- acknowledgement -------------------------------------------------------
-
-    def ack_through(self, seq: int) -> None:
-        """ACCEPT and commit every held batch up to ``seq`` (idempotent)."""
-        done = sorted(s for s in self.held if s <= seq)
-        if not done or self.consumer is None:
-            return
-        consumer = self.consumer
-        count = 0
-        batches = []
-        self.in_call = True
-        try:
-            for s in done:
-                batch = self.held.pop(s).batch
-                consumer.acknowledge_arrow(batch, AcknowledgeType.ACCEPT)
-                batches.append(batch)
-                count += batch.num_rows
-            results = consumer.commit_sync(timeout=_COMMIT_TIMEOUT_S)
-        except WakeupError:
-            results = {}
-        finally:
-            self.in_call = False
-        self.after_call()
-        if self.goal is not None:
-            confirmed = {tip.topic_partition for tip, error in results.items() if error is None}
-            for batch in batches:
-                self._note_accepted(batch, confirmed)
-        for partition, error in results.items():
-            if error is not None:
-                # Typically a lock that expired before the batch finished: the broker
-                # has redelivered those records, so they will be seen twice.
-                log.warning(
-                    "acknowledging batch(es) %s on %s failed (%s): their records may be "
-                    "delivered again; keep the group's share.record.lock.duration.ms above "
-                    "the trigger interval plus the batch time",
-                    done, partition, error,
-                )
-        log.debug("accepted %d records of batch(es) %s", count, done)
-
-    def _note_accepted(self, batch: Any, confirmed: set[TopicPartition]) -> None:
-        assert self.goal is not None
-        topics = batch.column("topic").to_pylist()
-        partitions = batch.column("partition").to_pylist()
-        offsets = batch.column("offset").to_pylist()
-        by_partition: dict[TopicPartition, list[int]] = {}
-        for topic, partition, offset in zip(topics, partitions, offsets, strict=True):
-            by_partition.setdefault(TopicPartition(topic, partition), []).append(offset)
-        for tp, seen in by_partition.items():
-            if tp in confirmed:
-                self.goal.record_accepted(tp, seen)
-
-    # -- availableNow ----------------------------------------------------------
+    # -- availableNow --------------------------------------------------------------
 
     def prepare_drain(self) -> None:
         """Record where the queue ends now (``prepareForTriggerAvailableNow``)."""
         self.draining = True
-        # Spark asks for the read limit right after this, and the consumer is
-        # made at the first latestOffset: both see these options.
-        self.options = self.options.for_available_now()
-        if self.probe is None:
-            self.probe = _GroupProbe(self.options)
         try:
             self.goal = self.probe.goal()
         except KafkaError as exc:
             self.goal = None
             log.warning(
                 "availableNow: cannot read the end offsets of %s (%s); the query will end "
-                "once no record arrived for availableNowIdleTimeoutMs (%d ms)",
+                "once batches got no record for availableNowIdleTimeoutMs (%d ms)",
                 ", ".join(self.options.topics), exc, self.options.available_now_idle_timeout_ms,
             )
         else:
@@ -390,7 +339,7 @@ class _Driver:
 
     def drain_pending(self) -> dict[TopicPartition, tuple[int | None, int]] | None:
         """Partitions whose records from the start are not all done (None: unknown)."""
-        if self.goal is None or self.probe is None:
+        if self.goal is None:
             return None
         wanted = [tp for tp, (earliest, end) in self.goal.bounds.items() if end > earliest]
         if not wanted:
@@ -398,52 +347,59 @@ class _Driver:
         offsets = self.probe.group_offsets(wanted)
         return None if offsets is None else self.goal.pending(offsets)
 
-    def give_up_waiting(self, now: float) -> bool:
-        """After an empty poll: whether availableNow stops waiting for more records."""
+    def drain_done(self, last_acquired: int | None) -> bool:
+        """availableNow: whether the query has read what was there at its start."""
+        pending = self.drain_pending()
+        if pending == {}:
+            return True
+        if last_acquired:
+            self.idle_since = None
+            return False
+        now = self.clock()
         if self.idle_since is None:
             self.idle_since = now
         if (now - self.idle_since) * 1000 < self.options.available_now_idle_timeout_ms:
             return False
-        pending = self.drain_pending()
-        if pending:
-            left = "; ".join(
-                f"{tp}: from offset {'?' if start is None else start} to {end}"
-                for tp, (start, end) in sorted(pending.items())
-            )
-            log.warning(
-                "availableNow: ending although records that were there when the query "
-                "started are not all done after %d ms without records (%s): other members "
-                "of share group %r hold them, or their locks have not expired yet; they stay "
-                "in the group. Raise availableNowIdleTimeoutMs to wait longer",
-                self.options.available_now_idle_timeout_ms, left, self.options.group_id,
-            )
+        left = "; ".join(
+            f"{tp}: from offset {'?' if start is None else start} to {end}"
+            for tp, (start, end) in sorted((pending or {}).items())
+        )
+        log.warning(
+            "availableNow: ending although records that were there when the query started "
+            "are not all done after %d ms of batches without records (%s): other members of "
+            "share group %r hold them, or their locks have not expired yet; they stay in the "
+            "group. Raise availableNowIdleTimeoutMs to wait longer",
+            self.options.available_now_idle_timeout_ms, left or "unknown", self.options.group_id,
+        )
         return True
 
-    # -- polling ---------------------------------------------------------------
+    # -- planning ------------------------------------------------------------------
 
-    def poll(self, max_rows: int) -> Any:
-        """One ``poll_arrow`` record batch of at most ``max_rows`` rows (None: none)."""
-        consumer = self.ensure_consumer()
-        timeout_ms = (
-            self.options.poll_timeout_ms if self.polled
-            else max(self.options.poll_timeout_ms, self.options.initial_poll_timeout_ms)
-        )
-        self.in_call = True
-        batch: Any = None
+    def next_plan(self, last_acquired: int | None) -> BatchPlan | None:
+        policy = self.trigger_policy()
+        now = self.clock()
+        if last_acquired is not None:
+            policy.batch_done(last_acquired, now)
         try:
-            batch = consumer.poll_arrow(timeout=timeout_ms / 1000)
-            self.polled = True
-            if batch.num_rows > max_rows:
-                # Only when Spark asks for fewer rows than one poll may return:
-                # give the rest back now rather than hold them under a lock.
-                consumer.acknowledge_arrow(batch.slice(max_rows), AcknowledgeType.RELEASE)
-                batch = batch.slice(0, max_rows)
-        except WakeupError:
-            batch = None
-        finally:
-            self.in_call = False
-        self.after_call()
-        return batch if batch is not None and batch.num_rows else None
+            backlog = self.probe.backlog()
+        except KafkaError as exc:
+            log.warning("cannot read the backlog of share group %r (%s); no batch this "
+                        "trigger", self.options.group_id, exc)
+            return None
+        self.progress.lag = backlog
+        if self.draining and backlog == 0:
+            # The broker says nothing is left, but availableNow ends on its own
+            # terms (drain_done): one more look at the next trigger.
+            return None
+        return policy.plan(backlog, now)
+
+
+def _offset(run: str, seq: int, plan: BatchPlan | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"run": run, "seq": seq}
+    if plan is not None:
+        out["slots"] = plan.slots
+        out["budget"] = plan.budget
+    return out
 
 
 class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -461,7 +417,7 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         self._driver: _Driver | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        # Pickled for executors: they need the options only, never the consumer.
+        # Pickled for executors: they need the options only.
         return {"_options": self._options, "_driver": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -472,96 +428,76 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             self._driver = _Driver(self._options)
         return self._driver
 
-    # -- offsets ---------------------------------------------------------------
+    # -- offsets (driver) ----------------------------------------------------------
 
-    def initialOffset(self) -> dict[str, int]:
-        return {"seq": 0}
+    def initialOffset(self) -> dict[str, Any]:
+        # A query without a checkpoint: a new run token, so that chunks another
+        # query left in the same stagingLocation are never read as this one's.
+        run = uuid.uuid4().hex[:16]
+        self._state().store(run).check_writable()
+        return _offset(run, 0)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        # One micro-batch is one poll, so it never holds more than max.poll.records.
-        # Saying so also tells Trigger.Once apart: Spark then replaces this limit
-        # with ReadAllAvailable (and only then).
-        return ReadMaxRows(self._state().options.max_poll_records)
+        limit = self._options.max_records_per_trigger
+        return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        # availableNow reads what the topics hold now: record their end offsets
-        # before anything is consumed (see kafka_share.spark._drain).
         self._state().prepare_drain()
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         state = self._state()
-        if isinstance(limit, ReadAllAvailable) and not state.draining:
-            raise SparkOptionError(
-                "the kafka-share source does not support trigger(once=True): the query "
-                "stops before the batch could be acknowledged, so its records would be "
-                "redelivered on every run; use trigger(availableNow=True)"
-            )
-        seq = int(start["seq"])
-        # Every batch up to `start` is in the query's commit log now (module docstring).
-        state.ack_through(seq)
-        if state.held:
-            # Asked again before the held batch ran (never seen in practice): explicit
-            # mode forbids polling before it is acknowledged, so offer it again.
-            return {"seq": max(state.held)}
-        if state.drained:
-            return {"seq": seq}
-        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else (
-            state.options.max_poll_records
-        )
-        while True:
-            if state.draining and state.drain_pending() == {}:
-                state.drained = True  # availableNow: all done, the last batch included
-                return {"seq": seq}
-            started = state.clock()
-            batch = state.poll(max_rows)
-            if batch is not None:
-                state.idle_since = None
-                break
-            if not state.draining:
-                return {"seq": seq}
-            # availableNow, and records from the start may still be held elsewhere
-            # (another member, a lock that has not expired): an empty poll is not
-            # the end of the queue. Poll again, within availableNowIdleTimeoutMs.
-            now = state.clock()
-            if state.give_up_waiting(now):
+        run, seq = str(start["run"]), int(start["seq"])
+        # Every batch up to `start` is in the query's commit log now: Spark calls
+        # latestOffset only once the previous batch has finished.
+        last_acquired = state.settle_through(run, seq) if seq > 0 else None
+        while not state.drained:
+            if state.draining and state.drain_done(last_acquired):
                 state.drained = True
-                return {"seq": seq}
-            if now - started < _MIN_DRAIN_POLL_S:
-                state.sleep(_MIN_DRAIN_POLL_S - (now - started))
-        table = poll_batch_to_table(batch, self._options.include_headers)
-        parts = self._options.num_partitions or table.group_by(
-            ["topic", "partition"]
-        ).aggregate([]).num_rows
-        payloads = split_ipc(
-            table, min_parts=parts, max_bytes=self._options.max_partition_bytes
-        )
-        state.held[seq + 1] = _Held(batch, payloads)
-        return {"seq": seq + 1}
+                break
+            plan = state.next_plan(last_acquired)
+            last_acquired = None
+            if plan is not None:
+                if isinstance(limit, ReadMaxRows):
+                    plan = BatchPlan(plan.slots, min(plan.budget, limit.max_rows))
+                return _offset(run, seq + 1, plan)
+            if not state.draining:
+                break
+            # availableNow ends the query at the first latestOffset that returns
+            # its start, and records from the start may still come back (held
+            # by another member, a lock that has not expired): look again.
+            state.sleep(_DRAIN_RECHECK_S)
+        return start
 
-    def reportLatestOffset(self) -> dict[str, int] | None:
-        return None
-
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        # Idempotent: Spark may plan the same batch more than once. A batch this
-        # runner does not hold (re-run after a restart) is empty: its records were
-        # never acknowledged and come back from the broker as new records.
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        # Shown as the source's latestOffset in the query progress: what the
+        # slots of committed batches did, and the group's backlog.
         state = self._state()
-        lo, hi = int(start["seq"]), int(end["seq"])
-        out: list[InputPartition] = []
-        for seq in range(lo + 1, hi + 1):
-            held = state.held.get(seq)
-            if held is not None:
-                out.extend(ArrowPartition(seq, p) for p in held.payloads)
+        out: dict[str, Any] = dict(state.progress.totals)
+        out["batches"] = state.progress.batches
+        if state.progress.lag is not None:
+            out["backlog"] = state.progress.lag
         return out
 
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        # Idempotent: the plan is in `end`, which is in the offset log.
+        lo, hi = int(start["seq"]), int(end["seq"])
+        if hi <= lo:
+            return []
+        if hi != lo + 1:
+            raise RuntimeError(f"kafka-share plans one batch at a time, got {start} to {end}")
+        plan = BatchPlan(int(end["slots"]), int(end["budget"]))
+        return [SlotPartition(str(end["run"]), hi, i, plan.slot_budget(i))
+                for i in range(plan.slots)]
+
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, ArrowPartition)
-        yield from read_ipc(partition.payload)
+        # In an executor's Python worker.
+        assert isinstance(partition, SlotPartition)
+        options = self._options.for_run(partition.run)
+        yield from read_slot(options, partition.seq, partition.slot, partition.budget)
 
     def commit(self, end: dict[str, Any]) -> None:
-        self._state().ack_through(int(end["seq"]))
+        self._state().settle_through(str(end["run"]), int(end["seq"]))
 
     def stop(self) -> None:
-        # Called when the JVM side goes away abruptly (not on query.stop()).
         if self._driver is not None:
-            self._driver.shutdown()
+            self._driver.probe.close()

@@ -1,5 +1,4 @@
-"""poll_arrow batches to the source's tables, and the splitting of a table into
-input-partition payloads."""
+"""poll_arrow batches to the source's tables."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from kafka_share import TopicIdPartition
 from kafka_share._app.columnar import ColumnarRecords, Piece, to_record_batch
 from kafka_share.records.batch import Record
 from kafka_share.records.columnar import columns_from_rows
-from kafka_share.spark._arrow import arrow_schema, poll_batch_to_table, read_ipc, split_ipc
+from kafka_share.spark._arrow import arrow_schema, poll_batch_to_table
 from kafka_share.spark.source import source_schema
 
 TIP = TopicIdPartition(__import__("uuid").UUID(int=3), "t", 1)
@@ -61,43 +60,3 @@ def test_poll_batch_to_table_values() -> None:
     assert "headers" not in records_to_table(records, False).column_names
     legacy = records_to_table([record(7, timestamp=-1)], False, timestamp_type=-1).to_pylist()
     assert legacy[0]["timestampType"] == -1  # a v0 message set has no timestamp type
-
-
-def payload_rows(payloads: list[bytes]) -> list[int]:
-    offsets: list[int] = []
-    for p in payloads:
-        for batch in read_ipc(p):
-            offsets.extend(batch.column("offset").to_pylist())
-    return offsets
-
-
-def test_split_keeps_every_row_in_order_and_under_the_size() -> None:
-    table = records_to_table([record(i, value=b"x" * 1000) for i in range(2000)], False)
-    payloads = split_ipc(table, min_parts=1, max_bytes=100_000)
-    assert all(len(p) <= 100_000 for p in payloads)
-    assert len(payloads) >= table.nbytes // 100_000
-    assert payload_rows(payloads) == list(range(2000))
-
-
-def test_split_makes_at_least_min_parts_but_never_more_than_rows() -> None:
-    table = records_to_table([record(i) for i in range(10)], False)
-    assert len(split_ipc(table, min_parts=4, max_bytes=10**9)) == 4
-    assert len(split_ipc(table, min_parts=50, max_bytes=10**9)) == 10
-    assert payload_rows(split_ipc(table, min_parts=4, max_bytes=10**9)) == list(range(10))
-
-
-def test_a_record_larger_than_the_limit_travels_alone() -> None:
-    table = records_to_table(
-        [record(0), record(1, value=b"x" * 50_000), record(2)], False
-    )
-    payloads = split_ipc(table, min_parts=1, max_bytes=10_000)
-    assert payload_rows(payloads) == [0, 1, 2]
-    big = [p for p in payloads if len(p) > 10_000]
-    assert len(big) == 1 and payload_rows(big) == [1]
-
-
-def test_split_edge_cases() -> None:
-    empty = pa.Table.from_pylist([], schema=arrow_schema(False))
-    assert split_ipc(empty, min_parts=3, max_bytes=10) == []
-    with pytest.raises(ValueError, match="must be positive"):
-        split_ipc(empty, min_parts=0, max_bytes=10)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from kafka_share.spark._options import (
-    DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS,
     DEFAULT_MAX_POLL_RECORDS,
-    MAX_PARTITION_BYTES,
     SourceOptions,
     SparkOptionError,
+    parse_duration_ms,
     parse_source_options,
 )
 
-BASE = {"kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g", "subscribe": "a"}
+BASE = {"kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g", "subscribe": "a",
+        "stagingLocation": "/tmp/stage"}
 
 
 def parse(**extra: str) -> SourceOptions:
@@ -23,6 +23,7 @@ def parse(**extra: str) -> SourceOptions:
 def test_defaults() -> None:
     opts = parse_source_options(BASE)
     assert opts.topics == ("a",)
+    assert opts.staging_location == "/tmp/stage"
     assert opts.consumer_config == {
         "bootstrap.servers": "localhost:9092",
         "group.id": "g",
@@ -31,10 +32,12 @@ def test_defaults() -> None:
         "share.acknowledgement.mode": "explicit",
     }
     assert opts.max_records_per_trigger is None
+    assert opts.min_records_per_trigger is None
+    assert opts.max_trigger_delay_ms == 15 * 60_000
     assert opts.include_headers is False
     assert opts.num_partitions is None
-    assert (opts.poll_timeout_ms, opts.initial_poll_timeout_ms) == (1000, 10000)
-    assert opts.max_partition_bytes == MAX_PARTITION_BYTES
+    assert opts.fail_on_data_loss is True
+    assert (opts.poll_timeout_ms, opts.initial_poll_timeout_ms) == (500, 10000)
     assert opts.available_now_idle_timeout_ms == 60_000
     assert parse(availablenowidletimeoutms="0").available_now_idle_timeout_ms == 0
 
@@ -42,19 +45,21 @@ def test_defaults() -> None:
 def test_spark_lower_cases_keys_and_they_still_match() -> None:
     opts = parse_source_options(
         {**BASE, "maxrecordspertrigger": "7", "includeheaders": "TRUE", "numpartitions": "3",
-         "subscribe": " a , b ,"}
+         "subscribe": " a , b ,", "failondataloss": "false", "minrecordspertrigger": "2",
+         "maxtriggerdelay": "30s"}
     )
     assert opts.max_records_per_trigger == 7
+    assert opts.min_records_per_trigger == 2
+    assert opts.max_trigger_delay_ms == 30_000
     assert opts.include_headers is True
     assert opts.num_partitions == 3
+    assert opts.fail_on_data_loss is False
     assert opts.topics == ("a", "b")
 
 
-def test_max_records_per_trigger_caps_each_poll() -> None:
-    assert parse(maxRecordsPerTrigger="100").max_poll_records == 100
-    # The smaller of the two wins.
-    opts = parse(maxRecordsPerTrigger="100", **{"kafka.max.poll.records": "30"})
-    assert opts.max_poll_records == 30
+def test_max_records_per_trigger_does_not_cap_a_poll() -> None:
+    # A batch is many polls now: the cap is on the batch, not on one poll.
+    assert parse(maxRecordsPerTrigger="100").max_poll_records == DEFAULT_MAX_POLL_RECORDS
     assert parse(**{"kafka.max.poll.records": "30"}).max_poll_records == 30
 
 
@@ -64,22 +69,56 @@ def test_kafka_options_reach_the_consumer() -> None:
     assert opts.consumer_config["share.acquire.mode"] == "batch_optimized"
 
 
+def test_each_run_stages_in_a_folder_of_its_own() -> None:
+    assert parse().for_run("abc").staging_location == "/tmp/stage/abc"
+    assert parse(stagingLocation="/x/").for_run("r").staging_location == "/x/r"
+
+
+def test_secrets_never_show() -> None:
+    opts = parse(**{
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+        'required username="u" password="hunter2";',
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "PLAIN",
+    })
+    assert "hunter2" not in repr(opts)
+    assert "hunter2" not in str(opts.redacted())
+    assert opts.redacted()["sasl.mechanism"] == "PLAIN"
+
+
+@pytest.mark.parametrize(
+    ("raw", "ms"),
+    [("500", 500), ("500ms", 500), ("30s", 30_000), ("15m", 900_000), ("1 h", 3_600_000),
+     ("1.5s", 1500), ("2min", 120_000), ("1d", 86_400_000)],
+)
+def test_durations(raw: str, ms: int) -> None:
+    assert parse_duration_ms("maxTriggerDelay", raw) == ms
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"kafka.bootstrap.servers": None}, "kafka.bootstrap.servers is required"),
         ({"kafka.group.id": None}, r"kafka.group.id \(the share group\) is required"),
         ({"subscribe": " , "}, "option subscribe is required"),
+        ({"stagingLocation": None}, "option stagingLocation is required"),
+        ({"stagingLocation": "  "}, "option stagingLocation is required"),
         ({"maxRecordsPerTrigger": "0"}, "maxRecordsPerTrigger must be at least 1"),
         ({"maxRecordsPerTrigger": "ten"}, "maxRecordsPerTrigger must be an integer"),
+        ({"minRecordsPerTrigger": "5", "maxRecordsPerTrigger": "4"},
+         r"minRecordsPerTrigger \(5\) is above maxRecordsPerTrigger \(4\)"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+        ({"maxTriggerDelay": "5 weeks"}, "maxTriggerDelay must be a duration"),
         ({"numPartitions": "-1"}, "numPartitions must be at least 1"),
         ({"includeHeaders": "yes"}, "includeHeaders must be true or false"),
+        ({"failOnDataLoss": "maybe"}, "failOnDataLoss must be true or false"),
         ({"pollTimeoutMs": "x"}, "pollTimeoutMs must be an integer"),
         ({"availableNowIdleTimeoutMs": "-1"}, "availableNowIdleTimeoutMs must be at least 0"),
         ({"availableNowIdleTimeoutMs": "1m"}, "availableNowIdleTimeoutMs must be an integer"),
         ({"startingOffsets": "earliest"}, "startingoffsets .*share.auto.offset.reset"),
         ({"assign": "{}"}, "assign .*use subscribe"),
         ({"maxOffsetsPerTrigger": "5"}, "use maxRecordsPerTrigger"),
+        ({"minOffsetsPerTrigger": "5"}, "use minRecordsPerTrigger"),
         ({"numPartiton": "2"}, "unknown option 'numpartiton'.*did you mean numPartitions"),
         ({"kafka.share.acknowledgement.mode": "implicit"},
          "kafka.share.acknowledgement.mode cannot be set"),
@@ -92,20 +131,3 @@ def test_bad_options_are_named(options: dict[str, str | None], message: str) -> 
     merged = {k: v for k, v in {**BASE, **options}.items() if v is not None}
     with pytest.raises(SparkOptionError, match=message):
         parse_source_options(merged)
-
-
-def test_available_now_fetches_bigger_batches_ahead_unless_told_otherwise() -> None:
-    drain = parse().for_available_now()
-    assert drain.max_poll_records == DEFAULT_AVAILABLE_NOW_MAX_POLL_RECORDS
-    assert drain.consumer_config["share.acquire.mode"] == "batch_optimized"
-    # What the user set stays, and then so does record_limit: a small cap would
-    # leave most of a response fetched ahead waiting through many batches.
-    drain = parse(maxRecordsPerTrigger="300").for_available_now()
-    assert drain.max_poll_records == 300
-    assert drain.consumer_config["share.acquire.mode"] == "record_limit"
-    drain = parse(**{"kafka.max.poll.records": "400"}).for_available_now()
-    assert drain.max_poll_records == 400
-    assert drain.consumer_config["share.acquire.mode"] == "record_limit"
-    drain = parse(**{"kafka.share.acquire.mode": "record_limit"}).for_available_now()
-    assert drain.max_poll_records == DEFAULT_MAX_POLL_RECORDS
-    assert drain.consumer_config["share.acquire.mode"] == "record_limit"

@@ -1,0 +1,92 @@
+"""When the driver plans a micro-batch, how big, and over how many read slots.
+
+Pure logic (no Spark, no network, no clock: time comes in as ``now_s``).
+
+The driver does not read records; it decides from the group's backlog (the
+records not yet done for the group: the broker's lag on Kafka 4.2+, else the
+distance from the share-partition start offset to the end of the log) whether a
+micro-batch is worth running, and splits its budget over read slots:
+
+* no backlog: no batch (an idle query runs no empty batches);
+* ``minRecordsPerTrigger``: a smaller backlog waits, at most
+  ``maxTriggerDelay`` after the previous batch;
+* a batch that got no records although the backlog said otherwise (the records
+  are held by other members, or their locks have not expired) is not repeated
+  for :data:`EMPTY_BATCH_BACKOFF_S` while the backlog stays the same;
+* the budget is the backlog, capped by ``maxRecordsPerTrigger``; each slot
+  reads about ``budget / slots`` (at least :data:`MIN_SLOT_RECORDS`, so a small
+  batch does not start slots that would only wait for nothing).
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+__all__ = ["EMPTY_BATCH_BACKOFF_S", "MIN_SLOT_RECORDS", "BatchPlan", "TriggerPolicy"]
+
+#: A read slot is planned for at least this many records of the budget.
+MIN_SLOT_RECORDS = 1000
+#: After a batch that got nothing, how long an unchanged backlog plans no batch.
+EMPTY_BATCH_BACKOFF_S = 5.0
+
+
+@attrs.frozen
+class BatchPlan:
+    """One micro-batch: ``slots`` read tasks sharing a budget of ``budget`` records."""
+
+    slots: int
+    budget: int
+
+    def slot_budget(self, slot: int) -> int:
+        """Slot ``slot``'s share of the budget (the shares add up to it)."""
+        return self.budget // self.slots + (1 if slot < self.budget % self.slots else 0)
+
+
+class TriggerPolicy:
+    """Decides each trigger's plan (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        max_slots: int,
+        max_records: int | None,
+        min_records: int | None = None,
+        max_trigger_delay_s: float = 900.0,
+    ) -> None:
+        if max_slots < 1:
+            raise ValueError(f"max_slots must be at least 1, got {max_slots}")
+        self.max_slots = max_slots
+        self.max_records = max_records
+        self.min_records = min_records
+        self.max_trigger_delay_s = max_trigger_delay_s
+        self._last_batch_s: float | None = None
+        #: (backlog when planned, when it came back empty) of the last empty batch
+        self._empty: tuple[int, float] | None = None
+        self._planned_backlog = 0
+
+    def plan(self, backlog: int, now_s: float) -> BatchPlan | None:
+        """The next batch for ``backlog`` records, or None to run none now."""
+        if backlog <= 0:
+            return None
+        if self._last_batch_s is None:
+            self._last_batch_s = now_s  # maxTriggerDelay counts from the query's start
+        if self.min_records is not None and backlog < self.min_records and (
+            now_s - self._last_batch_s < self.max_trigger_delay_s
+        ):
+            return None
+        if self._empty is not None:
+            empty_backlog, empty_at = self._empty
+            if backlog == empty_backlog and now_s - empty_at < EMPTY_BATCH_BACKOFF_S:
+                return None
+            self._empty = None
+        budget = backlog if self.max_records is None else min(backlog, self.max_records)
+        slots = max(1, min(self.max_slots, math.ceil(budget / MIN_SLOT_RECORDS)))
+        self._last_batch_s = now_s
+        self._planned_backlog = backlog
+        return BatchPlan(slots, budget)
+
+    def batch_done(self, acquired: int, now_s: float) -> None:
+        """What the last planned batch got (its slots' count of new records)."""
+        self._empty = (self._planned_backlog, now_s) if acquired == 0 else None

@@ -1,0 +1,267 @@
+"""One read slot of a micro-batch, in an executor's Python worker.
+
+The task for slot ``(seq, slot)`` walks the slot's chunks ``0, 1, 2, ...`` in
+the staging store (:mod:`._staging`):
+
+* a chunk already staged (by an earlier or a racing attempt) is replayed:
+  its records are read back from the log by offset (:mod:`._replay`);
+* otherwise the task polls the share group, stages the coordinates of what it
+  acquired as that chunk, and only then ACCEPTs the records and yields them;
+  if another attempt staged the chunk first, it RELEASEs what it acquired and
+  replays the other's chunk instead;
+* once the slot has its share of the batch (its budget) or a poll comes back
+  empty, it stages the END marker, which closes the slot for every attempt.
+
+Locks are held from a poll to its staging write (milliseconds), not for a whole
+micro-batch, so the broker's limit of records in flight per share-partition
+does not bound the batch. The consumer is long-lived: one per Python worker and
+consumer configuration, kept in this module across tasks and micro-batches
+(PySpark reuses its Python workers), so a task does not pay for joining the
+group. Between tasks it holds no records: every poll's records are acknowledged
+before the next poll, and the slot ends with a commit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kafka_share.admin import Admin
+from kafka_share.consumer import ShareConsumer
+from kafka_share.models import AcknowledgeType
+from kafka_share.spark._arrow import poll_batch_to_table
+from kafka_share.spark._options import SourceOptions
+from kafka_share.spark._replay import replay_spans
+from kafka_share.spark._staging import Chunk, StagingStore, spans_of
+
+__all__ = ["SlotResult", "read_slot"]
+
+log = logging.getLogger("kafka_share.spark")
+
+#: How long the commit that ends a slot may take.
+_COMMIT_TIMEOUT_S = 30.0
+
+_Key = tuple[tuple[str, str], ...]
+_consumers: dict[_Key, ShareConsumer[bytes | None, bytes | None]] = {}
+_admins: dict[_Key, Admin] = {}
+_lock = threading.Lock()
+
+
+def _key(config: Mapping[str, str]) -> _Key:
+    return tuple(sorted(config.items()))
+
+
+def _consumer(options: SourceOptions) -> tuple[ShareConsumer[bytes | None, bytes | None], bool]:
+    """This worker's consumer for these options, and whether it is new."""
+    key = _key(options.consumer_config)
+    with _lock:
+        consumer = _consumers.get(key)
+        if consumer is not None:
+            return consumer, False
+        consumer = ShareConsumer(dict(options.consumer_config))
+        consumer.subscribe(list(options.topics))
+        _consumers[key] = consumer
+        return consumer, True
+
+
+def _drop_consumer(options: SourceOptions) -> None:
+    """Forget a consumer that failed (the next task makes a new one)."""
+    with _lock:
+        consumer = _consumers.pop(_key(options.consumer_config), None)
+    if consumer is not None:
+        try:
+            consumer.close(timeout=5.0)
+        except Exception as exc:
+            log.debug("closing a failed consumer: %s", exc)
+
+
+def _admin(options: SourceOptions) -> Admin:
+    key = _key(options.consumer_config)
+    with _lock:
+        admin = _admins.get(key)
+        if admin is None:
+            admin = _admins[key] = Admin(dict(options.consumer_config))
+        return admin
+
+
+@atexit.register
+def _close_all() -> None:
+    # The worker exits (Spark stops it): leave the group at once, so the broker
+    # does not wait for the session to time out before reassigning.
+    with _lock:
+        consumers = list(_consumers.values())
+        admins = list(_admins.values())
+        _consumers.clear()
+        _admins.clear()
+    for c in consumers:
+        try:
+            c.close(timeout=5.0)
+        except Exception:
+            pass
+    for a in admins:
+        try:
+            a.close()
+        except Exception:
+            pass
+
+
+class SlotResult:
+    """What one attempt of a slot did (staged with the END marker it wrote)."""
+
+    __slots__ = ("accept_failed", "acquired", "lost_races", "redelivered", "replayed")
+
+    def __init__(self) -> None:
+        self.acquired = 0
+        self.replayed = 0
+        self.redelivered = 0
+        self.accept_failed = 0
+        self.lost_races = 0
+
+    def as_stats(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+class _Slot:
+    """The state of one attempt at one slot (see the module docstring)."""
+
+    def __init__(self, options: SourceOptions, seq: int, slot: int, budget: int) -> None:
+        self.options = options
+        self.seq = seq
+        self.slot = slot
+        self.budget = budget
+        self.store = StagingStore(options.staging_location)
+        self.result = SlotResult()
+        self.taken = 0
+        self.consumer: ShareConsumer[bytes | None, bytes | None] | None = None
+        self.fresh = False
+        #: records accepted since the last commit, for the accept-failure count
+        self.unconfirmed: dict[tuple[str, int], int] = {}
+
+    def run(self) -> Iterator[Any]:
+        yield from self._chunks()
+        self._commit()  # the slot may end on another attempt's chunk
+
+    def _chunks(self) -> Iterator[Any]:
+        chunk = 0
+        while True:
+            staged = self.store.get(self.seq, self.slot, chunk)
+            if staged is None:
+                staged, table = self._acquire(chunk)
+                if table is not None:
+                    yield table
+                    chunk += 1
+                    continue
+                if staged is None:
+                    return  # this attempt wrote the END marker
+            if staged.end:
+                return
+            yield self._replay(staged)
+            chunk += 1
+
+    def _acquire(self, chunk: int) -> tuple[Chunk | None, Any]:
+        """Poll and stage chunk ``chunk``. Returns (None, table) when this attempt
+        staged records, (None, None) when it staged the END marker, and (the
+        chunk, None) when another attempt staged the chunk first."""
+        if self.taken >= self.budget:
+            return self._end(chunk)
+        batch = self._poll()
+        if batch is None:
+            return self._end(chunk)
+        consumer = self.consumer
+        assert consumer is not None
+        topics = batch.column("topic").to_pylist()
+        partitions = batch.column("partition").to_pylist()
+        counts = batch.column("delivery_count").to_pylist()
+        spans = spans_of(topics, partitions, batch.column("offset").to_pylist(), counts)
+        if not self.store.put_if_absent(self.seq, self.slot, chunk, Chunk(spans)):
+            # A racing attempt staged this chunk first: give these records back.
+            consumer.acknowledge_arrow(batch, AcknowledgeType.RELEASE)
+            self.result.lost_races += 1
+            staged = self.store.get(self.seq, self.slot, chunk)
+            assert staged is not None
+            return staged, None
+        # Staged: the records are in this batch however often it is re-run. Only
+        # now may the broker forget them (the ACCEPT rides on the next poll).
+        consumer.acknowledge_arrow(batch, AcknowledgeType.ACCEPT)
+        n = batch.num_rows
+        for topic, partition in zip(topics, partitions, strict=True):
+            key = (topic, partition)
+            self.unconfirmed[key] = self.unconfirmed.get(key, 0) + 1
+        self.taken += n
+        self.result.acquired += n
+        self.result.redelivered += sum(1 for c in counts if c > 1)
+        return None, poll_batch_to_table(batch, self.options.include_headers)
+
+    def _poll(self) -> Any:
+        if self.consumer is None:
+            self.consumer, self.fresh = _consumer(self.options)
+        timeout_ms = self.options.poll_timeout_ms
+        if self.fresh:
+            # A new member waits for its assignment first.
+            timeout_ms = max(timeout_ms, self.options.initial_poll_timeout_ms)
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            batch = self.consumer.poll_arrow(timeout=max(0.0, deadline - time.monotonic()))
+            if batch.num_rows:
+                self.fresh = False
+                return batch
+            if time.monotonic() >= deadline:
+                return None
+
+    def _end(self, chunk: int) -> tuple[Chunk | None, Any]:
+        self._commit()
+        end = Chunk([], end=True, stats=self.result.as_stats())
+        if self.store.put_if_absent(self.seq, self.slot, chunk, end):
+            return None, None
+        staged = self.store.get(self.seq, self.slot, chunk)
+        assert staged is not None
+        return staged, None
+
+    def _commit(self) -> None:
+        """Send the last ACCEPTs and learn which failed (their locks had run out:
+        the broker hands those records out again, to a later batch)."""
+        if self.consumer is None or not self.unconfirmed:
+            return
+        results = self.consumer.commit_sync(timeout=_COMMIT_TIMEOUT_S)
+        for tip, error in results.items():
+            if error is None:
+                continue
+            lost = self.unconfirmed.get((tip.topic, tip.partition), 0)
+            self.result.accept_failed += lost
+            log.warning(
+                "accepting %d staged records of %s failed (%s): they stay in batch %d and "
+                "come back in a later batch too; keep the group's share.record.lock.duration.ms "
+                "well above the time a slot takes from a poll to staging it",
+                lost, tip, error, self.seq,
+            )
+        self.unconfirmed.clear()
+
+    def _replay(self, staged: Chunk) -> Any:
+        o = self.options
+        self.result.replayed += staged.records
+        self.taken += staged.records
+        return replay_spans(
+            _admin(o), staged.spans, include_headers=o.include_headers,
+            fail_on_data_loss=o.fail_on_data_loss,
+        )
+
+
+def read_slot(options: SourceOptions, seq: int, slot: int, budget: int) -> Iterator[Any]:
+    """The Arrow tables of slot ``slot`` of batch ``seq`` (see the module docstring)."""
+    attempt = _Slot(options, seq, slot, budget)
+    try:
+        for table in attempt.run():
+            yield from table.to_batches()
+    except BaseException:
+        if attempt.consumer is not None:
+            # Records polled but not staged are released by closing; a consumer
+            # whose state is unknown is not reused.
+            _drop_consumer(options)
+        raise
+    r = attempt.result
+    log.info("batch %d slot %d: %d records acquired, %d replayed, %d redelivered",
+             seq, slot, r.acquired, r.replayed, r.redelivered)

@@ -1,0 +1,55 @@
+"""When the driver plans a micro-batch (pure policy, time passed in)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_share.spark._plan import EMPTY_BATCH_BACKOFF_S, BatchPlan, TriggerPolicy
+
+
+def test_no_backlog_no_batch() -> None:
+    policy = TriggerPolicy(max_slots=4, max_records=None)
+    assert policy.plan(0, 0.0) is None
+
+
+def test_budget_is_the_backlog_capped_and_split_over_slots() -> None:
+    policy = TriggerPolicy(max_slots=4, max_records=None)
+    assert policy.plan(10_000, 0.0) == BatchPlan(4, 10_000)
+    # A small backlog starts only the slots it needs.
+    assert policy.plan(1500, 1.0) == BatchPlan(2, 1500)
+    assert policy.plan(3, 2.0) == BatchPlan(1, 3)
+    capped = TriggerPolicy(max_slots=8, max_records=2500)
+    assert capped.plan(1_000_000, 0.0) == BatchPlan(3, 2500)
+
+
+def test_slot_budgets_add_up() -> None:
+    plan = BatchPlan(3, 10)
+    assert [plan.slot_budget(i) for i in range(3)] == [4, 3, 3]
+    assert sum(BatchPlan(7, 1_000_003).slot_budget(i) for i in range(7)) == 1_000_003
+
+
+def test_min_records_waits_at_most_the_max_trigger_delay() -> None:
+    policy = TriggerPolicy(max_slots=2, max_records=None, min_records=100,
+                           max_trigger_delay_s=10.0)
+    assert policy.plan(50, 0.0) is None
+    assert policy.plan(50, 9.0) is None
+    assert policy.plan(50, 10.0) == BatchPlan(1, 50)
+    assert policy.plan(60, 11.0) is None  # the delay counts from the last batch
+    assert policy.plan(100, 11.5) == BatchPlan(1, 100)
+
+
+def test_an_empty_batch_is_not_repeated_while_the_backlog_stands_still() -> None:
+    policy = TriggerPolicy(max_slots=2, max_records=None)
+    assert policy.plan(40, 0.0) is not None
+    policy.batch_done(0, 1.0)  # the records are held elsewhere
+    assert policy.plan(40, 2.0) is None
+    assert policy.plan(40, 1.0 + EMPTY_BATCH_BACKOFF_S) is not None
+    policy.batch_done(0, 7.0)
+    assert policy.plan(45, 7.5) is not None  # the backlog moved: plan at once
+    policy.batch_done(10, 8.0)
+    assert policy.plan(35, 8.5) is not None
+
+
+def test_bad_slots() -> None:
+    with pytest.raises(ValueError, match="max_slots"):
+        TriggerPolicy(max_slots=0, max_records=None)

@@ -1,0 +1,208 @@
+"""Read slots and exact replay, with stand-ins for the consumer and the log."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kafka_share import AcknowledgeType, TopicIdPartition, TopicPartition
+from kafka_share._app.columnar import ColumnarRecords, Piece, to_record_batch
+from kafka_share.admin import LogSlice
+from kafka_share.errors import OffsetOutOfRangeError
+from kafka_share.records.builder import build_batch, build_control_batch
+from kafka_share.records.columnar import columns_from_rows
+from kafka_share.spark import _slots
+from kafka_share.spark._options import parse_source_options
+from kafka_share.spark._replay import DataLossError, replay_spans
+from kafka_share.spark._staging import Chunk, StagingStore
+
+TP = TopicPartition("t", 0)
+TIP = TopicIdPartition(uuid.UUID(int=1), "t", 0)
+
+
+class StandInLog:
+    """Admin.read_log over records 0..end-1 of one partition (values b"v<offset>"),
+    batches of 10, with offsets below `start` deleted."""
+
+    def __init__(self, end: int, start: int = 0, *, hole: range = range(0)) -> None:
+        self.end = end
+        self.start = start
+        self.hole = hole
+        self.reads: list[int] = []
+
+    def read_log(self, tp: TopicPartition, offset: int, **_: Any) -> LogSlice:
+        self.reads.append(offset)
+        if offset < self.start or offset > self.end:
+            raise OffsetOutOfRangeError(f"offset {offset}")
+        base = offset - offset % 10
+        data = b""
+        for b in range(base, min(base + 30, self.end), 10):
+            from kafka_share.records.builder import NewRecord
+
+            recs = [NewRecord(None, f"v{o}".encode(), (("h", b"x"),), 1_700_000_000_000,
+                              o - b)
+                    for o in range(b, min(b + 10, self.end))
+                    if o not in self.hole and o >= self.start]
+            if recs:
+                data += build_batch(recs, base_offset=b, last_offset_delta=min(9, self.end - 1 - b))
+        return LogSlice(data, self.end, self.end, self.start)
+
+    def list_offsets(self, specs: dict[TopicPartition, Any], **_: Any) -> dict[TopicPartition, Any]:
+        class Info:
+            offset = self.start
+
+        return {tp: Info() for tp in specs}
+
+
+def test_replay_returns_exactly_the_staged_offsets_with_their_counts() -> None:
+    log = StandInLog(100)
+    table = replay_spans(log, [("t", 0, 5, 12, 1), ("t", 0, 40, 41, 3)],  # type: ignore[arg-type]
+                         include_headers=True, fail_on_data_loss=True)
+    rows = table.to_pylist()
+    assert [r["offset"] for r in rows] == [5, 6, 7, 8, 9, 10, 11, 12, 40, 41]
+    assert [r["deliveryCount"] for r in rows] == [1] * 8 + [3, 3]
+    assert rows[0]["value"] == b"v5" and rows[0]["topic"] == "t" and rows[0]["partition"] == 0
+    assert rows[0]["headers"] == [{"key": "h", "value": b"x"}]
+    assert rows[0]["timestamp"].timestamp() == pytest.approx(1_700_000_000)
+
+
+def test_control_batches_are_skipped() -> None:
+    class WithMarker(StandInLog):
+        def read_log(self, tp: TopicPartition, offset: int, **kw: Any) -> LogSlice:
+            base = super().read_log(tp, offset, **kw)
+            marker = build_control_batch(base_offset=self.end - 1)
+            return LogSlice(base.records + marker, self.end, self.end, 0)
+
+    # The control record at offset 19 is never taken for a record.
+    table = replay_spans(WithMarker(20), [("t", 0, 0, 18, 1)],  # type: ignore[arg-type]
+                         include_headers=False, fail_on_data_loss=True)
+    assert table.num_rows == 19
+
+
+def test_records_deleted_by_retention_fail_the_replay_or_are_skipped() -> None:
+    spans = [("t", 0, 5, 24, 1)]
+    with pytest.raises(DataLossError, match=r"10 records .* t-0 \(offsets 5-14\).*failOnDataLoss"):
+        replay_spans(StandInLog(50, start=15), spans,  # type: ignore[arg-type]
+                     include_headers=False, fail_on_data_loss=True)
+    table = replay_spans(StandInLog(50, start=15), spans,  # type: ignore[arg-type]
+                         include_headers=False, fail_on_data_loss=False)
+    assert table.column("offset").to_pylist() == list(range(15, 25))
+    with pytest.raises(DataLossError, match=r"offsets 7-8"):  # compacted away
+        replay_spans(StandInLog(50, hole=range(7, 9)), spans,  # type: ignore[arg-type]
+                     include_headers=False, fail_on_data_loss=True)
+
+
+class StandInConsumer:
+    """poll_arrow hands out scripted offsets of TP; acknowledgements are kept."""
+
+    def __init__(self, polls: list[list[int]]) -> None:
+        self.polls = polls
+        self.acks: list[tuple[list[int], AcknowledgeType]] = []
+        self.commits = 0
+
+    def poll_arrow(self, timeout: float) -> Any:
+        offsets = self.polls.pop(0) if self.polls else []
+        rows = [(o, 1_700_000_000_000, None, f"v{o}".encode(), ()) for o in offsets]
+        piece = Piece(columns_from_rows(rows), np.ones(len(rows), np.int32), 0)
+        return to_record_batch(ColumnarRecords({TIP: [piece]} if rows else {}), view_types=False)
+
+    def acknowledge_arrow(self, batch: Any, type: AcknowledgeType) -> None:
+        self.acks.append((batch.column("offset").to_pylist(), type))
+
+    def commit_sync(self, timeout: float) -> dict[Any, Any]:
+        self.commits += 1
+        return {TIP: None}
+
+
+def _options(tmp_path: Path) -> Any:
+    return parse_source_options({
+        "kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g",
+        "subscribe": "t", "stagingLocation": str(tmp_path), "pollTimeoutMs": "0",
+    })
+
+
+def _read(options: Any, consumer: StandInConsumer, budget: int,
+          monkeypatch: pytest.MonkeyPatch, log: StandInLog | None = None) -> list[int]:
+    monkeypatch.setattr(_slots, "_consumer", lambda o: (consumer, False))
+    monkeypatch.setattr(_slots, "_admin", lambda o: log or StandInLog(1000))
+    out: list[int] = []
+    for batch in _slots.read_slot(options, 1, 0, budget):
+        out.extend(batch.column("offset").to_pylist())
+    return out
+
+
+def test_a_slot_stages_then_accepts_each_poll_and_ends_at_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = _options(tmp_path)
+    consumer = StandInConsumer([[0, 1, 2], [3, 4, 5], [6, 7]])
+    assert _read(options, consumer, 5, monkeypatch) == [0, 1, 2, 3, 4, 5]
+    assert consumer.acks == [([0, 1, 2], AcknowledgeType.ACCEPT),
+                             ([3, 4, 5], AcknowledgeType.ACCEPT)]
+    assert consumer.commits == 1
+    chunks = list(StagingStore(str(tmp_path)).slot_chunks(1, 0))
+    assert [c.spans for c in chunks[:-1]] == [[("t", 0, 0, 2, 1)], [("t", 0, 3, 5, 1)]]
+    assert chunks[-1].end and chunks[-1].stats["acquired"] == 6
+
+
+def test_a_slot_ends_at_an_empty_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    consumer = StandInConsumer([[0, 1]])
+    assert _read(_options(tmp_path), consumer, 100, monkeypatch) == [0, 1]
+
+
+def test_a_re_run_slot_replays_its_chunks_and_polls_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = _options(tmp_path)
+    first = _read(options, StandInConsumer([[10, 11], [12]]), 3, monkeypatch)
+    again = StandInConsumer([[99]])
+    assert _read(options, again, 3, monkeypatch) == first == [10, 11, 12]
+    assert again.acks == [] and again.polls == [[99]]
+
+
+def test_a_slot_whose_attempt_died_half_way_replays_then_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = _options(tmp_path)
+    store = StagingStore(str(tmp_path))
+    store.put_if_absent(1, 0, 0, Chunk([("t", 0, 0, 3, 1)]))  # the dead attempt's
+    consumer = StandInConsumer([[4, 5], [6, 7]])
+    assert _read(options, consumer, 6, monkeypatch) == [0, 1, 2, 3, 4, 5]
+
+
+def test_an_attempt_that_loses_a_race_releases_and_takes_the_winners_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = _options(tmp_path)
+    store = StagingStore(str(tmp_path))
+
+    class Racing(StandInConsumer):
+        def poll_arrow(self, timeout: float) -> Any:
+            batch = super().poll_arrow(timeout)
+            if batch.num_rows and store.get(1, 0, 0) is None:
+                # The other attempt stages chunk 0 while this one polls.
+                store.put_if_absent(1, 0, 0, Chunk([("t", 0, 50, 52, 1)]))
+            return batch
+
+    consumer = Racing([[7, 8], [9]])
+    assert _read(options, consumer, 4, monkeypatch) == [50, 51, 52, 9]
+    assert consumer.acks == [([7, 8], AcknowledgeType.RELEASE), ([9], AcknowledgeType.ACCEPT)]
+    assert list(store.slot_chunks(1, 0))[-1].stats["lost_races"] == 1
+
+
+def test_a_failing_task_drops_its_consumer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dropped: list[object] = []
+    monkeypatch.setattr(_slots, "_drop_consumer", dropped.append)
+
+    class Broken(StandInConsumer):
+        def acknowledge_arrow(self, batch: Any, type: AcknowledgeType) -> None:
+            raise RuntimeError("boom")
+
+    options = _options(tmp_path)
+    with pytest.raises(RuntimeError, match="boom"):
+        _read(options, Broken([[1]]), 5, monkeypatch)
+    assert dropped == [options]

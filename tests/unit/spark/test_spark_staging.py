@@ -1,0 +1,111 @@
+"""The staging store: chunks written once, whoever comes first (pure file I/O)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from kafka_share.spark._options import SparkOptionError
+from kafka_share.spark._staging import Chunk, StagingError, StagingStore, spans_of
+
+
+def test_spans_merge_consecutive_offsets_with_one_delivery_count() -> None:
+    spans = spans_of(
+        ["t", "t", "t", "t", "u", "t"], [0, 0, 0, 0, 0, 1], [5, 3, 4, 7, 1, 0], [1, 1, 1, 1, 2, 1]
+    )
+    assert spans == [("t", 0, 3, 5, 1), ("t", 0, 7, 7, 1), ("t", 1, 0, 0, 1), ("u", 0, 1, 1, 2)]
+    assert spans_of(["t", "t"], [0, 0], [1, 2], [1, 2]) == [("t", 0, 1, 1, 1), ("t", 0, 2, 2, 2)]
+
+
+def test_a_chunk_is_written_once(tmp_path: Path) -> None:
+    store = StagingStore(str(tmp_path))
+    first = Chunk([("t", 0, 0, 9, 1)])
+    assert store.put_if_absent(3, 1, 0, first)
+    assert not store.put_if_absent(3, 1, 0, Chunk([("t", 0, 10, 19, 1)]))
+    got = store.get(3, 1, 0)
+    assert got is not None and got.spans == first.spans and got.records == 10
+    assert store.get(3, 1, 1) is None
+    assert store.put_if_absent(3, 1, 1, Chunk([], end=True, stats={"acquired": 10}))
+    assert [c.records for c in store.slot_chunks(3, 1)] == [10, 0]
+    assert list(store.slot_chunks(3, 1))[-1].stats == {"acquired": 10}
+    assert store.batches() == [3] and store.slots(3) == [1]
+    # No temporary file is left behind.
+    assert sorted(p.name for p in (tmp_path / "b3" / "s1").iterdir()) == ["0.json", "1.json"]
+
+
+def test_racing_writers_one_wins(tmp_path: Path) -> None:
+    store = StagingStore(str(tmp_path))
+    wins: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def write(i: int) -> None:
+        barrier.wait()
+        if StagingStore(str(tmp_path)).put_if_absent(1, 0, 0, Chunk([("t", 0, i, i, 1)])):
+            wins.append(i)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+    got = store.get(1, 0, 0)
+    assert got is not None and got.spans == [("t", 0, wins[0], wins[0], 1)]
+
+
+def test_without_hard_links_an_exclusive_create_does(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_links(src: object, dst: object) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    store = StagingStore(str(tmp_path))
+    assert store.put_if_absent(1, 0, 0, Chunk([("t", 0, 0, 0, 1)]))
+    assert not store.put_if_absent(1, 0, 0, Chunk([("t", 0, 1, 1, 1)]))
+    got = store.get(1, 0, 0)
+    assert got is not None and got.spans == [("t", 0, 0, 0, 1)]
+
+
+def test_a_chunk_being_written_is_waited_for_and_a_broken_one_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kafka_share.spark._staging as staging
+
+    monkeypatch.setattr(staging, "_PARTIAL_WAIT_S", 0.2)
+    store = StagingStore(str(tmp_path))
+    folder = tmp_path / "b1" / "s0"
+    folder.mkdir(parents=True)
+    (folder / "0.json").write_bytes(b'{"v":1,"spans":[')  # half written, never finished
+    with pytest.raises(StagingError, match=r"0.json is incomplete"):
+        store.get(1, 0, 0)
+    good = Chunk([("t", 0, 0, 0, 1)]).to_bytes()
+    (folder / "1.json").write_bytes(good.replace(b'"v":1', b'"v":9'))
+    with pytest.raises(StagingError, match="incomplete"):
+        store.get(1, 0, 1)  # the checksum no longer matches
+    text = b'{"v":9,"spans":[]}'
+    import hashlib
+
+    (folder / "2.json").write_bytes(text + b"\n" + hashlib.sha256(text).hexdigest().encode())
+    with pytest.raises(StagingError, match="format 9"):
+        store.get(1, 0, 2)
+
+
+def test_delete_through_forgets_committed_batches(tmp_path: Path) -> None:
+    store = StagingStore(str(tmp_path))
+    for seq in (1, 2, 3):
+        store.put_if_absent(seq, 0, 0, Chunk([], end=True))
+    store.delete_through(2)
+    assert store.batches() == [3]
+
+
+def test_locations(tmp_path: Path) -> None:
+    assert StagingStore(f"file://{tmp_path}").root == tmp_path
+    with pytest.raises(SparkOptionError, match=r"only file system paths.*s3://"):
+        StagingStore("s3://bucket/stage")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StagingError, match="not a writable directory"):
+        StagingStore(str(blocker / "sub")).check_writable()
