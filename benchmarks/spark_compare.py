@@ -63,14 +63,14 @@ def session(master: str, packages: str | None) -> Any:
     return spark
 
 
-def run_query(reader: Any, tmp: Path, name: str) -> dict[str, Any]:
+def run_query(reader: Any, tmp: Path, name: str, sink: str = "noop") -> dict[str, Any]:
     started = time.perf_counter()
-    query = (
-        reader.load().writeStream.format("noop")
-        .option("checkpointLocation", str(tmp / f"ckpt-{name}"))
-        .trigger(availableNow=True)
-        .start()
+    writer = reader.load().writeStream.format(sink).option(
+        "checkpointLocation", str(tmp / f"ckpt-{name}")
     )
+    if sink == "parquet":
+        writer = writer.option("path", str(tmp / f"out-{name}"))
+    query = writer.trigger(availableNow=True).start()
     query.awaitTermination()
     wall_s = time.perf_counter() - started
     if query.exception() is not None:
@@ -101,9 +101,12 @@ def streaming(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
     from kafka_share.spark import register
 
     spark = session("local[2]", args.kafka_package)
-    out: dict[str, Any] = {"topic_records": 2 * (args.records // 2),
-                           "warmup_records": 2 * (args.warmup_records // 2),
-                           "group_config": dict(args.group_config)}
+    parts = args.partitions
+    out: dict[str, Any] = {"topic_records": parts * (args.records // parts),
+                           "warmup_records": parts * (args.warmup_records // parts),
+                           "partitions": parts, "record_bytes": args.record_bytes,
+                           "sink": args.sink, "group_config": dict(args.group_config),
+                           "share_options": dict(args.share_option)}
     try:
         register(spark)
         if args.warmup_records:
@@ -125,10 +128,12 @@ def streaming(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
 
 def _two_queries(args: argparse.Namespace, spark: Any, bootstrap: str, admin: KafkaAdmin,
                  tmp: Path, tag: str, records: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both sources, one after the other, over a fresh 2-partition topic of ``records``."""
-    topic = admin.create_topic(unique_name("spark-bench"), 2)
-    for p in (0, 1):
-        admin.produce(topic, [VALUE] * (records // 2), partition=p)
+    """Both sources, one after the other, over a fresh topic of ``records``."""
+    parts = args.partitions
+    topic = admin.create_topic(unique_name("spark-bench"), parts)
+    value = b"x" * args.record_bytes
+    for p in range(parts):
+        admin.produce(topic, [value] * (records // parts), partition=p)
     group = unique_name("spark-bench")
     admin.set_group_config(group, {"share.auto.offset.reset": "earliest", **args.group_config})
     share_reader = (
@@ -138,7 +143,9 @@ def _two_queries(args: argparse.Namespace, spark: Any, bootstrap: str, admin: Ka
         .option("subscribe", topic)
         .option("stagingLocation", str(tmp / f"staging-{tag}"))
     )
-    share = run_query(share_reader, tmp, f"share-{tag}")
+    for key, value in args.share_option.items():
+        share_reader = share_reader.option(key, value)
+    share = run_query(share_reader, tmp, f"share-{tag}", args.sink)
     print(f"kafka-share ({tag})", share, file=sys.stderr)
     kafka_reader = (
         spark.readStream.format("kafka")
@@ -148,7 +155,7 @@ def _two_queries(args: argparse.Namespace, spark: Any, bootstrap: str, admin: Ka
     )
     kafka: dict[str, Any]
     try:
-        kafka = run_query(kafka_reader, tmp, f"kafka-{tag}")
+        kafka = run_query(kafka_reader, tmp, f"kafka-{tag}", args.sink)
     except Exception as exc:  # e.g. the package did not resolve, or does not fit
         kafka = {"error": str(exc).splitlines()[0][:300]}
     print(f"spark-kafka ({tag})", kafka, file=sys.stderr)
@@ -202,6 +209,10 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--warmup-records", type=int, default=20_000,
                         help="records of the discarded first run of both sources (0: none)")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--record-bytes", type=int, default=100)
+    parser.add_argument("--sink", choices=["noop", "parquet"], default="noop")
+    parser.add_argument("--skip-pool", action="store_true")
     parser.add_argument("--pool-records", type=int, default=2000)
     parser.add_argument("--kafka-package",
                         default="org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0")
@@ -211,11 +222,15 @@ def main() -> int:
     parser.add_argument("--group-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a group config of the streaming query's share group, e.g. "
                         "share.partition.max.record.locks=4000")
+    parser.add_argument("--share-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the kafka-share source, e.g. "
+                        "kafka.max.poll.records=20000")
     args = parser.parse_args()
     try:
         args.group_config = dict(item.split("=", 1) for item in args.group_config)
+        args.share_option = dict(item.split("=", 1) for item in args.share_option)
     except ValueError:
-        parser.error("--group-config takes KEY=VALUE")
+        parser.error("--group-config and --share-option take KEY=VALUE")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, like the tests
     # Spark's Python workers must import the kafka_share being measured.
@@ -231,7 +246,7 @@ def main() -> int:
         try:
             return {
                 "streaming": streaming(args, bootstrap, admin, tmp),
-                "pool": pool(args, bootstrap, admin),
+                "pool": None if args.skip_pool else pool(args, bootstrap, admin),
             }
         finally:
             admin.close()

@@ -619,6 +619,54 @@ class Admin:
                 time.sleep(wait_ms / 1000)
         return results
 
+    def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete every record before the given offset of each partition
+        (DeleteRecords on the leaders), as Java's ``Admin.deleteRecords``: the log
+        start moves up to that offset. Returns each partition's new low watermark.
+
+        Raises:
+            OffsetOutOfRangeError: an offset is past the partition's end.
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+            TopicAuthorizationFailedError: no DELETE permission on a topic.
+        """
+        if not offsets:
+            return {}
+        deadline = self._deadline(timeout)
+        pending = dict(offsets)
+        results: dict[TopicPartition, int] = {}
+        attempts = 0
+        last: KafkaError | None = None
+        while pending:
+            view = self._metadata(sorted({tp.topic for tp in pending}), deadline)
+            by_leader = rq.group_by_leader(view, {tp: OffsetSpec.latest() for tp in pending})
+            calls = [
+                (f"delete records on broker {leader}", Route.node(leader),
+                 rq.delete_records({tp: pending[tp] for tp in parts},
+                                   max(1, deadline - monotonic_ms())),
+                 "DELETE on the topics")
+                for leader, parts in sorted(by_leader.items())
+            ]
+            for part in self._call_all(calls, deadline):
+                for tp, outcome in part.items():
+                    if isinstance(outcome, KafkaError):
+                        last = outcome
+                    else:
+                        results[tp] = outcome
+            pending = {tp: o for tp, o in pending.items() if tp not in results}
+            if pending:
+                wait_ms = self._backoff.backoff_ms(attempts)
+                attempts += 1
+                if monotonic_ms() + wait_ms >= deadline:
+                    listed = ", ".join(str(tp) for tp in sorted(pending))
+                    why = f"; last error: {last}" if last is not None else ": no leader known"
+                    raise KafkaTimeoutError(
+                        f"delete records of {listed} did not complete in time{why}"
+                    )
+                time.sleep(wait_ms / 1000)
+        return results
+
     def read_log(
         self,
         partition: TopicPartition,

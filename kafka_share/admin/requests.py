@@ -53,6 +53,8 @@ from kafka_share.protocol.messages import (
     CreateTopicsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse,
     DeleteTopicsRequest,
@@ -732,3 +734,42 @@ def fetch_log(
         raise _error(3, f"fetch of {tp}: the partition is missing from the answer", None)
 
     return Call(lambda: VersionedRequest(ApiKey.FETCH, build_version), parse)
+
+
+def delete_records(
+    offsets: Mapping[TopicPartition, int], timeout_ms: int
+) -> Call[dict[TopicPartition, int | KafkaError]]:
+    """DeleteRecords on one leader: each partition's new low watermark, or a
+    retriable error as a value (the caller retries after a metadata refresh)."""
+    req = DeleteRecordsRequest
+
+    def build() -> DeleteRecordsRequest:
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+        return req(
+            topics=[
+                req.DeleteRecordsTopic(name=t, partitions=[
+                    req.DeleteRecordsPartition(partition_index=p, offset=o)
+                    for p, o in sorted(ps)
+                ])
+                for t, ps in sorted(by_topic.items())
+            ],
+            timeout_ms=timeout_ms,
+        )
+
+    def parse(response: DeleteRecordsResponse) -> dict[TopicPartition, int | KafkaError]:
+        out: dict[TopicPartition, int | KafkaError] = {}
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if p.error_code:
+                    error = _error(p.error_code, f"delete records of {tp}", None)
+                    if not error.retriable:
+                        raise error
+                    out[tp] = error
+                else:
+                    out[tp] = p.low_watermark
+        return out
+
+    return Call(build, parse)

@@ -54,6 +54,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
@@ -90,6 +91,7 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     ApiKey.LIST_OFFSETS: (1, 8),
     # Plain Fetch, only to read given offsets back (Admin.read_log).
     ApiKey.FETCH: (12, 16),
+    ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.DELETE_GROUPS: (0, 2),

@@ -89,32 +89,33 @@ _S_5 = struct.Struct(">h")
 _S_6 = struct.Struct(">q")
 _S_7 = struct.Struct(">?")
 _S_8 = struct.Struct(">i?")
-_S_9 = struct.Struct(">16sh")
-_S_10 = struct.Struct(">?b")
-_S_11 = struct.Struct(">b")
-_S_12 = struct.Struct(">??")
-_S_13 = struct.Struct(">?b?")
-_S_14 = struct.Struct(">iqih")
-_S_15 = struct.Struct(">iqiqh")
-_S_16 = struct.Struct(">iiqiqi")
-_S_17 = struct.Struct(">iiiibii")
-_S_18 = struct.Struct(">iiibii")
-_S_19 = struct.Struct(">qq")
-_S_20 = struct.Struct(">ihqqq")
-_S_21 = struct.Struct(">ihi")
-_S_22 = struct.Struct(">hi")
-_S_23 = struct.Struct(">iiq")
-_S_24 = struct.Struct(">ib")
-_S_25 = struct.Struct(">ihqq")
-_S_26 = struct.Struct(">ihqqi")
-_S_27 = struct.Struct(">???")
-_S_28 = struct.Struct(">hii")
-_S_29 = struct.Struct(">hiii")
-_S_30 = struct.Struct(">16s?")
-_S_31 = struct.Struct(">ii")
-_S_32 = struct.Struct(">iiiiii")
-_S_33 = struct.Struct(">iiiiiib?")
-_S_34 = struct.Struct(">qqh")
+_S_9 = struct.Struct(">iqh")
+_S_10 = struct.Struct(">16sh")
+_S_11 = struct.Struct(">?b")
+_S_12 = struct.Struct(">b")
+_S_13 = struct.Struct(">??")
+_S_14 = struct.Struct(">?b?")
+_S_15 = struct.Struct(">iqih")
+_S_16 = struct.Struct(">iqiqh")
+_S_17 = struct.Struct(">iiqiqi")
+_S_18 = struct.Struct(">iiiibii")
+_S_19 = struct.Struct(">iiibii")
+_S_20 = struct.Struct(">qq")
+_S_21 = struct.Struct(">ihqqq")
+_S_22 = struct.Struct(">ihi")
+_S_23 = struct.Struct(">hi")
+_S_24 = struct.Struct(">iiq")
+_S_25 = struct.Struct(">ib")
+_S_26 = struct.Struct(">ihqq")
+_S_27 = struct.Struct(">ihqqi")
+_S_28 = struct.Struct(">???")
+_S_29 = struct.Struct(">hii")
+_S_30 = struct.Struct(">hiii")
+_S_31 = struct.Struct(">16s?")
+_S_32 = struct.Struct(">ii")
+_S_33 = struct.Struct(">iiiiii")
+_S_34 = struct.Struct(">iiiiiib?")
+_S_35 = struct.Struct(">qqh")
 
 class AlterShareGroupOffsetsRequest:
     """Kafka AlterShareGroupOffsetsRequest (versions 0-0)."""
@@ -1043,6 +1044,254 @@ class DeleteGroupsResponse:
             )
         return _decode_body(
             "DeleteGroupsResponse", _DELETE_GROUPS_RESPONSE_READERS[version - 0], data, version
+        )
+
+
+class DeleteRecordsRequest:
+    """Kafka DeleteRecordsRequest (versions 0-2)."""
+
+    API_KEY: ClassVar[int] = 21
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
+    RESPONSE_TYPE: ClassVar[type[DeleteRecordsResponse]]
+
+    class DeleteRecordsPartition:
+        """The ``DeleteRecordsPartition`` struct of :class:`DeleteRecordsRequest`."""
+
+        __slots__ = ('partition_index', 'offset')
+        __hash__ = None  # type: ignore[assignment]
+
+        partition_index: int
+        offset: int
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            offset: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.offset = offset
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DeleteRecordsRequest.DeleteRecordsPartition):
+                return NotImplemented
+            return (self.partition_index, self.offset) == (other.partition_index, other.offset)
+
+        def __repr__(self) -> str:
+            return f"DeleteRecordsRequest.DeleteRecordsPartition(partition_index={self.partition_index!r}, offset={self.offset!r})"
+
+    class DeleteRecordsTopic:
+        """The ``DeleteRecordsTopic`` struct of :class:`DeleteRecordsRequest`."""
+
+        __slots__ = ('name', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
+
+        name: str
+        partitions: list[DeleteRecordsRequest.DeleteRecordsPartition]
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[DeleteRecordsRequest.DeleteRecordsPartition] = _FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DeleteRecordsRequest.DeleteRecordsTopic):
+                return NotImplemented
+            return (self.name, self.partitions) == (other.name, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"DeleteRecordsRequest.DeleteRecordsTopic(name={self.name!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('topics', 'timeout_ms')
+    __hash__ = None  # type: ignore[assignment]
+
+    topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
+    timeout_ms: int
+
+    def __init__(
+        self,
+        *,
+        topics: list[DeleteRecordsRequest.DeleteRecordsTopic] = _FRESH,
+        timeout_ms: int = 0,
+    ) -> None:
+        self.topics = [] if topics is _FRESH else topics
+        self.timeout_ms = timeout_ms
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeleteRecordsRequest):
+            return NotImplemented
+        return (self.topics, self.timeout_ms) == (other.topics, other.timeout_ms)
+
+    def __repr__(self) -> str:
+        return f"DeleteRecordsRequest(topics={self.topics!r}, timeout_ms={self.timeout_ms!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 2:
+            raise UnsupportedVersionError(
+                f"DeleteRecordsRequest version {version} is not supported (valid versions 0-2)"
+            )
+        out = bytearray()
+        try:
+            _DELETE_RECORDS_REQUEST_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode DeleteRecordsRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> DeleteRecordsRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid DeleteRecordsRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 2:
+            raise UnsupportedVersionError(
+                f"DeleteRecordsRequest version {version} is not supported (valid versions 0-2)"
+            )
+        return _decode_body(
+            "DeleteRecordsRequest", _DELETE_RECORDS_REQUEST_READERS[version - 0], data, version
+        )
+
+
+class DeleteRecordsResponse:
+    """Kafka DeleteRecordsResponse (versions 0-2)."""
+
+    API_KEY: ClassVar[int] = 21
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 2
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 2
+
+    class DeleteRecordsPartitionResult:
+        """The ``DeleteRecordsPartitionResult`` struct of :class:`DeleteRecordsResponse`."""
+
+        __slots__ = ('partition_index', 'low_watermark', 'error_code')
+        __hash__ = None  # type: ignore[assignment]
+
+        partition_index: int
+        low_watermark: int
+        error_code: int
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            low_watermark: int = 0,
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.low_watermark = low_watermark
+            self.error_code = error_code
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DeleteRecordsResponse.DeleteRecordsPartitionResult):
+                return NotImplemented
+            return (self.partition_index, self.low_watermark, self.error_code) == (other.partition_index, other.low_watermark, other.error_code)
+
+        def __repr__(self) -> str:
+            return f"DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index={self.partition_index!r}, low_watermark={self.low_watermark!r}, error_code={self.error_code!r})"
+
+    class DeleteRecordsTopicResult:
+        """The ``DeleteRecordsTopicResult`` struct of :class:`DeleteRecordsResponse`."""
+
+        __slots__ = ('name', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
+
+        name: str
+        partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult]
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = _FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, DeleteRecordsResponse.DeleteRecordsTopicResult):
+                return NotImplemented
+            return (self.name, self.partitions) == (other.name, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"DeleteRecordsResponse.DeleteRecordsTopicResult(name={self.name!r}, partitions={self.partitions!r})"
+
+    __slots__ = ('throttle_time_ms', 'topics')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FRESH else topics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeleteRecordsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.topics) == (other.throttle_time_ms, other.topics)
+
+    def __repr__(self) -> str:
+        return f"DeleteRecordsResponse(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 2:
+            raise UnsupportedVersionError(
+                f"DeleteRecordsResponse version {version} is not supported (valid versions 0-2)"
+            )
+        out = bytearray()
+        try:
+            _DELETE_RECORDS_RESPONSE_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode DeleteRecordsResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> DeleteRecordsResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid DeleteRecordsResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 2:
+            raise UnsupportedVersionError(
+                f"DeleteRecordsResponse version {version} is not supported (valid versions 0-2)"
+            )
+        return _decode_body(
+            "DeleteRecordsResponse", _DELETE_RECORDS_RESPONSE_READERS[version - 0], data, version
         )
 
 
@@ -6361,6 +6610,362 @@ _DELETE_GROUPS_RESPONSE_WRITERS: tuple[Callable[[DeleteGroupsResponse, bytearray
 )
 
 
+def _r_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsPartition, int]:
+    f = ""
+    try:
+        f = 'partition_index, offset'
+        (v_partition_index, v_offset,) = _S_0.unpack_from(buf, pos)
+        pos += 12
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsPartition.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsPartition.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsRequest.DeleteRecordsPartition(partition_index=v_partition_index, offset=v_offset), pos
+
+
+def _w_DeleteRecordsRequest_DeleteRecordsPartition_v0(o: DeleteRecordsRequest.DeleteRecordsPartition, out: bytearray) -> None:
+    out += _S_0.pack(o.partition_index, o.offset)
+
+
+def _r_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsPartition, int]:
+    f = ""
+    try:
+        f = 'partition_index, offset'
+        (v_partition_index, v_offset,) = _S_0.unpack_from(buf, pos)
+        pos += 12
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsPartition.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsPartition.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsRequest.DeleteRecordsPartition(partition_index=v_partition_index, offset=v_offset), pos
+
+
+def _w_DeleteRecordsRequest_DeleteRecordsPartition_v2(o: DeleteRecordsRequest.DeleteRecordsPartition, out: bytearray) -> None:
+    out += _S_0.pack(o.partition_index, o.offset)
+    out.append(0)
+
+
+def _r_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsTopic, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_array_len(buf, pos)
+        v_partitions: list[DeleteRecordsRequest.DeleteRecordsPartition]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, pos)
+                v_partitions.append(e_partitions)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsTopic.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsRequest.DeleteRecordsTopic(name=v_name, partitions=v_partitions), pos
+
+
+def _w_DeleteRecordsRequest_DeleteRecordsTopic_v0(o: DeleteRecordsRequest.DeleteRecordsTopic, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_DeleteRecordsRequest_DeleteRecordsPartition_v0(e_partitions, out)
+
+
+def _r_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsTopic, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_compact_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[DeleteRecordsRequest.DeleteRecordsPartition]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsTopic.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsTopic.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsRequest.DeleteRecordsTopic(name=v_name, partitions=v_partitions), pos
+
+
+def _w_DeleteRecordsRequest_DeleteRecordsTopic_v2(o: DeleteRecordsRequest.DeleteRecordsTopic, out: bytearray) -> None:
+    write_compact_string(out, o.name)
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_DeleteRecordsRequest_DeleteRecordsPartition_v2(e_partitions, out)
+    out.append(0)
+
+
+def _r_DeleteRecordsRequest_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
+    f = ""
+    try:
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, pos)
+                v_topics.append(e_topics)
+        f = 'timeout_ms'
+        (v_timeout_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsRequest.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsRequest(topics=v_topics, timeout_ms=v_timeout_ms), pos
+
+
+def _w_DeleteRecordsRequest_v0(o: DeleteRecordsRequest, out: bytearray) -> None:
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_DeleteRecordsRequest_DeleteRecordsTopic_v0(e_topics, out)
+    out += _S_2.pack(o.timeout_ms)
+
+
+def _r_DeleteRecordsRequest_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
+    f = ""
+    try:
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[DeleteRecordsRequest.DeleteRecordsTopic]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, pos)
+                v_topics.append(e_topics)
+        f = 'timeout_ms'
+        (v_timeout_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsRequest.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsRequest(topics=v_topics, timeout_ms=v_timeout_ms), pos
+
+
+def _w_DeleteRecordsRequest_v2(o: DeleteRecordsRequest, out: bytearray) -> None:
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_DeleteRecordsRequest_DeleteRecordsTopic_v2(e_topics, out)
+    out += _S_2.pack(o.timeout_ms)
+    out.append(0)
+
+
+_DELETE_RECORDS_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[DeleteRecordsRequest, int]], ...] = (
+    _r_DeleteRecordsRequest_v0, _r_DeleteRecordsRequest_v0, _r_DeleteRecordsRequest_v2,
+)
+_DELETE_RECORDS_REQUEST_WRITERS: tuple[Callable[[DeleteRecordsRequest, bytearray], None], ...] = (
+    _w_DeleteRecordsRequest_v0, _w_DeleteRecordsRequest_v0, _w_DeleteRecordsRequest_v2,
+)
+
+
+def _r_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsPartitionResult, int]:
+    f = ""
+    try:
+        f = 'partition_index, low_watermark, error_code'
+        (v_partition_index, v_low_watermark, v_error_code,) = _S_9.unpack_from(buf, pos)
+        pos += 14
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsPartitionResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsPartitionResult.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=v_partition_index, low_watermark=v_low_watermark, error_code=v_error_code), pos
+
+
+def _w_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(o: DeleteRecordsResponse.DeleteRecordsPartitionResult, out: bytearray) -> None:
+    out += _S_9.pack(o.partition_index, o.low_watermark, o.error_code)
+
+
+def _r_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsPartitionResult, int]:
+    f = ""
+    try:
+        f = 'partition_index, low_watermark, error_code'
+        (v_partition_index, v_low_watermark, v_error_code,) = _S_9.unpack_from(buf, pos)
+        pos += 14
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsPartitionResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsPartitionResult.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsResponse.DeleteRecordsPartitionResult(partition_index=v_partition_index, low_watermark=v_low_watermark, error_code=v_error_code), pos
+
+
+def _w_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(o: DeleteRecordsResponse.DeleteRecordsPartitionResult, out: bytearray) -> None:
+    out += _S_9.pack(o.partition_index, o.low_watermark, o.error_code)
+    out.append(0)
+
+
+def _r_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsTopicResult, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_array_len(buf, pos)
+        v_partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, pos)
+                v_partitions.append(e_partitions)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsTopicResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsTopicResult.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsResponse.DeleteRecordsTopicResult(name=v_name, partitions=v_partitions), pos
+
+
+def _w_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(o: DeleteRecordsResponse.DeleteRecordsTopicResult, out: bytearray) -> None:
+    write_string(out, o.name)
+    write_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(e_partitions, out)
+
+
+def _r_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse.DeleteRecordsTopicResult, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_compact_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[DeleteRecordsResponse.DeleteRecordsPartitionResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsTopicResult.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsTopicResult.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsResponse.DeleteRecordsTopicResult(name=v_name, partitions=v_partitions), pos
+
+
+def _w_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(o: DeleteRecordsResponse.DeleteRecordsTopicResult, out: bytearray) -> None:
+    write_compact_string(out, o.name)
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(e_partitions, out)
+    out.append(0)
+
+
+def _r_DeleteRecordsResponse_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'topics'
+        n, pos = read_array_len(buf, pos)
+        v_topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, pos)
+                v_topics.append(e_topics)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsResponse.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsResponse(throttle_time_ms=v_throttle_time_ms, topics=v_topics), pos
+
+
+def _w_DeleteRecordsResponse_v0(o: DeleteRecordsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(e_topics, out)
+
+
+def _r_DeleteRecordsResponse_v2(buf: memoryview, pos: int) -> tuple[DeleteRecordsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, pos)
+                v_topics.append(e_topics)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"DeleteRecordsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"DeleteRecordsResponse.{f} at offset {pos}: {exc}") from None
+    return DeleteRecordsResponse(throttle_time_ms=v_throttle_time_ms, topics=v_topics), pos
+
+
+def _w_DeleteRecordsResponse_v2(o: DeleteRecordsResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(e_topics, out)
+    out.append(0)
+
+
+_DELETE_RECORDS_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[DeleteRecordsResponse, int]], ...] = (
+    _r_DeleteRecordsResponse_v0, _r_DeleteRecordsResponse_v0, _r_DeleteRecordsResponse_v2,
+)
+_DELETE_RECORDS_RESPONSE_WRITERS: tuple[Callable[[DeleteRecordsResponse, bytearray], None], ...] = (
+    _w_DeleteRecordsResponse_v0, _w_DeleteRecordsResponse_v0, _w_DeleteRecordsResponse_v2,
+)
+
+
 def _r_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(buf: memoryview, pos: int) -> tuple[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic, int]:
     f = ""
     try:
@@ -6432,7 +7037,7 @@ def _r_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(b
         f = 'topic_name'
         v_topic_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, error_code'
-        (v_topic_id_b, v_error_code,) = _S_9.unpack_from(buf, pos)
+        (v_topic_id_b, v_error_code,) = _S_10.unpack_from(buf, pos)
         pos += 18
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'error_message'
@@ -6451,7 +7056,7 @@ def _r_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(b
 
 def _w_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(o: DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic, out: bytearray) -> None:
     write_compact_string(out, o.topic_name)
-    out += _S_9.pack(o.topic_id.bytes, o.error_code)
+    out += _S_10.pack(o.topic_id.bytes, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     out.append(0)
 
@@ -6791,7 +7396,7 @@ def _r_DescribeClusterRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeClu
     f = ""
     try:
         f = 'include_cluster_authorized_operations, endpoint_type'
-        (v_include_cluster_authorized_operations, v_endpoint_type,) = _S_10.unpack_from(buf, pos)
+        (v_include_cluster_authorized_operations, v_endpoint_type,) = _S_11.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -6806,7 +7411,7 @@ def _r_DescribeClusterRequest_v1(buf: memoryview, pos: int) -> tuple[DescribeClu
 
 
 def _w_DescribeClusterRequest_v1(o: DescribeClusterRequest, out: bytearray) -> None:
-    out += _S_10.pack(o.include_cluster_authorized_operations, o.endpoint_type)
+    out += _S_11.pack(o.include_cluster_authorized_operations, o.endpoint_type)
     out.append(0)
 
 
@@ -6912,7 +7517,7 @@ def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
         f = 'endpoint_type'
-        (v_endpoint_type,) = _S_11.unpack_from(buf, pos)
+        (v_endpoint_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'cluster_id'
         v_cluster_id, pos = read_compact_string(buf, pos)
@@ -6947,7 +7552,7 @@ def _r_DescribeClusterResponse_v1(buf: memoryview, pos: int) -> tuple[DescribeCl
 def _w_DescribeClusterResponse_v1(o: DescribeClusterResponse, out: bytearray) -> None:
     out += _S_1.pack(o.throttle_time_ms, o.error_code)
     write_compact_nullable_string(out, o.error_message)
-    out += _S_11.pack(o.endpoint_type)
+    out += _S_12.pack(o.endpoint_type)
     write_compact_string(out, o.cluster_id)
     out += _S_2.pack(o.controller_id)
     write_compact_array_len(out, len(o.brokers))
@@ -6969,7 +7574,7 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_v1(buf: memoryview, pos: i
     f = ""
     try:
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -6991,7 +7596,7 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_v1(buf: memoryview, pos: i
 
 
 def _w_DescribeConfigsRequest_DescribeConfigsResource_v1(o: DescribeConfigsRequest.DescribeConfigsResource, out: bytearray) -> None:
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_string(out, o.resource_name)
     if o.configuration_keys is None:
         write_array_len(out, -1)
@@ -7005,7 +7610,7 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_v4(buf: memoryview, pos: i
     f = ""
     try:
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_compact_string(buf, pos)
@@ -7032,7 +7637,7 @@ def _r_DescribeConfigsRequest_DescribeConfigsResource_v4(buf: memoryview, pos: i
 
 
 def _w_DescribeConfigsRequest_DescribeConfigsResource_v4(o: DescribeConfigsRequest.DescribeConfigsResource, out: bytearray) -> None:
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_compact_string(out, o.resource_name)
     if o.configuration_keys is None:
         write_compact_array_len(out, -1)
@@ -7121,7 +7726,7 @@ def _r_DescribeConfigsRequest_v3(buf: memoryview, pos: int) -> tuple[DescribeCon
                 e_resources, pos = _r_DescribeConfigsRequest_DescribeConfigsResource_v1(buf, pos)
                 v_resources.append(e_resources)
         f = 'include_synonyms, include_documentation'
-        (v_include_synonyms, v_include_documentation,) = _S_12.unpack_from(buf, pos)
+        (v_include_synonyms, v_include_documentation,) = _S_13.unpack_from(buf, pos)
         pos += 2
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"DescribeConfigsRequest.{f}: {exc}") from None
@@ -7134,7 +7739,7 @@ def _w_DescribeConfigsRequest_v3(o: DescribeConfigsRequest, out: bytearray) -> N
     write_array_len(out, len(o.resources))
     for e_resources in o.resources:
         _w_DescribeConfigsRequest_DescribeConfigsResource_v1(e_resources, out)
-    out += _S_12.pack(o.include_synonyms, o.include_documentation)
+    out += _S_13.pack(o.include_synonyms, o.include_documentation)
 
 
 def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
@@ -7151,7 +7756,7 @@ def _r_DescribeConfigsRequest_v4(buf: memoryview, pos: int) -> tuple[DescribeCon
                 e_resources, pos = _r_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, pos)
                 v_resources.append(e_resources)
         f = 'include_synonyms, include_documentation'
-        (v_include_synonyms, v_include_documentation,) = _S_12.unpack_from(buf, pos)
+        (v_include_synonyms, v_include_documentation,) = _S_13.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -7169,7 +7774,7 @@ def _w_DescribeConfigsRequest_v4(o: DescribeConfigsRequest, out: bytearray) -> N
     write_compact_array_len(out, len(o.resources))
     for e_resources in o.resources:
         _w_DescribeConfigsRequest_DescribeConfigsResource_v4(e_resources, out)
-    out += _S_12.pack(o.include_synonyms, o.include_documentation)
+    out += _S_13.pack(o.include_synonyms, o.include_documentation)
     out.append(0)
 
 
@@ -7189,7 +7794,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf: memoryview, pos: i
         f = 'value'
         v_value, pos = read_nullable_string(buf, pos)
         f = 'source'
-        (v_source,) = _S_11.unpack_from(buf, pos)
+        (v_source,) = _S_12.unpack_from(buf, pos)
         pos += 1
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"DescribeConfigsSynonym.{f}: {exc}") from None
@@ -7201,7 +7806,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf: memoryview, pos: i
 def _w_DescribeConfigsResponse_DescribeConfigsSynonym_v1(o: DescribeConfigsResponse.DescribeConfigsSynonym, out: bytearray) -> None:
     write_string(out, o.name)
     write_nullable_string(out, o.value)
-    out += _S_11.pack(o.source)
+    out += _S_12.pack(o.source)
 
 
 def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf: memoryview, pos: int) -> tuple[DescribeConfigsResponse.DescribeConfigsSynonym, int]:
@@ -7212,7 +7817,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf: memoryview, pos: i
         f = 'value'
         v_value, pos = read_compact_nullable_string(buf, pos)
         f = 'source'
-        (v_source,) = _S_11.unpack_from(buf, pos)
+        (v_source,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -7229,7 +7834,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf: memoryview, pos: i
 def _w_DescribeConfigsResponse_DescribeConfigsSynonym_v4(o: DescribeConfigsResponse.DescribeConfigsSynonym, out: bytearray) -> None:
     write_compact_string(out, o.name)
     write_compact_nullable_string(out, o.value)
-    out += _S_11.pack(o.source)
+    out += _S_12.pack(o.source)
     out.append(0)
 
 
@@ -7241,7 +7846,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf: memoryview,
         f = 'value'
         v_value, pos = read_nullable_string(buf, pos)
         f = 'read_only, config_source, is_sensitive'
-        (v_read_only, v_config_source, v_is_sensitive,) = _S_13.unpack_from(buf, pos)
+        (v_read_only, v_config_source, v_is_sensitive,) = _S_14.unpack_from(buf, pos)
         pos += 3
         f = 'synonyms'
         n, pos = read_array_len(buf, pos)
@@ -7263,7 +7868,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf: memoryview,
 def _w_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: bytearray) -> None:
     write_string(out, o.name)
     write_nullable_string(out, o.value)
-    out += _S_13.pack(o.read_only, o.config_source, o.is_sensitive)
+    out += _S_14.pack(o.read_only, o.config_source, o.is_sensitive)
     write_array_len(out, len(o.synonyms))
     for e_synonyms in o.synonyms:
         _w_DescribeConfigsResponse_DescribeConfigsSynonym_v1(e_synonyms, out)
@@ -7277,7 +7882,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf: memoryview,
         f = 'value'
         v_value, pos = read_nullable_string(buf, pos)
         f = 'read_only, config_source, is_sensitive'
-        (v_read_only, v_config_source, v_is_sensitive,) = _S_13.unpack_from(buf, pos)
+        (v_read_only, v_config_source, v_is_sensitive,) = _S_14.unpack_from(buf, pos)
         pos += 3
         f = 'synonyms'
         n, pos = read_array_len(buf, pos)
@@ -7290,7 +7895,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf: memoryview,
                 e_synonyms, pos = _r_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, pos)
                 v_synonyms.append(e_synonyms)
         f = 'config_type'
-        (v_config_type,) = _S_11.unpack_from(buf, pos)
+        (v_config_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'documentation'
         v_documentation, pos = read_nullable_string(buf, pos)
@@ -7304,11 +7909,11 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf: memoryview,
 def _w_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: bytearray) -> None:
     write_string(out, o.name)
     write_nullable_string(out, o.value)
-    out += _S_13.pack(o.read_only, o.config_source, o.is_sensitive)
+    out += _S_14.pack(o.read_only, o.config_source, o.is_sensitive)
     write_array_len(out, len(o.synonyms))
     for e_synonyms in o.synonyms:
         _w_DescribeConfigsResponse_DescribeConfigsSynonym_v1(e_synonyms, out)
-    out += _S_11.pack(o.config_type)
+    out += _S_12.pack(o.config_type)
     write_nullable_string(out, o.documentation)
 
 
@@ -7320,7 +7925,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf: memoryview,
         f = 'value'
         v_value, pos = read_compact_nullable_string(buf, pos)
         f = 'read_only, config_source, is_sensitive'
-        (v_read_only, v_config_source, v_is_sensitive,) = _S_13.unpack_from(buf, pos)
+        (v_read_only, v_config_source, v_is_sensitive,) = _S_14.unpack_from(buf, pos)
         pos += 3
         f = 'synonyms'
         n, pos = read_compact_array_len(buf, pos)
@@ -7333,7 +7938,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf: memoryview,
                 e_synonyms, pos = _r_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, pos)
                 v_synonyms.append(e_synonyms)
         f = 'config_type'
-        (v_config_type,) = _S_11.unpack_from(buf, pos)
+        (v_config_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'documentation'
         v_documentation, pos = read_compact_nullable_string(buf, pos)
@@ -7352,11 +7957,11 @@ def _r_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf: memoryview,
 def _w_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(o: DescribeConfigsResponse.DescribeConfigsResourceResult, out: bytearray) -> None:
     write_compact_string(out, o.name)
     write_compact_nullable_string(out, o.value)
-    out += _S_13.pack(o.read_only, o.config_source, o.is_sensitive)
+    out += _S_14.pack(o.read_only, o.config_source, o.is_sensitive)
     write_compact_array_len(out, len(o.synonyms))
     for e_synonyms in o.synonyms:
         _w_DescribeConfigsResponse_DescribeConfigsSynonym_v4(e_synonyms, out)
-    out += _S_11.pack(o.config_type)
+    out += _S_12.pack(o.config_type)
     write_compact_nullable_string(out, o.documentation)
     out.append(0)
 
@@ -7370,7 +7975,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v1(buf: memoryview, pos: in
         f = 'error_message'
         v_error_message, pos = read_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -7394,7 +7999,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v1(buf: memoryview, pos: in
 def _w_DescribeConfigsResponse_DescribeConfigsResult_v1(o: DescribeConfigsResponse.DescribeConfigsResult, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_nullable_string(out, o.error_message)
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_string(out, o.resource_name)
     write_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -7410,7 +8015,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v3(buf: memoryview, pos: in
         f = 'error_message'
         v_error_message, pos = read_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -7434,7 +8039,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v3(buf: memoryview, pos: in
 def _w_DescribeConfigsResponse_DescribeConfigsResult_v3(o: DescribeConfigsResponse.DescribeConfigsResult, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_nullable_string(out, o.error_message)
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_string(out, o.resource_name)
     write_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -7450,7 +8055,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v4(buf: memoryview, pos: in
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_compact_string(buf, pos)
@@ -7479,7 +8084,7 @@ def _r_DescribeConfigsResponse_DescribeConfigsResult_v4(buf: memoryview, pos: in
 def _w_DescribeConfigsResponse_DescribeConfigsResult_v4(o: DescribeConfigsResponse.DescribeConfigsResult, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_compact_nullable_string(out, o.error_message)
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_compact_string(out, o.resource_name)
     write_compact_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -7705,7 +8310,7 @@ def _r_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
     f = ""
     try:
         f = 'partition_index, start_offset, leader_epoch, error_code'
-        (v_partition_index, v_start_offset, v_leader_epoch, v_error_code,) = _S_14.unpack_from(buf, pos)
+        (v_partition_index, v_start_offset, v_leader_epoch, v_error_code,) = _S_15.unpack_from(buf, pos)
         pos += 18
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
@@ -7722,7 +8327,7 @@ def _r_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
 
 
 def _w_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(o: DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition, out: bytearray) -> None:
-    out += _S_14.pack(o.partition_index, o.start_offset, o.leader_epoch, o.error_code)
+    out += _S_15.pack(o.partition_index, o.start_offset, o.leader_epoch, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     out.append(0)
 
@@ -7731,7 +8336,7 @@ def _r_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
     f = ""
     try:
         f = 'partition_index, start_offset, leader_epoch, lag, error_code'
-        (v_partition_index, v_start_offset, v_leader_epoch, v_lag, v_error_code,) = _S_15.unpack_from(buf, pos)
+        (v_partition_index, v_start_offset, v_leader_epoch, v_lag, v_error_code,) = _S_16.unpack_from(buf, pos)
         pos += 26
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
@@ -7748,7 +8353,7 @@ def _r_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartit
 
 
 def _w_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(o: DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition, out: bytearray) -> None:
-    out += _S_15.pack(o.partition_index, o.start_offset, o.leader_epoch, o.lag, o.error_code)
+    out += _S_16.pack(o.partition_index, o.start_offset, o.leader_epoch, o.lag, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     out.append(0)
 
@@ -7997,7 +8602,7 @@ def _r_FetchRequest_FetchPartition_v12(buf: memoryview, pos: int) -> tuple[Fetch
     f = ""
     try:
         f = 'partition, current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset, partition_max_bytes'
-        (v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes,) = _S_16.unpack_from(buf, pos)
+        (v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes,) = _S_17.unpack_from(buf, pos)
         pos += 32
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -8012,7 +8617,7 @@ def _r_FetchRequest_FetchPartition_v12(buf: memoryview, pos: int) -> tuple[Fetch
 
 
 def _w_FetchRequest_FetchPartition_v12(o: FetchRequest.FetchPartition, out: bytearray) -> None:
-    out += _S_16.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    out += _S_17.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     out.append(0)
 
 
@@ -8154,7 +8759,7 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f = ""
     try:
         f = 'replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch'
-        (v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_17.unpack_from(buf, pos)
+        (v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_18.unpack_from(buf, pos)
         pos += 25
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -8191,7 +8796,7 @@ def _r_FetchRequest_v12(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 
 def _w_FetchRequest_v12(o: FetchRequest, out: bytearray) -> None:
-    out += _S_17.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    out += _S_18.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_FetchRequest_FetchTopic_v12(e_topics, out)
@@ -8206,7 +8811,7 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f = ""
     try:
         f = 'replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch'
-        (v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_17.unpack_from(buf, pos)
+        (v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_18.unpack_from(buf, pos)
         pos += 25
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -8243,7 +8848,7 @@ def _r_FetchRequest_v13(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 
 
 def _w_FetchRequest_v13(o: FetchRequest, out: bytearray) -> None:
-    out += _S_17.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    out += _S_18.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_FetchRequest_FetchTopic_v13(e_topics, out)
@@ -8258,7 +8863,7 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f = ""
     try:
         f = 'max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch'
-        (v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_18.unpack_from(buf, pos)
+        (v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_19.unpack_from(buf, pos)
         pos += 21
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -8297,7 +8902,7 @@ def _r_FetchRequest_v15(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 def _w_FetchRequest_v15(o: FetchRequest, out: bytearray) -> None:
     if o.replica_id != -1:
         raise UnsupportedVersionError("FetchRequest: field FetchRequest.replica_id is not supported in version 15")
-    out += _S_18.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    out += _S_19.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_FetchRequest_FetchTopic_v13(e_topics, out)
@@ -8312,7 +8917,7 @@ def _r_FetchRequest_v16(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
     f = ""
     try:
         f = 'max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch'
-        (v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_18.unpack_from(buf, pos)
+        (v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch,) = _S_19.unpack_from(buf, pos)
         pos += 21
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -8351,7 +8956,7 @@ def _r_FetchRequest_v16(buf: memoryview, pos: int) -> tuple[FetchRequest, int]:
 def _w_FetchRequest_v16(o: FetchRequest, out: bytearray) -> None:
     if o.replica_id != -1:
         raise UnsupportedVersionError("FetchRequest: field FetchRequest.replica_id is not supported in version 16")
-    out += _S_18.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    out += _S_19.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_FetchRequest_FetchTopic_v13(e_topics, out)
@@ -8374,7 +8979,7 @@ def _r_FetchResponse_AbortedTransaction_v12(buf: memoryview, pos: int) -> tuple[
     f = ""
     try:
         f = 'producer_id, first_offset'
-        (v_producer_id, v_first_offset,) = _S_19.unpack_from(buf, pos)
+        (v_producer_id, v_first_offset,) = _S_20.unpack_from(buf, pos)
         pos += 16
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -8389,7 +8994,7 @@ def _r_FetchResponse_AbortedTransaction_v12(buf: memoryview, pos: int) -> tuple[
 
 
 def _w_FetchResponse_AbortedTransaction_v12(o: FetchResponse.AbortedTransaction, out: bytearray) -> None:
-    out += _S_19.pack(o.producer_id, o.first_offset)
+    out += _S_20.pack(o.producer_id, o.first_offset)
     out.append(0)
 
 
@@ -8397,7 +9002,7 @@ def _r_FetchResponse_PartitionData_v12(buf: memoryview, pos: int) -> tuple[Fetch
     f = ""
     try:
         f = 'partition_index, error_code, high_watermark, last_stable_offset, log_start_offset'
-        (v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset,) = _S_20.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset,) = _S_21.unpack_from(buf, pos)
         pos += 30
         f = 'aborted_transactions'
         n, pos = read_compact_array_len(buf, pos)
@@ -8427,7 +9032,7 @@ def _r_FetchResponse_PartitionData_v12(buf: memoryview, pos: int) -> tuple[Fetch
 
 
 def _w_FetchResponse_PartitionData_v12(o: FetchResponse.PartitionData, out: bytearray) -> None:
-    out += _S_20.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
+    out += _S_21.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     if o.aborted_transactions is None:
         write_compact_array_len(out, -1)
     else:
@@ -8513,7 +9118,7 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     f = ""
     try:
         f = 'throttle_time_ms, error_code, session_id'
-        (v_throttle_time_ms, v_error_code, v_session_id,) = _S_21.unpack_from(buf, pos)
+        (v_throttle_time_ms, v_error_code, v_session_id,) = _S_22.unpack_from(buf, pos)
         pos += 10
         f = 'responses'
         n, pos = read_compact_array_len(buf, pos)
@@ -8538,7 +9143,7 @@ def _r_FetchResponse_v12(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
 
 
 def _w_FetchResponse_v12(o: FetchResponse, out: bytearray) -> None:
-    out += _S_21.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    out += _S_22.pack(o.throttle_time_ms, o.error_code, o.session_id)
     write_compact_array_len(out, len(o.responses))
     for e_responses in o.responses:
         _w_FetchResponse_FetchableTopicResponse_v12(e_responses, out)
@@ -8549,7 +9154,7 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
     f = ""
     try:
         f = 'throttle_time_ms, error_code, session_id'
-        (v_throttle_time_ms, v_error_code, v_session_id,) = _S_21.unpack_from(buf, pos)
+        (v_throttle_time_ms, v_error_code, v_session_id,) = _S_22.unpack_from(buf, pos)
         pos += 10
         f = 'responses'
         n, pos = read_compact_array_len(buf, pos)
@@ -8574,7 +9179,7 @@ def _r_FetchResponse_v13(buf: memoryview, pos: int) -> tuple[FetchResponse, int]
 
 
 def _w_FetchResponse_v13(o: FetchResponse, out: bytearray) -> None:
-    out += _S_21.pack(o.throttle_time_ms, o.error_code, o.session_id)
+    out += _S_22.pack(o.throttle_time_ms, o.error_code, o.session_id)
     write_compact_array_len(out, len(o.responses))
     for e_responses in o.responses:
         _w_FetchResponse_FetchableTopicResponse_v13(e_responses, out)
@@ -8615,7 +9220,7 @@ def _r_FindCoordinatorRequest_v1(buf: memoryview, pos: int) -> tuple[FindCoordin
         f = 'key'
         v_key, pos = read_string(buf, pos)
         f = 'key_type'
-        (v_key_type,) = _S_11.unpack_from(buf, pos)
+        (v_key_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"FindCoordinatorRequest.{f}: {exc}") from None
@@ -8628,7 +9233,7 @@ def _w_FindCoordinatorRequest_v1(o: FindCoordinatorRequest, out: bytearray) -> N
     if o.coordinator_keys:
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.coordinator_keys is not supported in version 1")
     write_string(out, o.key)
-    out += _S_11.pack(o.key_type)
+    out += _S_12.pack(o.key_type)
 
 
 def _r_FindCoordinatorRequest_v2(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
@@ -8637,7 +9242,7 @@ def _r_FindCoordinatorRequest_v2(buf: memoryview, pos: int) -> tuple[FindCoordin
         f = 'key'
         v_key, pos = read_string(buf, pos)
         f = 'key_type'
-        (v_key_type,) = _S_11.unpack_from(buf, pos)
+        (v_key_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"FindCoordinatorRequest.{f}: {exc}") from None
@@ -8650,7 +9255,7 @@ def _w_FindCoordinatorRequest_v2(o: FindCoordinatorRequest, out: bytearray) -> N
     if o.coordinator_keys:
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.coordinator_keys is not supported in version 2")
     write_string(out, o.key)
-    out += _S_11.pack(o.key_type)
+    out += _S_12.pack(o.key_type)
 
 
 def _r_FindCoordinatorRequest_v3(buf: memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:
@@ -8659,7 +9264,7 @@ def _r_FindCoordinatorRequest_v3(buf: memoryview, pos: int) -> tuple[FindCoordin
         f = 'key'
         v_key, pos = read_compact_string(buf, pos)
         f = 'key_type'
-        (v_key_type,) = _S_11.unpack_from(buf, pos)
+        (v_key_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -8677,7 +9282,7 @@ def _w_FindCoordinatorRequest_v3(o: FindCoordinatorRequest, out: bytearray) -> N
     if o.coordinator_keys:
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.coordinator_keys is not supported in version 3")
     write_compact_string(out, o.key)
-    out += _S_11.pack(o.key_type)
+    out += _S_12.pack(o.key_type)
     out.append(0)
 
 
@@ -8685,7 +9290,7 @@ def _r_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
     f = ""
     try:
         f = 'key_type'
-        (v_key_type,) = _S_11.unpack_from(buf, pos)
+        (v_key_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'coordinator_keys'
         n, pos = read_compact_array_len(buf, pos)
@@ -8712,7 +9317,7 @@ def _r_FindCoordinatorRequest_v4(buf: memoryview, pos: int) -> tuple[FindCoordin
 def _w_FindCoordinatorRequest_v4(o: FindCoordinatorRequest, out: bytearray) -> None:
     if o.key != '':
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.key is not supported in version 4")
-    out += _S_11.pack(o.key_type)
+    out += _S_12.pack(o.key_type)
     write_compact_array_len(out, len(o.coordinator_keys))
     for e_coordinator_keys in o.coordinator_keys:
         write_compact_string(out, e_coordinator_keys)
@@ -8723,7 +9328,7 @@ def _r_FindCoordinatorRequest_v5(buf: memoryview, pos: int) -> tuple[FindCoordin
     f = ""
     try:
         f = 'key_type'
-        (v_key_type,) = _S_11.unpack_from(buf, pos)
+        (v_key_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'coordinator_keys'
         n, pos = read_compact_array_len(buf, pos)
@@ -8750,7 +9355,7 @@ def _r_FindCoordinatorRequest_v5(buf: memoryview, pos: int) -> tuple[FindCoordin
 def _w_FindCoordinatorRequest_v5(o: FindCoordinatorRequest, out: bytearray) -> None:
     if o.key != '':
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.key is not supported in version 5")
-    out += _S_11.pack(o.key_type)
+    out += _S_12.pack(o.key_type)
     write_compact_array_len(out, len(o.coordinator_keys))
     for e_coordinator_keys in o.coordinator_keys:
         write_compact_string(out, e_coordinator_keys)
@@ -8761,7 +9366,7 @@ def _r_FindCoordinatorRequest_v6(buf: memoryview, pos: int) -> tuple[FindCoordin
     f = ""
     try:
         f = 'key_type'
-        (v_key_type,) = _S_11.unpack_from(buf, pos)
+        (v_key_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'coordinator_keys'
         n, pos = read_compact_array_len(buf, pos)
@@ -8788,7 +9393,7 @@ def _r_FindCoordinatorRequest_v6(buf: memoryview, pos: int) -> tuple[FindCoordin
 def _w_FindCoordinatorRequest_v6(o: FindCoordinatorRequest, out: bytearray) -> None:
     if o.key != '':
         raise UnsupportedVersionError("FindCoordinatorRequest: field FindCoordinatorRequest.key is not supported in version 6")
-    out += _S_11.pack(o.key_type)
+    out += _S_12.pack(o.key_type)
     write_compact_array_len(out, len(o.coordinator_keys))
     for e_coordinator_keys in o.coordinator_keys:
         write_compact_string(out, e_coordinator_keys)
@@ -8944,7 +9549,7 @@ def _r_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordi
     f = ""
     try:
         f = 'error_code, node_id'
-        (v_error_code, v_node_id,) = _S_22.unpack_from(buf, pos)
+        (v_error_code, v_node_id,) = _S_23.unpack_from(buf, pos)
         pos += 6
         f = 'host'
         v_host, pos = read_string(buf, pos)
@@ -8961,7 +9566,7 @@ def _r_FindCoordinatorResponse_v0(buf: memoryview, pos: int) -> tuple[FindCoordi
 def _w_FindCoordinatorResponse_v0(o: FindCoordinatorResponse, out: bytearray) -> None:
     if o.coordinators:
         raise UnsupportedVersionError("FindCoordinatorResponse: field FindCoordinatorResponse.coordinators is not supported in version 0")
-    out += _S_22.pack(o.error_code, o.node_id)
+    out += _S_23.pack(o.error_code, o.node_id)
     write_string(out, o.host)
     out += _S_2.pack(o.port)
 
@@ -9217,7 +9822,7 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: i
         f = 'name'
         v_name, pos = read_string(buf, pos)
         f = 'config_operation'
-        (v_config_operation,) = _S_11.unpack_from(buf, pos)
+        (v_config_operation,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'value'
         v_value, pos = read_nullable_string(buf, pos)
@@ -9230,7 +9835,7 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: i
 
 def _w_IncrementalAlterConfigsRequest_AlterableConfig_v0(o: IncrementalAlterConfigsRequest.AlterableConfig, out: bytearray) -> None:
     write_string(out, o.name)
-    out += _S_11.pack(o.config_operation)
+    out += _S_12.pack(o.config_operation)
     write_nullable_string(out, o.value)
 
 
@@ -9240,7 +9845,7 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf: memoryview, pos: i
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'config_operation'
-        (v_config_operation,) = _S_11.unpack_from(buf, pos)
+        (v_config_operation,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'value'
         v_value, pos = read_compact_nullable_string(buf, pos)
@@ -9258,7 +9863,7 @@ def _r_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf: memoryview, pos: i
 
 def _w_IncrementalAlterConfigsRequest_AlterableConfig_v1(o: IncrementalAlterConfigsRequest.AlterableConfig, out: bytearray) -> None:
     write_compact_string(out, o.name)
-    out += _S_11.pack(o.config_operation)
+    out += _S_12.pack(o.config_operation)
     write_compact_nullable_string(out, o.value)
     out.append(0)
 
@@ -9267,7 +9872,7 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf: memoryview, p
     f = ""
     try:
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -9289,7 +9894,7 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf: memoryview, p
 
 
 def _w_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(o: IncrementalAlterConfigsRequest.AlterConfigsResource, out: bytearray) -> None:
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_string(out, o.resource_name)
     write_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -9300,7 +9905,7 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf: memoryview, p
     f = ""
     try:
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_compact_string(buf, pos)
@@ -9327,7 +9932,7 @@ def _r_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf: memoryview, p
 
 
 def _w_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(o: IncrementalAlterConfigsRequest.AlterConfigsResource, out: bytearray) -> None:
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_compact_string(out, o.resource_name)
     write_compact_array_len(out, len(o.configs))
     for e_configs in o.configs:
@@ -9418,7 +10023,7 @@ def _r_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf: memo
         f = 'error_message'
         v_error_message, pos = read_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_string(buf, pos)
@@ -9432,7 +10037,7 @@ def _r_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf: memo
 def _w_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_nullable_string(out, o.error_message)
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_string(out, o.resource_name)
 
 
@@ -9445,7 +10050,7 @@ def _r_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf: memo
         f = 'error_message'
         v_error_message, pos = read_compact_nullable_string(buf, pos)
         f = 'resource_type'
-        (v_resource_type,) = _S_11.unpack_from(buf, pos)
+        (v_resource_type,) = _S_12.unpack_from(buf, pos)
         pos += 1
         f = 'resource_name'
         v_resource_name, pos = read_compact_string(buf, pos)
@@ -9464,7 +10069,7 @@ def _r_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf: memo
 def _w_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(o: IncrementalAlterConfigsResponse.AlterConfigsResourceResponse, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_compact_nullable_string(out, o.error_message)
-    out += _S_11.pack(o.resource_type)
+    out += _S_12.pack(o.resource_type)
     write_compact_string(out, o.resource_name)
     out.append(0)
 
@@ -10007,7 +10612,7 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> 
     f = ""
     try:
         f = 'partition_index, current_leader_epoch, timestamp'
-        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_23.unpack_from(buf, pos)
+        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_24.unpack_from(buf, pos)
         pos += 16
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartition.{f}: {exc}") from None
@@ -10017,14 +10622,14 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> 
 
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_v4(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
-    out += _S_23.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    out += _S_24.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
 
 
 def _r_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     f = ""
     try:
         f = 'partition_index, current_leader_epoch, timestamp'
-        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_23.unpack_from(buf, pos)
+        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_24.unpack_from(buf, pos)
         pos += 16
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -10039,7 +10644,7 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> 
 
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_v6(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
-    out += _S_23.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    out += _S_24.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     out.append(0)
 
 
@@ -10172,7 +10777,7 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_24.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_25.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_array_len(buf, pos)
@@ -10192,7 +10797,7 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v2(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_24.pack(o.replica_id, o.isolation_level)
+    out += _S_25.pack(o.replica_id, o.isolation_level)
     write_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v1(e_topics, out)
@@ -10202,7 +10807,7 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_24.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_25.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_array_len(buf, pos)
@@ -10222,7 +10827,7 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v4(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_24.pack(o.replica_id, o.isolation_level)
+    out += _S_25.pack(o.replica_id, o.isolation_level)
     write_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v4(e_topics, out)
@@ -10232,7 +10837,7 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_24.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_25.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -10257,7 +10862,7 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v6(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_24.pack(o.replica_id, o.isolation_level)
+    out += _S_25.pack(o.replica_id, o.isolation_level)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v6(e_topics, out)
@@ -10276,7 +10881,7 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf: memoryview, pos:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_25.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_26.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -10288,14 +10893,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 1")
-    out += _S_25.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_25.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_26.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -10307,14 +10912,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 2")
-    out += _S_25.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_25.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_26.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -10326,14 +10931,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 3")
-    out += _S_25.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset, leader_epoch'
-        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_26.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_27.unpack_from(buf, pos)
         pos += 26
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -10343,14 +10948,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf: memoryview, pos:
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S_27.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset, leader_epoch'
-        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_26.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_27.unpack_from(buf, pos)
         pos += 26
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -10365,7 +10970,7 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos:
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S_27.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     out.append(0)
 
 
@@ -11192,7 +11797,7 @@ def _r_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v8(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_27.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_28.unpack_from(buf, pos)
         pos += 3
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"MetadataRequest.{f}: {exc}") from None
@@ -11208,7 +11813,7 @@ def _w_MetadataRequest_v8(o: MetadataRequest, out: bytearray) -> None:
         write_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v8(e_topics, out)
-    out += _S_27.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_28.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
 
 def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -11225,7 +11830,7 @@ def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v9(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_27.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_28.unpack_from(buf, pos)
         pos += 3
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -11246,7 +11851,7 @@ def _w_MetadataRequest_v9(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v9(e_topics, out)
-    out += _S_27.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_28.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -11264,7 +11869,7 @@ def _r_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_27.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_28.unpack_from(buf, pos)
         pos += 3
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -11285,7 +11890,7 @@ def _w_MetadataRequest_v10(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_27.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_28.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -11303,7 +11908,7 @@ def _r_MetadataRequest_v11(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_12.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_13.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -11326,7 +11931,7 @@ def _w_MetadataRequest_v11(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_12.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
+    out += _S_13.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -11344,7 +11949,7 @@ def _r_MetadataRequest_v12(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_12.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_13.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -11367,7 +11972,7 @@ def _w_MetadataRequest_v12(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_12.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
+    out += _S_13.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -11385,7 +11990,7 @@ def _r_MetadataRequest_v13(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_12.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_topic_authorized_operations,) = _S_13.unpack_from(buf, pos)
         pos += 2
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -11408,7 +12013,7 @@ def _w_MetadataRequest_v13(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_12.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
+    out += _S_13.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -11508,7 +12113,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id'
-        (v_error_code, v_partition_index, v_leader_id,) = _S_28.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id,) = _S_29.unpack_from(buf, pos)
         pos += 10
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -11534,7 +12139,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v0(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_28.pack(o.error_code, o.partition_index, o.leader_id)
+    out += _S_29.pack(o.error_code, o.partition_index, o.leader_id)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -11545,7 +12150,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id'
-        (v_error_code, v_partition_index, v_leader_id,) = _S_28.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id,) = _S_29.unpack_from(buf, pos)
         pos += 10
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -11579,7 +12184,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v5(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_28.pack(o.error_code, o.partition_index, o.leader_id)
+    out += _S_29.pack(o.error_code, o.partition_index, o.leader_id)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -11592,7 +12197,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id, leader_epoch'
-        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_29.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_30.unpack_from(buf, pos)
         pos += 14
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -11626,7 +12231,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v7(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_29.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S_30.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -11639,7 +12244,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id, leader_epoch'
-        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_29.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_30.unpack_from(buf, pos)
         pos += 14
         f = 'replica_nodes'
         n, pos = read_compact_array_len(buf, pos)
@@ -11678,7 +12283,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_29.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S_30.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     write_compact_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_compact_array_len(out, len(o.isr_nodes))
@@ -12113,7 +12718,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_30.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_31.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -12146,7 +12751,7 @@ def _w_MetadataResponse_MetadataResponseTopic_v10(o: MetadataResponse.MetadataRe
     if o.name is None:
         raise ValueError("MetadataResponse: field name cannot be null in version 10")
     write_compact_string(out, o.name)
-    out += _S_30.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_31.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -12163,7 +12768,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v11(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_30.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_31.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -12196,7 +12801,7 @@ def _w_MetadataResponse_MetadataResponseTopic_v11(o: MetadataResponse.MetadataRe
     if o.name is None:
         raise ValueError("MetadataResponse: field name cannot be null in version 11")
     write_compact_string(out, o.name)
-    out += _S_30.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_31.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -12213,7 +12818,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_nullable_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_30.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_31.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -12244,7 +12849,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
 def _w_MetadataResponse_MetadataResponseTopic_v12(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_compact_nullable_string(out, o.name)
-    out += _S_30.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_31.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -13209,7 +13814,7 @@ def _r_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int
     f = ""
     try:
         f = 'first_offset, last_offset'
-        (v_first_offset, v_last_offset,) = _S_19.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset,) = _S_20.unpack_from(buf, pos)
         pos += 16
         f = 'acknowledge_types'
         n, pos = read_compact_array_len(buf, pos)
@@ -13232,7 +13837,7 @@ def _r_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int
 
 
 def _w_ShareAcknowledgeRequest_AcknowledgementBatch_v1(o: ShareAcknowledgeRequest.AcknowledgementBatch, out: bytearray) -> None:
-    out += _S_19.pack(o.first_offset, o.last_offset)
+    out += _S_20.pack(o.first_offset, o.last_offset)
     write_compact_array_len(out, len(o.acknowledge_types))
     out += struct.pack(f">{len(o.acknowledge_types)}b", *o.acknowledge_types)
     out.append(0)
@@ -13407,7 +14012,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_31.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_32.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -13422,7 +14027,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
 
 
 def _w_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o: ShareAcknowledgeResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_31.pack(o.leader_id, o.leader_epoch)
+    out += _S_32.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -13643,7 +14248,7 @@ def _r_ShareFetchRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int) -> t
     f = ""
     try:
         f = 'first_offset, last_offset'
-        (v_first_offset, v_last_offset,) = _S_19.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset,) = _S_20.unpack_from(buf, pos)
         pos += 16
         f = 'acknowledge_types'
         n, pos = read_compact_array_len(buf, pos)
@@ -13666,7 +14271,7 @@ def _r_ShareFetchRequest_AcknowledgementBatch_v1(buf: memoryview, pos: int) -> t
 
 
 def _w_ShareFetchRequest_AcknowledgementBatch_v1(o: ShareFetchRequest.AcknowledgementBatch, out: bytearray) -> None:
-    out += _S_19.pack(o.first_offset, o.last_offset)
+    out += _S_20.pack(o.first_offset, o.last_offset)
     write_compact_array_len(out, len(o.acknowledge_types))
     out += struct.pack(f">{len(o.acknowledge_types)}b", *o.acknowledge_types)
     out.append(0)
@@ -13783,7 +14388,7 @@ def _r_ShareFetchRequest_v1(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_32.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_33.unpack_from(buf, pos)
         pos += 24
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -13822,7 +14427,7 @@ def _w_ShareFetchRequest_v1(o: ShareFetchRequest, out: bytearray) -> None:
         raise UnsupportedVersionError("ShareFetchRequest: field ShareFetchRequest.is_renew_ack is not supported in version 1")
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_32.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    out += _S_33.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -13840,7 +14445,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, share_acquire_mode, is_renew_ack'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_33.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_34.unpack_from(buf, pos)
         pos += 26
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -13877,7 +14482,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
 def _w_ShareFetchRequest_v2(o: ShareFetchRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_33.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
+    out += _S_34.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -13899,7 +14504,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_31.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_32.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -13914,7 +14519,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
 
 
 def _w_ShareFetchResponse_LeaderIdAndEpoch_v1(o: ShareFetchResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_31.pack(o.leader_id, o.leader_epoch)
+    out += _S_32.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -13922,7 +14527,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
     f = ""
     try:
         f = 'first_offset, last_offset, delivery_count'
-        (v_first_offset, v_last_offset, v_delivery_count,) = _S_34.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset, v_delivery_count,) = _S_35.unpack_from(buf, pos)
         pos += 18
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -13937,7 +14542,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
 
 
 def _w_ShareFetchResponse_AcquiredRecords_v1(o: ShareFetchResponse.AcquiredRecords, out: bytearray) -> None:
-    out += _S_34.pack(o.first_offset, o.last_offset, o.delivery_count)
+    out += _S_35.pack(o.first_offset, o.last_offset, o.delivery_count)
     out.append(0)
 
 
@@ -14303,7 +14908,7 @@ def _r_ShareGroupDescribeResponse_DescribedGroup_v1(buf: memoryview, pos: int) -
         f = 'group_state'
         v_group_state, pos = read_compact_string(buf, pos)
         f = 'group_epoch, assignment_epoch'
-        (v_group_epoch, v_assignment_epoch,) = _S_31.unpack_from(buf, pos)
+        (v_group_epoch, v_assignment_epoch,) = _S_32.unpack_from(buf, pos)
         pos += 8
         f = 'assignor_name'
         v_assignor_name, pos = read_compact_string(buf, pos)
@@ -14337,7 +14942,7 @@ def _w_ShareGroupDescribeResponse_DescribedGroup_v1(o: ShareGroupDescribeRespons
     write_compact_nullable_string(out, o.error_message)
     write_compact_string(out, o.group_id)
     write_compact_string(out, o.group_state)
-    out += _S_31.pack(o.group_epoch, o.assignment_epoch)
+    out += _S_32.pack(o.group_epoch, o.assignment_epoch)
     write_compact_string(out, o.assignor_name)
     write_compact_array_len(out, len(o.members))
     for e_members in o.members:
@@ -14521,7 +15126,7 @@ def _r_ShareGroupHeartbeatResponse_v1(buf: memoryview, pos: int) -> tuple[ShareG
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'member_epoch, heartbeat_interval_ms'
-        (v_member_epoch, v_heartbeat_interval_ms,) = _S_31.unpack_from(buf, pos)
+        (v_member_epoch, v_heartbeat_interval_ms,) = _S_32.unpack_from(buf, pos)
         pos += 8
         f = 'assignment'
         v_assignment: ShareGroupHeartbeatResponse.Assignment | None
@@ -14546,7 +15151,7 @@ def _w_ShareGroupHeartbeatResponse_v1(o: ShareGroupHeartbeatResponse, out: bytea
     out += _S_1.pack(o.throttle_time_ms, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_31.pack(o.member_epoch, o.heartbeat_interval_ms)
+    out += _S_32.pack(o.member_epoch, o.heartbeat_interval_ms)
     if o.assignment is None:
         out.append(0xFF)
     else:
@@ -14567,6 +15172,7 @@ AlterShareGroupOffsetsRequest.RESPONSE_TYPE = AlterShareGroupOffsetsResponse
 ApiVersionsRequest.RESPONSE_TYPE = ApiVersionsResponse
 CreateTopicsRequest.RESPONSE_TYPE = CreateTopicsResponse
 DeleteGroupsRequest.RESPONSE_TYPE = DeleteGroupsResponse
+DeleteRecordsRequest.RESPONSE_TYPE = DeleteRecordsResponse
 DeleteShareGroupOffsetsRequest.RESPONSE_TYPE = DeleteShareGroupOffsetsResponse
 DeleteTopicsRequest.RESPONSE_TYPE = DeleteTopicsResponse
 DescribeClusterRequest.RESPONSE_TYPE = DescribeClusterResponse
@@ -14590,6 +15196,7 @@ REQUEST_TYPES: dict[int, type] = {
     18: ApiVersionsRequest,
     19: CreateTopicsRequest,
     42: DeleteGroupsRequest,
+    21: DeleteRecordsRequest,
     92: DeleteShareGroupOffsetsRequest,
     20: DeleteTopicsRequest,
     60: DescribeClusterRequest,
@@ -14615,6 +15222,7 @@ RESPONSE_TYPES: dict[int, type] = {
     18: ApiVersionsResponse,
     19: CreateTopicsResponse,
     42: DeleteGroupsResponse,
+    21: DeleteRecordsResponse,
     92: DeleteShareGroupOffsetsResponse,
     20: DeleteTopicsResponse,
     60: DescribeClusterResponse,
@@ -14640,6 +15248,7 @@ RESPONSE_DECODERS: dict[int, Callable[[bytes | memoryview, int], object]] = {
     18: ApiVersionsResponse.decode,
     19: CreateTopicsResponse.decode,
     42: DeleteGroupsResponse.decode,
+    21: DeleteRecordsResponse.decode,
     92: DeleteShareGroupOffsetsResponse.decode,
     20: DeleteTopicsResponse.decode,
     60: DescribeClusterResponse.decode,
@@ -14669,6 +15278,8 @@ __all__ = [
     "CreateTopicsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResponse",
     "DeleteShareGroupOffsetsRequest",
     "DeleteShareGroupOffsetsResponse",
     "DeleteTopicsRequest",

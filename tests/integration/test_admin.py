@@ -19,6 +19,7 @@ from kafka_share import TopicPartition
 from kafka_share.admin import Admin, ConfigSource, NewTopic, OffsetSpec
 from kafka_share.errors import (
     GroupAuthorizationFailedError,
+    OffsetOutOfRangeError,
     GroupIdNotFoundError,
     InvalidConfigError,
     InvalidPartitionsError,
@@ -97,6 +98,32 @@ def test_list_offsets(admin: Admin, target: TargetTest) -> None:
     assert future[tp1].offset in (-1, 3)
     with pytest.raises(UnknownTopicOrPartitionError, match="no partition 5"):
         admin.list_offsets({TopicPartition(topic, 5): OffsetSpec.latest()}, timeout=30)
+
+
+def test_read_log_and_delete_records(admin: Admin, target: TargetTest) -> None:
+    from kafka_share.records import iter_batches
+
+    topic = target.topic(partitions=1)
+    target.produce(topic, [f"v{i}".encode() for i in range(100)], partition=0)
+    tp = TopicPartition(topic, 0)
+
+    def offsets_from(offset: int) -> list[int]:
+        piece = admin.read_log(tp, offset, timeout=30)
+        return [r[0] for b in iter_batches(piece.records, check_crcs=True) for r in b.records()]
+
+    read = offsets_from(10)
+    assert read[-1] == 99 and 10 in read  # whole batches: may start before offset 10
+    assert admin.read_log(tp, 10, timeout=30).high_watermark == 100
+    assert admin.delete_records({tp: 40}, timeout=30) == {tp: 40}
+    assert admin.list_offsets({tp: OffsetSpec.earliest()}, timeout=30)[tp].offset == 40
+    with pytest.raises(OffsetOutOfRangeError, match=f"fetch of {topic}-0 from offset 10"):
+        admin.read_log(tp, 10, timeout=30)
+    # The batch holding offset 40 comes whole (the log start falls inside it).
+    assert offsets_from(40)[-1] == 99
+    with pytest.raises(OffsetOutOfRangeError):
+        admin.delete_records({tp: 500}, timeout=30)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.read_log(TopicPartition(topic, 3), 0, timeout=30)
 
 
 def test_group_lifecycle(admin: Admin, target: TargetTest) -> None:

@@ -262,6 +262,47 @@ def test_a_failed_batch_is_re_run_with_exactly_its_rows(
     assert received_by_fresh_consumer(kafka_bootstrap, share_group, topic, 3.0) == []
 
 
+def test_records_deleted_before_a_replay_fail_it_or_are_skipped(
+    spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+    share_group: str, kafka_produce: Callable[..., Any], tmp_path: Path,
+) -> None:
+    from kafka_share import TopicPartition
+    from kafka_share.admin import Admin
+
+    topic = topic_factory(partitions=1)
+    for b in range(3):  # three producer batches: offsets 0-99, 100-199, 200-299
+        kafka_produce(topic, [f"d{b}-{i}".encode() for i in range(100)])
+    ckpt, staging = str(tmp_path / "ckpt"), tmp_path / "staging"
+    options: dict[str, object] = {"maxRecordsPerTrigger": 100, "kafka.max.poll.records": 100}
+
+    def run(sink: Sink, **extra: object) -> Any:
+        return (
+            reader(spark, kafka_bootstrap, share_group, topic, staging, **options, **extra)
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", ckpt)
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    first = Sink(fail_on=0)
+    with pytest.raises(Exception, match="sink failure injected"):
+        run(first).awaitTermination(RUN_TIMEOUT_S)
+    assert first.failed_rows
+    deleted_to = max(r.offset for r in first.failed_rows) + 1
+    with Admin(bootstrap_servers=kafka_bootstrap) as admin:
+        admin.delete_records({TopicPartition(topic, 0): deleted_to}, timeout=30)
+
+    with pytest.raises(Exception, match=rf"no longer in the log of {topic}-0 \(offsets 0-"):
+        run(Sink()).awaitTermination(RUN_TIMEOUT_S)
+
+    last = Sink()
+    query = run(last, failOnDataLoss="false")
+    assert query.awaitTermination(RUN_TIMEOUT_S)
+    assert query.exception() is None
+    assert last.of_batch(0) == []  # its records are gone, skipped with a warning
+    assert sorted(r.offset for r in last.rows()) == list(range(deleted_to, 300))
+
+
 def test_records_are_accepted_as_they_are_read(
     spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
     share_group: str, kafka_produce: Callable[..., Any], tmp_path: Path,
