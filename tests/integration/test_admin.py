@@ -19,12 +19,12 @@ from kafka_share import TopicPartition
 from kafka_share.admin import Admin, ConfigSource, NewTopic, OffsetSpec
 from kafka_share.errors import (
     GroupAuthorizationFailedError,
-    OffsetOutOfRangeError,
     GroupIdNotFoundError,
     InvalidConfigError,
     InvalidPartitionsError,
     KafkaTimeoutError,
     NonEmptyGroupError,
+    OffsetOutOfRangeError,
     SaslAuthenticationError,
     TopicAlreadyExistsError,
     TopicAuthorizationFailedError,
