@@ -298,7 +298,10 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     if "max.poll.records" in consumer:
         _positive_int("kafka.max.poll.records", consumer["max.poll.records"])
     else:
-        consumer["max.poll.records"] = str(DEFAULT_MAX_POLL_RECORDS)
+        # A slot stops once it has its share of the batch, passing it by less
+        # than one poll: with a cap per trigger, no poll holds more than that.
+        consumer["max.poll.records"] = str(min(DEFAULT_MAX_POLL_RECORDS,
+                                               max_per_trigger or DEFAULT_MAX_POLL_RECORDS))
     # record_limit: the broker acquires at most max.poll.records per fetch and the
     # client fetches nothing ahead, so a worker's consumer holds no record between
     # the tasks of a read slot (a fetched-ahead record's lock would tick meanwhile).

@@ -57,10 +57,13 @@ def test_spark_lower_cases_keys_and_they_still_match() -> None:
     assert opts.topics == ("a", "b")
 
 
-def test_max_records_per_trigger_does_not_cap_a_poll() -> None:
-    # A batch is many polls now: the cap is on the batch, not on one poll.
-    assert parse(maxRecordsPerTrigger="100").max_poll_records == DEFAULT_MAX_POLL_RECORDS
+def test_max_records_per_trigger_bounds_a_poll() -> None:
+    # A batch is many polls; one poll never holds more than a batch may.
+    assert parse(maxRecordsPerTrigger="100").max_poll_records == 100
+    assert parse(maxRecordsPerTrigger="10000000").max_poll_records == DEFAULT_MAX_POLL_RECORDS
     assert parse(**{"kafka.max.poll.records": "30"}).max_poll_records == 30
+    assert parse(maxRecordsPerTrigger="10", **{"kafka.max.poll.records": "30"}
+                 ).max_poll_records == 30
 
 
 def test_kafka_options_reach_the_consumer() -> None:
