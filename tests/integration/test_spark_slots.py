@@ -1,0 +1,83 @@
+"""Read slots against the real broker, outside Spark: two attempts of one slot racing
+(what a speculative copy does), each with its own consumer, in processes of their own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafka_share import ShareConsumer
+from kafka_share.spark._staging import StagingStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+WORKER = Path(__file__).with_name("slot_race_worker.py")
+
+
+def test_racing_attempts_of_a_slot_yield_the_same_rows_and_lose_nothing(
+    kafka_bootstrap: str, topic_factory: Callable[..., str], share_group: str,
+    kafka_produce: Callable[..., Any], tmp_path: Path,
+) -> None:
+    topic = topic_factory(partitions=2)
+    for p in (0, 1):
+        for b in range(20):  # small producer batches: acquisitions interleave finely
+            kafka_produce(topic, [f"r{p}-{b}-{i}".encode() for i in range(500)], partition=p)
+    options = {
+        "kafka.bootstrap.servers": kafka_bootstrap, "kafka.group.id": share_group,
+        "subscribe": topic, "stagingLocation": str(tmp_path / "staging" / "run"),
+        "kafka.max.poll.records": "200", "pollTimeoutMs": "2000",
+    }
+    budget = 12_000
+    start_at = time.time() + 4.0  # both processes have started by then
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH"))
+        if p)}
+    procs = [
+        subprocess.Popen([sys.executable, str(WORKER), json.dumps(options), str(start_at),
+                          str(budget)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+        for _ in range(2)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+        assert proc.returncode == 0 and lines, err[-4000:]
+        results.append(json.loads(lines[-1][len("RESULT "):]))
+    a, b = (sorted(map(tuple, r["rows"])) for r in results)
+    # Both attempts yield exactly the slot's rows, each record once.
+    assert a == b
+    assert max(Counter((p, o) for p, o, _ in a).values()) == 1
+    assert budget <= len(a) < budget + 2 * 200
+    # Both attempts really raced: each staged chunks of its own, and together
+    # exactly the slot's records; the rest each replayed.
+    stats = [r["stats"] for r in results]
+    assert all(s["acquired"] > 0 for s in stats), stats
+    assert sum(s["acquired"] for s in stats) == len(a)
+    assert all(s["acquired"] + s["replayed"] == len(a) for s in stats), stats
+    assert len(list(StagingStore(str(tmp_path / "staging" / "run")).slot_chunks(1, 0))) == (
+        results[0]["chunks"])
+    # Nothing lost: what the slot did not take, released races included, is
+    # still in the group; nothing the slot took is.
+    consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
+        bootstrap_servers=kafka_bootstrap, group_id=share_group)
+    try:
+        consumer.subscribe([topic])
+        rest: set[tuple[int, int]] = set()
+        deadline = time.monotonic() + 60
+        while len(rest) < 20_000 - len(a) and time.monotonic() < deadline:
+            rest.update((r.partition, r.offset) for r in consumer.poll(timeout=0.5))
+    finally:
+        consumer.close(timeout=5)
+    taken = {(p, o) for p, o, _ in a}
+    assert not rest & taken
+    assert len(rest) + len(taken) == 20_000
