@@ -60,6 +60,9 @@ _ROWS_PER_BATCH: Final = 1000
 #: member needs a few seconds to join the group and be assigned partitions.
 _FIRST_RECORD_WAIT_S: Final = 10.0
 _COMMIT_TIMEOUT_S: Final = 30.0
+#: While a poll's records are being handled, acknowledgements go out at least
+#: this often.
+_ACK_EVERY_S: Final = 0.2
 _CLOSE_TIMEOUT_S: Final = 10.0
 
 Key = tuple[str, int, int]
@@ -80,8 +83,9 @@ class _Worker:
         topics: list[str],
         max_records: int | None,
         max_seconds: float | None,
-        idle_timeout_s: float,
+        idle_timeout_s: float | None,
         retryable: tuple[type[BaseException], ...],
+        concurrency: int = 1,
     ) -> None:
         self.handler = handler
         self.config = config
@@ -90,6 +94,7 @@ class _Worker:
         self.max_seconds = max_seconds
         self.idle_timeout_s = idle_timeout_s
         self.retryable = retryable
+        self.concurrency = concurrency
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         for _ in batches:  # one row per task: its number, unused
@@ -106,12 +111,16 @@ class _Worker:
     def _run(self) -> Iterator[tuple[str, int, int, int, str, str | None, str | None]]:
         consumer: ShareConsumer[Any, Any] = ShareConsumer(dict(self.config))
         handlers = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="kafka-share-handler"
+            max_workers=self.concurrency, thread_name_prefix="kafka-share-handler"
         )
         try:
             consumer.subscribe(self.topics)
             started = last_records = time.monotonic()
-            idle_timeout_s = max(self.idle_timeout_s, _FIRST_RECORD_WAIT_S)
+            # None: long-running, until the job is cancelled (or a max_* bound).
+            idle_timeout_s = (
+                None if self.idle_timeout_s is None
+                else max(self.idle_timeout_s, _FIRST_RECORD_WAIT_S)
+            )
             processed = 0
             while True:
                 now = time.monotonic()
@@ -119,7 +128,9 @@ class _Worker:
                     break
                 if self.max_seconds is not None and now - started >= self.max_seconds:
                     break
-                idle_left = idle_timeout_s - (now - last_records)
+                idle_left = 1.0 if idle_timeout_s is None else (
+                    idle_timeout_s - (now - last_records)
+                )
                 if idle_left <= 0:
                     break
                 records = list(consumer.poll(timeout=min(1.0, idle_left)))
@@ -164,10 +175,17 @@ class _Worker:
         which the consumer reports).
         """
         jobs = {handlers.submit(self._call, r): r for r in records}
+        sent = time.monotonic()
         for job in concurrent.futures.as_completed(jobs):
             record = jobs[job]
             outcome = job.result()
             consumer.acknowledge(record, AcknowledgeType[outcome[0]])
+            if time.monotonic() - sent >= _ACK_EVERY_S:
+                # Slow handlers: outcomes reach the broker as they come, not only
+                # with the next poll, so a task that is killed (a cancelled job)
+                # hands back only the records it had not finished.
+                consumer.commit_async()
+                sent = time.monotonic()
             yield record, outcome
 
 
@@ -193,8 +211,9 @@ def process_queue(
     parallelism: int,
     max_records_per_task: int | None = None,
     max_seconds_per_task: float | None = None,
-    idle_timeout_s: float = 5.0,
+    idle_timeout_s: float | None = 5.0,
     retryable: tuple[type[BaseException], ...] = (),
+    concurrency: int = 1,
 ) -> DataFrame:
     """Process a share group's records with ``parallelism`` Spark tasks.
 
@@ -206,7 +225,18 @@ def process_queue(
     ``max_records_per_task`` records or ``max_seconds_per_task`` seconds, or
     once no record arrived for ``idle_timeout_s`` seconds (before its first
     record, a task waits at least 10 s: joining the group takes a few seconds).
-    A handler that is running is never interrupted.
+    ``idle_timeout_s=None`` is the long-running mode: tasks run until the Spark
+    job is cancelled (``SparkContext.cancelJobGroup``, ``cancelAllJobs``), which
+    kills their Python workers (SIGKILL, after ``spark.python.task.killTimeout``);
+    the records they held come back to the group when their locks run out, and
+    outcomes already decided reach the broker as handlers finish (every 0.2 s at
+    least), not only with the next poll. A handler that is running is never
+    interrupted otherwise.
+
+    ``concurrency`` handlers run at once in each task (threads: for I/O-bound
+    handlers), each record acknowledged as its handler finishes; a poll holds
+    at least ``4 * concurrency`` records unless ``max.poll.records`` says
+    otherwise.
 
     Returns a lazy DataFrame (nothing runs until an action such as ``collect``,
     ``count`` or a write) with one row per handled record: ``topic``,
@@ -242,8 +272,13 @@ def process_queue(
         raise SparkOptionError(
             f"max_seconds_per_task must be positive or None, got {max_seconds_per_task!r}"
         )
-    if not idle_timeout_s > 0:
-        raise SparkOptionError(f"idle_timeout_s must be positive, got {idle_timeout_s!r}")
+    if idle_timeout_s is not None and not idle_timeout_s > 0:
+        raise SparkOptionError(
+            f"idle_timeout_s must be positive or None (run until cancelled), "
+            f"got {idle_timeout_s!r}"
+        )
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise SparkOptionError(f"concurrency must be a positive int, got {concurrency!r}")
     if not isinstance(retryable, tuple) or not all(
         isinstance(t, type) and issubclass(t, BaseException) for t in retryable
     ):
@@ -261,7 +296,7 @@ def process_queue(
     # record_limit: nothing is acquired before the task asks for it, so records
     # never wait locked in a buffer behind a slow handler.
     cfg.setdefault("share.acquire.mode", "record_limit")
-    cfg.setdefault("max.poll.records", _DEFAULT_MAX_POLL_RECORDS)
+    cfg.setdefault("max.poll.records", max(_DEFAULT_MAX_POLL_RECORDS, 4 * concurrency))
     # A slow handler keeps its records: the consumer renews the locks it holds.
     # (Like record_limit, this needs Kafka 4.2+; the consumer's error names both
     # settings on an older cluster.)
@@ -269,6 +304,6 @@ def process_queue(
     check_consumer_config(cfg, "")
     worker = _Worker(
         handler, cfg, list(topics), max_records_per_task, max_seconds_per_task,
-        float(idle_timeout_s), retryable,
+        None if idle_timeout_s is None else float(idle_timeout_s), retryable, concurrency,
     )
     return spark.range(0, parallelism, 1, parallelism).mapInArrow(worker, OUTCOME_SCHEMA)

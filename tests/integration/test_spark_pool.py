@@ -221,10 +221,125 @@ def test_slow_handler_keeps_its_locks_with_renew(
     assert {(r.outcome, r.delivery_count) for r in rows} == {("ACCEPT", 1)}
 
 
+class Overlap:
+    """Sleeps, and records how many handlers of its task ran at once."""
+
+    def __init__(self, directory: str, sleep_s: float) -> None:
+        self.directory = directory
+        self.sleep_s = sleep_s
+        self.__setstate__(self.__getstate__())
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"directory": self.directory, "sleep_s": self.sleep_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.Lock()
+        self.running = self.most = 0
+
+    def __call__(self, record: ConsumerRecord[bytes, bytes]) -> str:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            most = self.most
+        time.sleep(self.sleep_s)
+        with self.lock:
+            self.running -= 1
+        Path(self.directory, f"most-{os.getpid()}").write_text(str(most))
+        if record.value.startswith(b"retry") and record.delivery_count == 1:
+            raise TimeoutError("busy")
+        return record.value.decode()
+
+
+def test_concurrent_handlers_in_a_task_keep_the_outcome_semantics(
+    spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+    share_group: str, kafka_produce: Callable[..., Any], tmp_path: Path,
+) -> None:
+    topic = topic_factory(partitions=1)
+    values = [f"c{i}" for i in range(300)] + ["retry1", "retry2"]
+    kafka_produce(topic, [v.encode() for v in values])
+    rows = process_queue(
+        spark, Overlap(str(tmp_path), 0.02), config=config(kafka_bootstrap, share_group),
+        topics=[topic], parallelism=1, concurrency=4, idle_timeout_s=3.0,
+        retryable=(TimeoutError,),
+    ).collect()
+    accepted = sorted(r.result for r in rows if r.outcome == "ACCEPT")
+    assert accepted == sorted(values)
+    released = sorted((r.offset, r.delivery_count) for r in rows if r.outcome == "RELEASE")
+    assert released == [(300, 1), (301, 1)]
+    assert max(int(p.read_text()) for p in tmp_path.glob("most-*")) == 4
+    assert nothing_left(kafka_bootstrap, share_group, topic)
+
+
+def test_long_running_pool_runs_until_cancelled_and_loses_nothing(
+    spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
+    share_group_factory: Callable[..., str], kafka_produce: Callable[..., Any], tmp_path: Path,
+) -> None:
+    lock_ms = 5000
+    group = share_group_factory({"share.record.lock.duration.ms": str(lock_ms)})
+    topic = topic_factory(partitions=1)
+    kafka_produce(topic, [f"l{i}".encode() for i in range(20)])
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        spark.sparkContext.setJobGroup("long-running-pool", "test", interruptOnCancel=True)
+        try:
+            process_queue(
+                spark, Recorder(str(tmp_path), sleep_s=0.5),
+                config=config(kafka_bootstrap, group, **{"max.poll.records": 10}),
+                topics=[topic], parallelism=1, idle_timeout_s=None,
+            ).collect()
+        except BaseException as exc:  # the cancellation
+            errors.append(exc)
+
+    job = threading.Thread(target=run)
+    job.start()
+    deadline = time.monotonic() + 60
+    while len(handled(tmp_path)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # Long past any idle timeout, the pool is still there, waiting for records.
+    time.sleep(1.0)
+    assert job.is_alive()
+    cancelled_at = time.monotonic()
+    spark.sparkContext.cancelJobGroup("long-running-pool")
+    job.join(timeout=60)
+    assert not job.is_alive() and errors, "the job did not end when cancelled"
+    # Spark kills the task's Python worker (spark.python.task.killTimeout, 2 s).
+    pids = [int(p.name[len("handled-"):-len(".txt")]) for p in tmp_path.glob("handled-*.txt")]
+    while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() - cancelled_at < 20:
+        time.sleep(0.2)
+    assert not any(Path(f"/proc/{p}").exists() for p in pids), "the worker outlived the job"
+    done = {v for v, _ in handled(tmp_path)}
+    consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
+        bootstrap_servers=kafka_bootstrap, group_id=group
+    )
+    try:
+        consumer.subscribe([topic])
+        rest: list[Any] = []
+        wanted = {f"l{i}" for i in range(20)} - done
+        while not wanted <= {r.value.decode() for r in rest} and (
+            time.monotonic() - cancelled_at < 30
+        ):
+            rest.extend(consumer.poll(timeout=0.5))
+    finally:
+        consumer.close(timeout=5)
+    # Spark kills a cancelled task's Python worker (SIGKILL): the records it
+    # held but had not finished come back once their locks run out. Outcomes go
+    # out as handlers finish, so at most the last one's acknowledgement may have
+    # been lost with the task.
+    back = {r.value.decode() for r in rest}
+    assert {f"l{i}" for i in range(20)} - done <= back
+    assert len(back & done) <= 1, back & done
+    assert {r.delivery_count for r in rest if r.value.decode() in {f"l{i}" for i in range(10)}
+            } <= {2}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"parallelism": 0}, "parallelism must be a positive int"),
+        ({"concurrency": 0}, "concurrency must be a positive int"),
+        ({"idle_timeout_s": 0}, "idle_timeout_s must be positive or None"),
         ({"topics": "t"}, "topics must be a non-empty list"),
         ({"retryable": TimeoutError}, "retryable must be a tuple"),
         ({"config": {"bootstrap.servers": "x:1", "group.id": "g", "max.poll.recordz": 1}},
