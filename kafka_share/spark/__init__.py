@@ -4,8 +4,9 @@ Two ways in:
 
 * :func:`register` adds the Structured Streaming source
   ``spark.readStream.format("kafka-share")``: a share group's records as
-  micro-batches, each acknowledged once Spark has made it durable
-  (at-least-once, unordered).
+  micro-batches read by the executors, each poll staged (coordinates only)
+  before it is accepted, so that a re-run batch reads exactly the same records
+  back from the topics (exactly-once with an idempotent sink).
 * :func:`process_queue` runs a pool of Spark tasks, each a share consumer that
   calls your handler per record and acknowledges by outcome (ACCEPT, RELEASE
   for retryable errors, REJECT for poison records).
