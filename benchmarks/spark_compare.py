@@ -1,21 +1,29 @@
 """The kafka-share Spark source next to Spark's own Kafka source, and the worker pool.
 
-    python benchmarks/spark_compare.py [--records N] [--pool-records N]
+    python benchmarks/spark_compare.py [--matrix | --records N --record-bytes B --sink S]
+        [--steady [--rates R1,R2,...] [--step-s S]] [--skip-backlog] [--skip-pool]
+        [--partitions P] [--share-option KEY=VALUE]... [--group-config KEY=VALUE]...
         [--kafka-package org.apache.spark:spark-sql-kafka-0-10_2.13:VERSION]
         [--bootstrap-servers HOST:PORT] [--output benchmarks/results/spark.json]
-        [--group-config KEY=VALUE]...
 
-1. Streaming ingest, one ``local[2]`` SparkSession: the same topic (2 partitions,
-   ``--records`` records of 100 bytes) read to the ``noop`` sink with
-   ``trigger(availableNow=True)``, once with ``format("kafka-share")`` (a fresh
-   share group) and once with ``format("kafka")`` (``spark-sql-kafka-0-10``,
-   fetched from Maven Central through ``spark.jars.packages``). Reported: records/s
-   over the whole query (start to termination) and over the micro-batches alone
-   (the sum of their ``triggerExecution`` times, i.e. without query start-up).
-2. Worker pool: ``process_queue`` with a 5 ms handler (I/O-bound work) on a
-   one-partition topic, at 1, 2, 4 and 8 tasks, in a ``local[8]`` session (task
-   slots, not cores: the handler sleeps). Records/s is measured between the
-   first and the last handler call, so group joins and idle tails are left out.
+1. Backlog, one ``local[2]`` SparkSession: the same topic (``--partitions``, 8 by
+   default) read with ``trigger(availableNow=True)``, once with
+   ``format("kafka-share")`` (a fresh share group) and once with ``format("kafka")``
+   (``spark-sql-kafka-0-10``, fetched from Maven Central through
+   ``spark.jars.packages``). ``--matrix`` runs 1,000,000 x 100 B and 200,000 x 1 KiB,
+   each into the ``noop`` and the ``parquet`` sink. Reported: records/s over the whole
+   query (start to termination) and over the micro-batches alone (the sum of their
+   ``triggerExecution`` times, i.e. without query start-up).
+2. Steady state (``--steady``): each source with ``processingTime="1 second"``
+   under a producer whose rate is raised step by step (``--rates``, ``--step-s``
+   seconds each) until the query falls behind (more than two seconds' worth of
+   records not read two seconds after the step); the highest rate it kept up
+   with, and the produce-to-sink latency (p50, p99) at each step.
+3. Worker pool: ``process_queue`` with a 5 ms handler (I/O-bound work) on a
+   one-partition topic, at 1, 2, 4 and 8 tasks, without and with ``concurrency=4``,
+   in a ``local[8]`` session (task slots, not cores: the handler sleeps). Records/s
+   is measured in the steady state (every task has started, none has finished),
+   against the ideal of tasks x concurrency / 5 ms.
 
 Starts a single-node broker with ``kafka_share.testing.LocalKafkaCluster`` unless
 ``--bootstrap-servers`` is given. Needs Java 17+ and ``kafka-share[spark]``.
@@ -96,42 +104,56 @@ def run_query(reader: Any, tmp: Path, name: str, sink: str = "noop") -> dict[str
     }
 
 
+#: The backlog cells of --matrix: (records, record bytes, sink).
+MATRIX = [(1_000_000, 100, "noop"), (1_000_000, 100, "parquet"),
+          (200_000, 1024, "noop"), (200_000, 1024, "parquet")]
+
+
 def streaming(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
               tmp: Path) -> dict[str, Any]:
+    """Both sources over the same backlog with ``availableNow``: one cell, or the
+    four of ``--matrix``."""
     from kafka_share.spark import register
 
     spark = session("local[2]", args.kafka_package)
-    parts = args.partitions
-    out: dict[str, Any] = {"topic_records": parts * (args.records // parts),
-                           "warmup_records": parts * (args.warmup_records // parts),
-                           "partitions": parts, "record_bytes": args.record_bytes,
-                           "sink": args.sink, "group_config": dict(args.group_config),
-                           "share_options": dict(args.share_option)}
+    cells = MATRIX if args.matrix else [(args.records, args.record_bytes, args.sink)]
+    out: dict[str, Any] = {"partitions": args.partitions,
+                           "warmup_records": args.warmup_records,
+                           "group_config": dict(args.group_config),
+                           "share_options": dict(args.share_option), "cells": []}
     try:
         register(spark)
         if args.warmup_records:
             # Discarded: the first queries of a run also pay for the broker's and
             # Spark's JITs and the Python workers' start, whichever source runs first.
-            _two_queries(args, spark, bootstrap, admin, tmp, "warmup", args.warmup_records)
-        share, kafka = _two_queries(args, spark, bootstrap, admin, tmp, "run", args.records)
-        out["kafka-share"], out["spark-kafka"] = share, kafka
-        if "error" not in kafka:
-            out["ratio_wall"] = round(share["records_per_s_wall"] / kafka["records_per_s_wall"], 2)
-            if share["records_per_s_batches"] and kafka["records_per_s_batches"]:
-                out["ratio_batches"] = round(
-                    share["records_per_s_batches"] / kafka["records_per_s_batches"], 2
-                )
+            _two_queries(args, spark, bootstrap, admin, tmp, "warmup",
+                         (args.warmup_records, args.record_bytes, "noop"))
+        for i, cell in enumerate(cells):
+            share, kafka = _two_queries(args, spark, bootstrap, admin, tmp, f"run{i}", cell)
+            result: dict[str, Any] = {"records": cell[0], "record_bytes": cell[1],
+                                      "sink": cell[2], "kafka-share": share,
+                                      "spark-kafka": kafka}
+            if "error" not in kafka:
+                result["ratio_wall"] = round(
+                    share["records_per_s_wall"] / kafka["records_per_s_wall"], 2)
+                if share["records_per_s_batches"] and kafka["records_per_s_batches"]:
+                    result["ratio_batches"] = round(
+                        share["records_per_s_batches"] / kafka["records_per_s_batches"], 2)
+            out["cells"].append(result)
     finally:
         spark.stop()
     return out
 
 
 def _two_queries(args: argparse.Namespace, spark: Any, bootstrap: str, admin: KafkaAdmin,
-                 tmp: Path, tag: str, records: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both sources, one after the other, over a fresh topic of ``records``."""
+                 tmp: Path, tag: str, cell: tuple[int, int, str], *,
+                 only_share: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both sources, one after the other, over a fresh topic of the cell's
+    (records, record bytes), into its sink."""
+    records, size, sink = cell
     parts = args.partitions
     topic = admin.create_topic(unique_name("spark-bench"), parts)
-    value = b"x" * args.record_bytes
+    value = b"x" * size
     for p in range(parts):
         admin.produce(topic, [value] * (records // parts), partition=p)
     group = unique_name("spark-bench")
@@ -145,8 +167,10 @@ def _two_queries(args: argparse.Namespace, spark: Any, bootstrap: str, admin: Ka
     )
     for key, value in args.share_option.items():
         share_reader = share_reader.option(key, value)
-    share = run_query(share_reader, tmp, f"share-{tag}", args.sink)
+    share = run_query(share_reader, tmp, f"share-{tag}", sink)
     print(f"kafka-share ({tag})", share, file=sys.stderr)
+    if only_share:
+        return share, {}
     kafka_reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -155,11 +179,197 @@ def _two_queries(args: argparse.Namespace, spark: Any, bootstrap: str, admin: Ka
     )
     kafka: dict[str, Any]
     try:
-        kafka = run_query(kafka_reader, tmp, f"kafka-{tag}", args.sink)
+        kafka = run_query(kafka_reader, tmp, f"kafka-{tag}", sink)
     except Exception as exc:  # e.g. the package did not resolve, or does not fit
         kafka = {"error": str(exc).splitlines()[0][:300]}
     print(f"spark-kafka ({tag})", kafka, file=sys.stderr)
     return share, kafka
+
+
+class _Paced:
+    """A producer thread writing ``rate`` records/s of ``size`` bytes round-robin over
+    the topic's partitions, each stamped with its create time."""
+
+    def __init__(self, bootstrap: str, topic: str, size: int) -> None:
+        from confluent_kafka import Producer
+
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                   "queue.buffering.max.messages": 2_000_000})
+        self.topic = topic
+        self.value = b"x" * size
+        self.produced = 0
+
+    def run(self, rate: int, seconds: float) -> None:
+        tick_s = 0.01
+        started = time.perf_counter()
+        due = 0.0
+        while (now := time.perf_counter() - started) < seconds:
+            due = rate * now
+            while self.produced < due:
+                try:
+                    self._producer.produce(self.topic, self.value)
+                except BufferError:
+                    self._producer.poll(0.05)
+                    continue
+                self.produced += 1
+            self._producer.poll(0)
+            time.sleep(tick_s)
+        self._producer.flush(30)
+
+
+class _LatencySink:
+    """A ``foreachBatch`` function: rows per batch and produce-to-sink latency
+    quantiles (latency = the batch's end minus the record's create time)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.p50: list[tuple[int, float]] = []
+        self.p99: list[float] = []
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as f
+
+        agg = df.select(f.unix_millis("timestamp").alias("ts")).agg(
+            f.count("ts").alias("n"), f.percentile_approx("ts", [0.5, 0.01], 1000).alias("q"),
+        ).collect()[0]
+        now_ms = time.time() * 1000
+        if agg.n:
+            self.rows += agg.n
+            self.p50.append((agg.n, now_ms - agg.q[0]))
+            self.p99.append(now_ms - agg.q[1])
+
+
+def steady(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
+           tmp: Path) -> dict[str, Any]:
+    """Each source under a producer at rates raised step by step, with a
+    ``processingTime="1 second"`` trigger: the highest rate it keeps up with."""
+    from kafka_share.spark import register
+
+    spark = session("local[2]", args.kafka_package)
+    out: dict[str, Any] = {"partitions": args.partitions, "record_bytes": args.record_bytes,
+                           "step_s": args.step_s, "trigger": "1 second", "sources": {}}
+    try:
+        register(spark)
+        for name in ("kafka-share", "spark-kafka"):
+            out["sources"][name] = _steady_source(args, spark, bootstrap, admin, tmp, name)
+            print(f"steady {name}", out["sources"][name], file=sys.stderr)
+        best = {k: v.get("highest_sustained_rate") for k, v in out["sources"].items()}
+        if best.get("kafka-share") and best.get("spark-kafka"):
+            out["ratio_sustained_rate"] = round(best["kafka-share"] / best["spark-kafka"], 2)
+    finally:
+        spark.stop()
+    return out
+
+
+def _steady_source(args: argparse.Namespace, spark: Any, bootstrap: str, admin: KafkaAdmin,
+                   tmp: Path, name: str) -> dict[str, Any]:
+    topic = admin.create_topic(unique_name("spark-steady"), args.partitions)
+    if name == "kafka-share":
+        group = unique_name("spark-steady")
+        admin.set_group_config(group, {"share.auto.offset.reset": "earliest"})
+        reader = (
+            spark.readStream.format("kafka-share")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.group.id", group).option("subscribe", topic)
+            .option("stagingLocation", str(tmp / f"staging-steady-{topic}"))
+        )
+        for key, value in args.share_option.items():
+            reader = reader.option(key, value)
+    else:
+        reader = (
+            spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).option("startingOffsets", "earliest")
+        )
+    sink = _LatencySink()
+    query = (
+        reader.load().writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp / f"ckpt-steady-{topic}"))
+        .trigger(processingTime="1 second").start()
+    )
+    producer = _Paced(bootstrap, topic, args.record_bytes)
+    steps: list[dict[str, Any]] = []
+    try:
+        time.sleep(5.0)  # the query has started and polled once
+        for rate in args.rates:
+            rows_before, p50_before, p99_before = sink.rows, len(sink.p50), len(sink.p99)
+            producer.run(rate, args.step_s)
+            behind = producer.produced - sink.rows
+            # Kept up: within two trigger intervals' worth of records at the end.
+            time.sleep(2.0)
+            behind_after = producer.produced - sink.rows
+            p50s = sink.p50[p50_before:]
+            step = {
+                "rate": rate,
+                "consumed_per_s": round((sink.rows - rows_before) / (args.step_s + 2.0)),
+                "behind_at_end": behind,
+                "behind_2s_later": behind_after,
+                "latency_p50_ms": round(_weighted_median(p50s)) if p50s else None,
+                "latency_p99_ms": round(max(sink.p99[p99_before:])) if sink.p99[p99_before:]
+                else None,
+                "kept_up": behind_after <= 2 * rate,
+            }
+            steps.append(step)
+            print(f"steady {name}", step, file=sys.stderr)
+            if not step["kept_up"]:
+                break
+    finally:
+        query.stop()
+    sustained = [s["rate"] for s in steps if s["kept_up"]]
+    return {"steps": steps, "highest_sustained_rate": max(sustained) if sustained else None}
+
+
+def _weighted_median(pairs: list[tuple[int, float]]) -> float:
+    total = sum(n for n, _ in pairs)
+    seen = 0
+    for n, value in sorted(pairs, key=lambda p: p[1]):
+        seen += n
+        if seen * 2 >= total:
+            return value
+    return pairs[-1][1]
+
+
+def executors(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
+              tmp: Path) -> dict[str, Any]:
+    """The kafka-share source on a standalone cluster (a master and two one-core
+    workers, processes of their own) with one executor, then with two: on a
+    2-core machine this shows the reading spread over executors, not speed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+    from pyspark.sql import SparkSession
+    from spark_cluster import StandaloneCluster  # type: ignore[import-not-found]
+
+    from kafka_share.spark import register
+
+    cluster = StandaloneCluster(tmp / "cluster").start()
+    out: dict[str, Any] = {"records": args.cluster_records, "partitions": args.partitions,
+                           "runs": {}}
+    try:
+        for count in (1, 2):
+            spark = (
+                SparkSession.builder.master(cluster.url).appName(f"kafka-share-exec{count}")
+                .config("spark.ui.enabled", "false")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.executor.memory", "768m")
+                .config("spark.executor.cores", "1")
+                .config("spark.cores.max", str(count))
+                .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+                .config("spark.sql.streaming.numRecentProgressUpdates", "1000000")
+                .getOrCreate()
+            )
+            spark.sparkContext.setLogLevel("ERROR")
+            try:
+                register(spark)
+                share, _ = _two_queries(
+                    args, spark, bootstrap, admin, tmp, f"exec{count}",
+                    (args.cluster_records, 100, "noop"), only_share=True,
+                )
+            finally:
+                spark.stop()
+            out["runs"][str(count)] = share
+            print(f"executors={count}", share, file=sys.stderr)
+    finally:
+        cluster.stop()
+    return out
 
 
 def _handler(record: Any) -> str:
@@ -168,40 +378,61 @@ def _handler(record: Any) -> str:
 
 
 def pool(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin) -> dict[str, Any]:
+    """process_queue with a 5 ms sleeping handler on one partition, at 1, 2, 4 and 8
+    tasks, without and with concurrency 4. Records/s is measured in the steady
+    state: from the moment every task has handled its first record to the moment
+    the first task handled its last, so group joins and tails are left out. The
+    ideal is tasks x concurrency / 5 ms."""
+    from pyspark.sql.functions import spark_partition_id
+
     from kafka_share.spark import process_queue
 
-    topic = admin.create_topic(unique_name("spark-pool-bench"), 1)
-    admin.produce(topic, [VALUE] * args.pool_records)
     spark = session("local[8]", None)
-    out: dict[str, Any] = {"handler_ms": HANDLER_S * 1000, "partitions": 1,
-                           "records": args.pool_records, "runs": {}}
+    out: dict[str, Any] = {"handler_ms": HANDLER_S * 1000, "partitions": 1, "runs": {}}
     try:
-        for tasks in (1, 2, 4, 8):
-            group = unique_name("spark-pool-bench")
-            admin.set_group_config(group, {"share.auto.offset.reset": "earliest"})
-            started = time.perf_counter()
-            rows = process_queue(
-                spark, _handler, config={"bootstrap.servers": bootstrap, "group.id": group},
-                topics=[topic], parallelism=tasks, idle_timeout_s=2.0,
-            ).collect()
-            wall_s = time.perf_counter() - started
-            done = sorted(float(r.result) for r in rows if r.outcome == "ACCEPT")
-            span = done[-1] - done[0] if len(done) > 1 else float("nan")
-            run = {
-                "accepted": len(done),
-                "wall_s": round(wall_s, 2),
-                "records_per_s": round((len(done) - 1) / span) if span > 0 else None,
-            }
-            out["runs"][str(tasks)] = run
-            print(f"pool tasks={tasks}", run, file=sys.stderr)
-        base = out["runs"]["1"]["records_per_s"]
-        out["speedup"] = {
-            k: round(v["records_per_s"] / base, 2) if base and v["records_per_s"] else None
-            for k, v in out["runs"].items()
-        }
+        for concurrency in (1, 4):
+            for tasks in (1, 2, 4, 8):
+                ideal = tasks * concurrency / HANDLER_S
+                # About 15 s of work at the ideal rate, at most --pool-records.
+                records = int(min(args.pool_records, ideal * 15))
+                topic = admin.create_topic(unique_name("spark-pool-bench"), 1)
+                admin.produce(topic, [VALUE] * records)
+                group = unique_name("spark-pool-bench")
+                admin.set_group_config(group, {"share.auto.offset.reset": "earliest"})
+                started = time.perf_counter()
+                rows = process_queue(
+                    spark, _handler, config={"bootstrap.servers": bootstrap, "group.id": group},
+                    topics=[topic], parallelism=tasks, concurrency=concurrency,
+                    idle_timeout_s=2.0,
+                ).withColumn("task", spark_partition_id()).collect()
+                wall_s = time.perf_counter() - started
+                run = _pool_run(rows, records, ideal)
+                run["wall_s"] = round(wall_s, 2)
+                out["runs"][f"{tasks}x{concurrency}"] = run
+                print(f"pool tasks={tasks} concurrency={concurrency}", run, file=sys.stderr)
     finally:
         spark.stop()
     return out
+
+
+def _pool_run(rows: list[Any], records: int, ideal: float) -> dict[str, Any]:
+    by_task: dict[int, list[float]] = {}
+    for r in rows:
+        if r.outcome == "ACCEPT":
+            by_task.setdefault(r.task, []).append(float(r.result))
+    lo = max(min(times) for times in by_task.values())
+    hi = min(max(times) for times in by_task.values())
+    inside = sum(1 for times in by_task.values() for t in times if lo <= t <= hi)
+    rate = inside / (hi - lo) if hi > lo else None
+    return {
+        "records": records,
+        "accepted": sum(len(t) for t in by_task.values()),
+        "tasks_with_records": len(by_task),
+        "steady_window_s": round(hi - lo, 2),
+        "records_per_s": round(rate) if rate else None,
+        "ideal_per_s": round(ideal),
+        "of_ideal": round(rate / ideal, 2) if rate else None,
+    }
 
 
 def main() -> int:
@@ -213,7 +444,20 @@ def main() -> int:
     parser.add_argument("--record-bytes", type=int, default=100)
     parser.add_argument("--sink", choices=["noop", "parquet"], default="noop")
     parser.add_argument("--skip-pool", action="store_true")
-    parser.add_argument("--pool-records", type=int, default=2000)
+    parser.add_argument("--matrix", action="store_true",
+                        help="the four backlog cells: 1,000,000 x 100 B and 200,000 x 1 KiB, "
+                        "into the noop and the parquet sink")
+    parser.add_argument("--skip-backlog", action="store_true")
+    parser.add_argument("--steady", action="store_true",
+                        help="also the steady-state comparison (processingTime, paced producer)")
+    parser.add_argument("--rates", type=lambda t: [int(x) for x in t.split(",")],
+                        default=[5000, 10_000, 20_000, 40_000, 60_000, 80_000, 120_000],
+                        help="the steady-state producer rates, records/s, comma-separated")
+    parser.add_argument("--step-s", type=float, default=12.0)
+    parser.add_argument("--executors", action="store_true",
+                        help="also one executor against two on a standalone cluster")
+    parser.add_argument("--cluster-records", type=int, default=400_000)
+    parser.add_argument("--pool-records", type=int, default=20_000)
     parser.add_argument("--kafka-package",
                         default="org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0")
     parser.add_argument("--bootstrap-servers")
@@ -245,7 +489,9 @@ def main() -> int:
         admin = KafkaAdmin(bootstrap)
         try:
             return {
-                "streaming": streaming(args, bootstrap, admin, tmp),
+                "streaming": None if args.skip_backlog else streaming(args, bootstrap, admin, tmp),
+                "steady": steady(args, bootstrap, admin, tmp) if args.steady else None,
+                "executors": executors(args, bootstrap, admin, tmp) if args.executors else None,
                 "pool": None if args.skip_pool else pool(args, bootstrap, admin),
             }
         finally:

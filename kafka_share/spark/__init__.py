@@ -40,9 +40,24 @@ __all__ = [
 ]
 
 
+#: Option names whose values Spark must hide in plans and the UI
+#: (``spark.sql.redaction.options.regex`` is matched against option names; Spark's
+#: own ``spark.redaction.regex`` catches values such as a JAAS line with a
+#: password, but not a PEM key or a key store password option's name).
+SECRET_OPTIONS_REGEX = (
+    r"kafka\.(.*password|.*secret|.*jaas|.*token|ssl\.key\.pem|ssl\.keystore\.key$|ssl\.keydata)"
+)
+
+
 def register(spark: SparkSession) -> None:
-    """Register the ``kafka-share`` streaming source with ``spark``.
+    """Register the ``kafka-share`` streaming source with ``spark``, and have Spark
+    hide the values of its secret options (passwords, JAAS configurations, PEM
+    keys, tokens) in plans and the UI.
 
     Calling it again is harmless.
     """
     spark.dataSource.register(ShareGroupDataSource)
+    key = "spark.sql.redaction.options.regex"
+    current = spark.conf.get(key, "(?i)url") or "(?i)url"
+    if SECRET_OPTIONS_REGEX not in current:
+        spark.conf.set(key, f"(?i)(?:{current.removeprefix('(?i)')})|{SECRET_OPTIONS_REGEX}")

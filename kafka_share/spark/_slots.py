@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -265,3 +266,8 @@ def read_slot(options: SourceOptions, seq: int, slot: int, budget: int) -> Itera
     r = attempt.result
     log.info("batch %d slot %d: %d records acquired, %d replayed, %d redelivered",
              seq, slot, r.acquired, r.replayed, r.redelivered)
+    if attempt.consumer is not None and not os.environ.get("SPARK_REUSE_WORKER"):
+        # Spark runs each task in a new Python worker and ends it with os._exit
+        # (spark.python.worker.reuse=false): leave the group now, handing back
+        # anything fetched ahead, instead of when the session times out.
+        _drop_consumer(options)

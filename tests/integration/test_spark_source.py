@@ -412,3 +412,27 @@ def test_bad_option_is_named(
             query.awaitTermination(RUN_TIMEOUT_S)
         finally:
             query.stop()
+
+
+def test_secret_options_are_hidden_in_plans(spark: Any, tmp_path: Path) -> None:
+    import contextlib
+    import io
+
+    from kafka_share.testing.secure import generate_pki
+
+    pki = generate_pki(tmp_path / "pki")
+    key_pem = pki.client_key.read_text()
+    df = reader(
+        spark, "127.0.0.1:1", "g", "t", tmp_path / "staging",
+        **{"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
+           "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+           'required username="u" password="hunter2";',
+           "kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.key": key_pem,
+           "kafka.ssl.keystore.certificate.chain": pki.client_cert.read_text()},
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain(True)
+    plan = out.getvalue()
+    assert "kafka.ssl.keystore.key=*********(redacted)" in plan
+    assert "PRIVATE KEY" not in plan and "hunter2" not in plan

@@ -127,6 +127,7 @@ def _options(tmp_path: Path) -> Any:
 
 def _read(options: Any, consumer: StandInConsumer, budget: int,
           monkeypatch: pytest.MonkeyPatch, log: StandInLog | None = None) -> list[int]:
+    monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
     monkeypatch.setattr(_slots, "_consumer", lambda o: (consumer, False))
     monkeypatch.setattr(_slots, "_admin", lambda o: log or StandInLog(1000))
     out: list[int] = []
@@ -205,4 +206,17 @@ def test_a_failing_task_drops_its_consumer(tmp_path: Path, monkeypatch: pytest.M
     options = _options(tmp_path)
     with pytest.raises(RuntimeError, match="boom"):
         _read(options, Broken([[1]]), 5, monkeypatch)
+    assert dropped == [options]
+
+
+def test_a_worker_that_is_not_reused_closes_its_consumer_after_the_slot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dropped: list[object] = []
+    options = _options(tmp_path)
+    consumer = StandInConsumer([[1, 2]])
+    monkeypatch.setattr(_slots, "_consumer", lambda o: (consumer, False))
+    monkeypatch.setattr(_slots, "_drop_consumer", dropped.append)
+    monkeypatch.delenv("SPARK_REUSE_WORKER", raising=False)
+    assert [b.num_rows for b in _slots.read_slot(options, 1, 0, 5)] == [2]
     assert dropped == [options]
