@@ -48,6 +48,8 @@ from kafka_share.share.backoff import ExponentialBackoff
 __all__ = ["Admin"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+V = TypeVar("V")
 
 #: One call of a batch: (what it does, where it goes, the request, the ACLs it needs).
 _Spec = tuple[str, Route, rq.Call[T], str]
@@ -583,39 +585,48 @@ class Admin:
             )
         if not specs:
             return {}
-        deadline = self._deadline(timeout)
-        pending = dict(specs)
-        results: dict[TopicPartition, ListOffsetsResultInfo] = {}
+        return self._per_leader(
+            "list offsets", specs,
+            lambda parts: rq.list_offsets(parts, isolation_level),
+            "DESCRIBE on the topics", self._deadline(timeout),
+        )
+
+    def _per_leader(
+        self,
+        what: str,
+        pending: Mapping[TopicPartition, V],
+        call: Callable[[dict[TopicPartition, V]], rq.Call[dict[TopicPartition, R | KafkaError]]],
+        needs: str,
+        deadline: int,
+    ) -> dict[TopicPartition, R]:
+        """Run ``call`` on each partition's leader; partitions whose leader moved
+        (a retriable error as a value) or is not known yet go again, after a
+        metadata refresh and a backoff, until ``deadline``."""
+        pending = dict(pending)
+        results: dict[TopicPartition, R] = {}
         attempts = 0
         last: KafkaError | None = None
         while pending:
             view = self._metadata(sorted({tp.topic for tp in pending}), deadline)
             by_leader = rq.group_by_leader(view, pending)
             calls = [
-                (f"list offsets on broker {leader}", Route.node(leader),
-                 rq.list_offsets(parts, isolation_level), "DESCRIBE on the topics")
+                (f"{what} on broker {leader}", Route.node(leader), call(parts), needs)
                 for leader, parts in sorted(by_leader.items())
             ]
-            retry: dict[TopicPartition, OffsetSpec] = {}
             for part in self._call_all(calls, deadline):
                 for tp, outcome in part.items():
                     if isinstance(outcome, KafkaError):
                         last = outcome
-                        retry[tp] = pending[tp]
                     else:
                         results[tp] = outcome
-            for tp in pending.keys() - results.keys() - retry.keys():
-                retry[tp] = pending[tp]  # no leader known yet
-            pending = retry
+            pending = {tp: v for tp, v in pending.items() if tp not in results}
             if pending:
                 wait_ms = self._backoff.backoff_ms(attempts)
                 attempts += 1
                 if monotonic_ms() + wait_ms >= deadline:
                     listed = ", ".join(str(tp) for tp in sorted(pending))
                     why = f"; last error: {last}" if last is not None else ": no leader known"
-                    raise KafkaTimeoutError(
-                        f"list offsets of {listed} did not complete in time{why}"
-                    )
+                    raise KafkaTimeoutError(f"{what} of {listed} did not complete in time{why}")
                 time.sleep(wait_ms / 1000)
         return results
 
@@ -634,38 +645,11 @@ class Admin:
         if not offsets:
             return {}
         deadline = self._deadline(timeout)
-        pending = dict(offsets)
-        results: dict[TopicPartition, int] = {}
-        attempts = 0
-        last: KafkaError | None = None
-        while pending:
-            view = self._metadata(sorted({tp.topic for tp in pending}), deadline)
-            by_leader = rq.group_by_leader(view, {tp: OffsetSpec.latest() for tp in pending})
-            calls = [
-                (f"delete records on broker {leader}", Route.node(leader),
-                 rq.delete_records({tp: pending[tp] for tp in parts},
-                                   max(1, deadline - monotonic_ms())),
-                 "DELETE on the topics")
-                for leader, parts in sorted(by_leader.items())
-            ]
-            for part in self._call_all(calls, deadline):
-                for tp, outcome in part.items():
-                    if isinstance(outcome, KafkaError):
-                        last = outcome
-                    else:
-                        results[tp] = outcome
-            pending = {tp: o for tp, o in pending.items() if tp not in results}
-            if pending:
-                wait_ms = self._backoff.backoff_ms(attempts)
-                attempts += 1
-                if monotonic_ms() + wait_ms >= deadline:
-                    listed = ", ".join(str(tp) for tp in sorted(pending))
-                    why = f"; last error: {last}" if last is not None else ": no leader known"
-                    raise KafkaTimeoutError(
-                        f"delete records of {listed} did not complete in time{why}"
-                    )
-                time.sleep(wait_ms / 1000)
-        return results
+        return self._per_leader(
+            "delete records", offsets,
+            lambda parts: rq.delete_records(parts, max(1, deadline - monotonic_ms())),
+            "DELETE on the topics", deadline,
+        )
 
     def read_log(
         self,

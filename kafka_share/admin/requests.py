@@ -81,6 +81,7 @@ from kafka_share.protocol.messages import (
 from kafka_share.share.unsent import VersionedRequest
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 _OffsetsTopic = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic
 
@@ -227,14 +228,14 @@ def topic_descriptions(view: MetadataView, names: Sequence[str]) -> dict[str, To
 
 
 def group_by_leader(
-    view: MetadataView, specs: Mapping[TopicPartition, OffsetSpec]
-) -> dict[int, dict[TopicPartition, OffsetSpec]]:
+    view: MetadataView, specs: Mapping[TopicPartition, V]
+) -> dict[int, dict[TopicPartition, V]]:
     """Partitions by leader; raises for a topic or partition that does not exist.
 
     Partitions without a leader right now are left out (the caller retries them).
     """
     by_name = {t.name: t for t in view.topics}
-    out: dict[int, dict[TopicPartition, OffsetSpec]] = {}
+    out: dict[int, dict[TopicPartition, V]] = {}
     for tp, spec in specs.items():
         t = by_name.get(tp.topic)
         if t is None or t.error_code == _UNKNOWN_TOPIC_OR_PARTITION:

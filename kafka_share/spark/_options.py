@@ -53,7 +53,7 @@ SOURCE_OPTIONS: Final[dict[str, str]] = {
     "partition count)",
     "failOnDataLoss": "true (default): fail a re-run batch whose records were deleted "
     "from the log; false: skip them with a warning",
-    "pollTimeoutMs": "how long a read slot waits for records before it ends (default 200)",
+    "pollTimeoutMs": "how long a read slot waits for records before it ends (default 500)",
     "initialPollTimeoutMs": "how long a new member's first poll waits while it joins the "
     "group (default 10000)",
     "availableNowIdleTimeoutMs": "with trigger(availableNow=True): how long the query keeps "
@@ -327,7 +327,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         ),
         fail_on_data_loss=_bool("failOnDataLoss", own.get("failOnDataLoss", "true")),
         poll_timeout_ms=_positive_int(
-            "pollTimeoutMs", own.get("pollTimeoutMs", "200"), minimum=0
+            "pollTimeoutMs", own.get("pollTimeoutMs", "500"), minimum=0
         ),
         initial_poll_timeout_ms=_positive_int(
             "initialPollTimeoutMs", own.get("initialPollTimeoutMs", "10000"), minimum=0
