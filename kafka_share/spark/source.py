@@ -125,14 +125,12 @@ class ShareGroupDataSource(DataSource):
 class SlotPartition(InputPartition):
     """One read slot of a micro-batch (see :mod:`kafka_share.spark._slots`)."""
 
-    def __init__(self, run: str, seq: int, slot: int, budget: int,
-                 available_now: bool = False) -> None:
+    def __init__(self, run: str, seq: int, slot: int, budget: int) -> None:
         super().__init__((seq, slot))
         self.run = run
         self.seq = seq
         self.slot = slot
         self.budget = budget
-        self.available_now = available_now
 
 
 class _GroupProbe:
@@ -488,16 +486,13 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         if hi != lo + 1:
             raise RuntimeError(f"kafka-share plans one batch at a time, got {start} to {end}")
         plan = BatchPlan(int(end["slots"]), int(end["budget"]))
-        draining = self._state().draining
-        return [SlotPartition(str(end["run"]), hi, i, plan.slot_budget(i), draining)
+        return [SlotPartition(str(end["run"]), hi, i, plan.slot_budget(i))
                 for i in range(plan.slots)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # In an executor's Python worker.
         assert isinstance(partition, SlotPartition)
         options = self._options.for_run(partition.run)
-        if partition.available_now:
-            options = options.for_available_now()
         yield from read_slot(options, partition.seq, partition.slot, partition.budget)
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -53,8 +53,8 @@ class Sink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         rows = df.select(*self.columns).collect()
-        # fail_on counts batches with rows: a batch may come back empty when the
-        # records are held by the other worker's consumer (fetched ahead).
+        # fail_on counts batches with rows (a slot may end before records that
+        # just became available reach it, leaving its batch empty).
         if rows and self.fail_on is not None and self.fail_on == len(
             [b for b, r in self.batches if r]
         ):

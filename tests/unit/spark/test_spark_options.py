@@ -134,9 +134,3 @@ def test_bad_options_are_named(options: dict[str, str | None], message: str) -> 
     merged = {k: v for k, v in {**BASE, **options}.items() if v is not None}
     with pytest.raises(SparkOptionError, match=message):
         parse_source_options(merged)
-
-
-def test_available_now_slots_fetch_ahead_unless_the_mode_was_chosen() -> None:
-    assert parse().for_available_now().consumer_config["share.acquire.mode"] == "batch_optimized"
-    chosen = parse(**{"kafka.share.acquire.mode": "record_limit"})
-    assert chosen.for_available_now().consumer_config["share.acquire.mode"] == "record_limit"
