@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -27,16 +26,17 @@ from typing import Any
 
 
 def _executor_pids() -> list[int]:
-    out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"],
-                         capture_output=True, text=True, check=False).stdout
+    """The executor JVMs on this machine (their command line names the class)."""
     pids = []
-    for pid in out.split():
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_text(errors="replace").replace("\0", " ")
+            cmd = (entry / "cmdline").read_text(errors="replace").replace("\0", " ")
         except OSError:
             continue
         if "CoarseGrainedExecutorBackend" in cmd and "--app-id" in cmd:
-            pids.append(int(pid))
+            pids.append(int(entry.name))
     return pids
 
 
