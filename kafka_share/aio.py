@@ -229,7 +229,9 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
 
     # -- polling ---------------------------------------------------------------------------
 
-    async def poll(self, timeout: float | None = None) -> ConsumerRecords[K, V]:
+    async def poll(
+        self, timeout: float | None = None, *, max_records: int | None = None
+    ) -> ConsumerRecords[K, V]:
         """Fetch records, waiting up to ``timeout`` seconds for some to arrive
         (without a timeout: until records arrive, :meth:`wakeup` or :meth:`close`).
 
@@ -247,11 +249,18 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                 :meth:`ShareConsumer.poll <kafka_share.ShareConsumer.poll>`.
         """
         timeout_ms = self._poll_timeout_ms(timeout)
+        limit = self._check_max_records(max_records)
         async with self._awaiting("poll"):
             self._check_poll_kind("poll")
-            return await self._poll_call(timeout_ms)
+            return await self._poll_call(timeout_ms, limit)
 
-    async def poll_arrow(self, timeout: float | None = None, *, view_types: bool = False) -> Any:
+    async def poll_arrow(
+        self,
+        timeout: float | None = None,
+        *,
+        max_records: int | None = None,
+        view_types: bool = False,
+    ) -> Any:
         """Like :meth:`poll`, but the records come as one ``pyarrow.RecordBatch``
         built without a Python object per record (needs the ``arrow`` extra).
 
@@ -260,18 +269,21 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         acknowledge rows with :meth:`acknowledge_arrow` in explicit mode.
         """
         timeout_ms = self._poll_timeout_ms(timeout)
+        limit = self._check_max_records(max_records)
         async with self._awaiting("poll_arrow"):
             self._check_poll_kind("poll_arrow")
-            records: Any = await self._poll_call(timeout_ms)
+            records: Any = await self._poll_call(timeout_ms, limit)
             return _columnar().to_record_batch(records, view_types=view_types)
 
-    async def _poll_call(self, timeout_ms: int | None) -> ConsumerRecords[K, V]:
+    async def _poll_call(
+        self, timeout_ms: int | None, max_records: int | None
+    ) -> ConsumerRecords[K, V]:
         if not self._iterating:
             # A poll of its own ends an ``async for``'s batch: the next
             # iteration starts with this poll's records.
             self._iter = None
             self._iter_last = None
-        started = self._poll_begin()
+        started = self._poll_begin(timeout_ms, max_records)
         records: ConsumerRecords[K, V] = self._no_records()
         try:
             if self._carry is not None:
@@ -323,6 +335,8 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         parts: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         total = 0
         max_records = self._config.max_poll_records
+        if self._poll_limit is not None:
+            max_records = min(max_records, self._poll_limit)
         slice_start = time.monotonic()  # not loop.time(): uvloop caches it per iteration
         collector = self._collector
         while True:
@@ -450,11 +464,11 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
             raise WakeupError(f"{self._busy_call}() was interrupted by close() from another task")
         super()._maybe_raise_wakeup()
 
-    def _send_fetch_ahead(self, acks: AcksByPartition) -> None:
+    def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
         """The fetch ahead goes on the wire now, before this task decodes the
         response it holds (nothing to hand over: the loop runs on this thread)."""
         self._shell.submit(FetchEvent(acks, ahead=True, ack_deadline_ms=self._api_deadline(),
-                       max_records=self._ahead.max_records()))
+                       max_records=max_records))
 
     @property
     def blocked_loop_max_ms(self) -> int:

@@ -161,12 +161,21 @@ class ShareConsumer(ConsumerCore[K, V]):
 
     # -- polling -------------------------------------------------------------------
 
-    def poll(self, timeout: float | None = None) -> ConsumerRecords[K, V]:
+    def poll(
+        self, timeout: float | None = None, *, max_records: int | None = None
+    ) -> ConsumerRecords[K, V]:
         """Fetch records, waiting up to ``timeout`` seconds for some to arrive.
 
         Without a timeout, blocks until records arrive, :meth:`wakeup` is called
         (also from a signal handler), or another thread calls :meth:`close`.
         ``poll(0)`` returns at once with what is buffered.
+
+        ``max_records``: at most this many records (and ``max.poll.records``);
+        a fetch this poll sends asks the broker for no more, which with
+        ``share.acquire.mode=record_limit`` means no more are acquired. Records
+        already buffered beyond it stay for the next poll. With
+        ``record_limit`` a poll's fetching ends with the poll: nothing is
+        acquired for a poll that has returned.
 
         In implicit mode the records of the previous poll are accepted first.
 
@@ -185,11 +194,18 @@ class ShareConsumer(ConsumerCore[K, V]):
                 (1 s without a timeout), so a loop that catches it cannot spin.
         """
         timeout_ms = self._poll_timeout_ms(timeout)
+        limit = self._check_max_records(max_records)
         with self._owned():
             self._check_poll_kind("poll")
-            return self._poll_call(timeout_ms)
+            return self._poll_call(timeout_ms, limit)
 
-    def poll_arrow(self, timeout: float | None = None, *, view_types: bool = False) -> Any:
+    def poll_arrow(
+        self,
+        timeout: float | None = None,
+        *,
+        max_records: int | None = None,
+        view_types: bool = False,
+    ) -> Any:
         """Like :meth:`poll`, but the records come as one ``pyarrow.RecordBatch``,
         built without a Python object per record (needs the ``arrow`` extra).
 
@@ -220,13 +236,14 @@ class ShareConsumer(ConsumerCore[K, V]):
             WakeupError, CorruptRecordError, KafkaError: as :meth:`poll`.
         """
         timeout_ms = self._poll_timeout_ms(timeout)
+        limit = self._check_max_records(max_records)
         with self._owned():
             self._check_poll_kind("poll_arrow")
-            records: Any = self._poll_call(timeout_ms)
+            records: Any = self._poll_call(timeout_ms, limit)
             return _columnar().to_record_batch(records, view_types=view_types)
 
-    def _poll_call(self, timeout_ms: int | None) -> ConsumerRecords[K, V]:
-        started = self._poll_begin()
+    def _poll_call(self, timeout_ms: int | None, max_records: int | None) -> ConsumerRecords[K, V]:
+        started = self._poll_begin(timeout_ms, max_records)
         records: ConsumerRecords[K, V] = self._no_records()
         try:
             if self._fatal_error is not None and self._fatal_raised:
@@ -277,7 +294,7 @@ class ShareConsumer(ConsumerCore[K, V]):
         while True:
             self._maybe_raise_wakeup()
             adds = self._fetch_buffer.adds
-            records, remaining = self._poll_outcome(self._poll_once(), deadline)
+            records, remaining = self._poll_outcome(self._poll_once(self._poll_limit), deadline)
             if records is not None:
                 return records
             self._thread.flush()  # the engine must see this poll before it waits
@@ -425,7 +442,7 @@ class ShareConsumer(ConsumerCore[K, V]):
                 return event.future.result()
             pipe.wait(remaining_ms / 1000.0)
 
-    def _send_fetch_ahead(self, acks: AcksByPartition) -> None:
+    def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
         """Submit a fetch ahead and have it sent before going on: by this thread's own
         round when it runs the I/O loop (``NetworkThread.submit``), else by the
         network thread, handed the GIL as described below.
@@ -448,7 +465,7 @@ class ShareConsumer(ConsumerCore[K, V]):
         # When this thread runs the loop, submitting puts the fetch on the wire.
         sent = None if self._thread.runs_loop else threading.Event()
         self._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=self._api_deadline(),
-                                max_records=self._ahead.max_records()))
+                                max_records=max_records))
         if sent is not None:
             sent.wait(_FETCH_HANDOFF_S)
 

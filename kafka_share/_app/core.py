@@ -230,6 +230,10 @@ class ConsumerCore(Generic[K, V]):
         self._wakeup_requested = False
         self._pending_error: KafkaError | None = None
         self._poll_waited_ms = 0
+        #: the running poll's ``max_records`` (None: ``max.poll.records``)
+        self._poll_limit: int | None = None
+        #: when the running poll gives up (None: no timeout, or not polling)
+        self._poll_deadline_ms: int | None = None
         self._deferred_errors: list[KafkaError] = []
         self._fatal_error: KafkaError | None = None
         #: the fatal error was raised once: later polls wait before raising it again
@@ -298,15 +302,19 @@ class ConsumerCore(Generic[K, V]):
                 timeout_ms = None  # poll(float("inf")) is poll()
         return timeout_ms
 
-    def _poll_begin(self) -> int:
-        """Start a poll's measurements; returns its start time."""
+    def _poll_begin(self, timeout_ms: int | None, max_records: int | None) -> int:
+        """Start a poll's measurements and limits; returns its start time."""
         started = _now_ms()
+        self._poll_limit = max_records
+        self._poll_deadline_ms = None if timeout_ms is None else started + timeout_ms
         self._ahead.poll_started(time.monotonic() * 1000.0)
         self._metrics.record_poll_start(started)
         self._poll_waited_ms = 0
         return started
 
     def _poll_end(self, records: ConsumerRecords[K, V]) -> None:
+        self._poll_limit = None
+        self._poll_deadline_ms = None
         self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
         self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
 
@@ -344,6 +352,43 @@ class ConsumerCore(Generic[K, V]):
         if self._poll_kind == "poll_arrow":
             return _columnar().ColumnarRecords()  # type: ignore[no-any-return]
         return ConsumerRecords()
+
+    @staticmethod
+    def _check_max_records(max_records: object) -> int | None:
+        if max_records is None:
+            return None
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
+            raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
+        return max_records
+
+    def _fetch_cap(self) -> int | None:
+        """The records the next fetch asks for at most: the application's pace
+        (:class:`FetchAheadPolicy`) and the running poll's ``max_records``."""
+        pace = self._ahead.max_records()
+        limit = self._poll_limit
+        if limit is None:
+            return pace
+        return limit if pace is None else min(pace, limit)
+
+    def _fetch_until_ms(self) -> int | None:
+        """When a poll's fetch round ends: record_limit acquires only for a poll
+        that waits, so the round ends with it (see ShareConsumeManager.on_fetch);
+        batch_optimized keeps fetching in the background."""
+        return None if self._prefetch else self._poll_deadline_ms
+
+    def _prefetch_acks(self, max_records: object) -> tuple[AcksByPartition, int] | None:
+        """The checks of ``prefetch``: the acks to send with it and its cap, or
+        None when it has nothing to do (records are buffered or being renewed)."""
+        cap = self._check_max_records(max_records)
+        self._check_open()
+        if not self._subscription:
+            raise IllegalStateError("Consumer is not subscribed to any topics.")
+        self._raise_background()
+        if self._collector.has_buffered() or self._in_flight.has_renewing():
+            return None
+        pace = self._ahead.max_records()
+        limit = self._config.max_poll_records if cap is None else cap
+        return self._take_acks(), limit if pace is None else min(pace, limit)
 
     def _check_poll_kind(self, kind: str) -> None:
         """A consumer delivers either ConsumerRecords (``poll``) or Arrow record
@@ -482,7 +527,7 @@ class ConsumerCore(Generic[K, V]):
             delivering, self._collector.delivering_acquired(), self._fetch_buffer.is_empty()
         ):
             self._ahead.sent_for(delivering)
-            self._send_fetch_ahead(acks)
+            self._send_fetch_ahead(acks, self._fetch_cap())
             self._fetch_sent = True
             return {}, None
         # A response taken from the queue means the fetch before it was
@@ -527,6 +572,39 @@ class ConsumerCore(Generic[K, V]):
         Safe to call from any thread.
         """
         return self._metrics.snapshot(_now_ms())
+
+    def prefetch(self, max_records: int | None = None) -> bool:
+        """Ask the broker for the next poll's records now, while this thread
+        works on the last ones: one ShareFetch, answered at once with what the
+        broker can acquire (it does not wait for records to arrive), carrying
+        the acknowledgements made so far. The next :meth:`poll` hands its
+        records out, or fetches as usual if it brought none.
+
+        Meant for ``share.acquire.mode=record_limit``, which otherwise acquires
+        only inside a poll: with ``max_records`` the broker acquires no more
+        than that, so an application that knows how many records it still
+        wants (a batch with a size) overlaps the round trip without taking
+        records it will not process. Records so fetched are locked for this
+        consumer from now on: call it only when a poll follows soon (closing
+        the consumer releases them).
+
+        Returns False, sending nothing, when records are still buffered for the
+        next poll (a second response would only hold more locks) or are being
+        renewed. Acknowledgements made so far still go out with the next poll
+        or commit then.
+
+        Raises:
+            ValueError: ``max_records`` is not a positive int.
+            IllegalStateError: not subscribed, or the consumer is closed.
+            KafkaError: as :meth:`poll`, an error the network thread reported.
+        """
+        with self._owned():
+            planned = self._prefetch_acks(max_records)
+            if planned is None:
+                return False
+            acks, cap = planned
+            self._send_fetch_ahead(acks, cap)
+            return True
 
     # -- acknowledging ---------------------------------------------------------------
 
@@ -736,11 +814,11 @@ class ConsumerCore(Generic[K, V]):
         """
         if self._ahead_acks is not None and self._ahead.ahead_on_drained(acquired, size):
             acks, self._ahead_acks = self._ahead_acks, None
-            self._send_fetch_ahead(acks)
+            self._send_fetch_ahead(acks, self._fetch_cap())
 
-    def _send_fetch_ahead(self, acks: AcksByPartition) -> None:
-        """Submit a fetch ahead carrying ``acks`` (each facade hands it over to its
-        I/O shell in its own way)."""
+    def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
+        """Submit a fetch ahead carrying ``acks``, asking for at most
+        ``max_records`` (each facade hands it over to its I/O shell in its own way)."""
         raise NotImplementedError
 
 
@@ -753,7 +831,8 @@ class ConsumerCore(Generic[K, V]):
         instead of a ShareAcknowledge each that the fetch would queue behind.
         """
         if fetch:
-            self._submit(FetchEvent(acks, max_records=self._ahead.max_records()))
+            self._submit(FetchEvent(acks, max_records=self._fetch_cap(),
+                                    until_ms=self._fetch_until_ms()))
         elif acks:
             self._submit(AcknowledgeAsyncEvent(
                 acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0

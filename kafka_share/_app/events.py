@@ -101,6 +101,8 @@ class FetchEvent:
     #: cap on the records to acquire (the application's pace within the lock);
     #: None: ``max.poll.records``
     max_records: int | None = None
+    #: the round ends then (record_limit: the poll's deadline); None: when records come
+    until_ms: int | None = None
 
 
 @attrs.define(eq=False)

@@ -232,7 +232,8 @@ class EngineDriver:
                     )
             else:
                 engine.fetch(
-                    _node_acks(event.acks), ahead=event.ahead, max_records=event.max_records
+                    _node_acks(event.acks), ahead=event.ahead, max_records=event.max_records,
+                    until_ms=event.until_ms,
                 )
             if event.sent is not None:
                 self._fetch_waiters.append(event.sent)

@@ -227,6 +227,11 @@ class ShareConsumeManager:
         self._renewed_once = False
         #: cap on the records a fetch asks for (the application's pace); None: max_records
         self._max_records_cap: int | None = None
+        #: the wanted round ends then, fetched or not (the poll that asked for it
+        #: gave up); None: it lasts until records arrive
+        self._fetch_until_ms: int | None = None
+        #: a ShareFetch of the wanted round went out (a round sends at least one)
+        self._round_fetched = False
 
     # -- inputs from the application ------------------------------------------------
 
@@ -246,11 +251,22 @@ class ShareConsumeManager:
         *,
         ahead: bool = False,
         max_records: int | None = None,
+        until_ms: int | None = None,
     ) -> None:
         """The application wants records; ``acks`` ride on the next ShareFetch.
 
         ``max_records`` caps the records asked for (the application's measured
-        pace within the lock); None asks for ``max.poll.records``.
+        pace within the lock, or what its poll still takes); None asks for
+        ``max.poll.records``.
+
+        ``until_ms``: the round ends then even if it brought nothing (once it
+        has sent a fetch: ``poll(0)`` still asks), and no fetch of it waits on
+        the broker past it (``max_wait_ms`` is cut). A
+        ``record_limit`` consumer asks so for its poll's deadline: a fetch that
+        outlived the poll would lock records nobody asked for, and an idle
+        consumer would keep long-polling, taking every record produced or
+        released meanwhile from the members that do poll. None: the round lasts
+        until records arrive (``batch_optimized`` fetches in the background).
 
         ``ahead``: the application still has records to deliver and asks early.
         Such a round has ``max_wait_ms`` 0 and is not repeated if it brings
@@ -264,6 +280,8 @@ class ShareConsumeManager:
         elif not self.fetch_more:
             self._ahead = True
         self._max_records_cap = max_records
+        self._fetch_until_ms = until_ms
+        self._round_fetched = False
         self.fetch_more = True
         for tip, (node_id, a) in self._current(acks, None).items():
             _merge_into(self._node(node_id).piggyback, tip, a)
@@ -412,6 +430,9 @@ class ShareConsumeManager:
                 busy.add(node_id)
         if self._renewal is not None and self.held:
             out.extend(self._renewal_requests(now_ms, busy))
+        until = self._fetch_until_ms
+        if self.fetch_more and until is not None and now_ms >= until and self._round_fetched:
+            self.fetch_more = False  # the poll that asked gave up
         if self.fetch_more and self._closing is None and not self._fetch_blocked:
             out.extend(self._fetch_requests(now_ms))
         return out
@@ -838,6 +859,8 @@ class ShareConsumeManager:
                     max_records = batch_size = max(1, min(max_records, self._max_records_cap))
                 if self._ahead:
                     max_wait = 0
+                if self._fetch_until_ms is not None:
+                    max_wait = max(0, min(max_wait, self._fetch_until_ms - now_ms))
                 if hold_until is not None:
                     # The held acks go with the next fetch, at the latest when
                     # this one comes back empty at the end of their window.
@@ -872,6 +895,7 @@ class ShareConsumeManager:
                 state.generation, max_records,
             )
             out.append(UnsentRequest(node_id, Channel.SHARE, wire_request, handler))
+            self._round_fetched = self._round_fetched or fetch_records
         return out
 
     def _hold_acks_until(

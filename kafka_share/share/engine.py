@@ -215,12 +215,19 @@ class ConsumerEngine:
         self.membership.on_poll(now_ms)
 
     def fetch(
-        self, acks: NodeAcks, *, ahead: bool = False, max_records: int | None = None
+        self,
+        acks: NodeAcks,
+        *,
+        ahead: bool = False,
+        max_records: int | None = None,
+        until_ms: int | None = None,
     ) -> None:
         """The application wants records; ``acks`` ride on the next ShareFetch.
         ``max_records`` caps how many it asks for (the application's pace, see
-        ``FetchAheadPolicy.max_records``; None: ``max.poll.records``)."""
-        self.consume.on_fetch(acks, ahead=ahead, max_records=max_records)
+        ``FetchAheadPolicy.max_records``, or its poll's own cap; None:
+        ``max.poll.records``); ``until_ms`` ends the round (see
+        ``ShareConsumeManager.on_fetch``)."""
+        self.consume.on_fetch(acks, ahead=ahead, max_records=max_records, until_ms=until_ms)
 
     def acknowledge_async(self, acks: NodeAcks, deadline_ms: int, linger_until_ms: int) -> None:
         self.consume.on_async(acks, deadline_ms, linger_until_ms=linger_until_ms)

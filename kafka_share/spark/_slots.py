@@ -17,8 +17,17 @@ micro-batch, so the broker's limit of records in flight per share-partition
 does not bound the batch. The consumer is long-lived: one per Python worker and
 consumer configuration, kept in this module across tasks and micro-batches
 (PySpark reuses its Python workers), so a task does not pay for joining the
-group. Between tasks it holds no records: every poll's records are acknowledged
-before the next poll, and the slot ends with a commit.
+group.
+
+A slot never takes more than its budget, and its consumer holds no record
+between tasks: every poll asks for at most what the slot still wants
+(``poll_arrow(max_records=...)`` in ``record_limit`` mode, where the broker
+acquires no more than asked and a poll's fetching ends with the poll). Once a
+chunk is staged and accepted, and only while the slot still wants records, the
+next chunk is fetched ahead (``prefetch(max_records=...)``, carrying the
+ACCEPTs) while Spark takes this chunk's rows, so the broker's round trip
+overlaps the work instead of adding to it. A slot that reached its budget
+prefetches nothing, and the slot ends with a commit.
 """
 
 from __future__ import annotations
@@ -186,9 +195,13 @@ class _Slot:
             assert staged is not None
             return staged, None
         # Staged: the records are in this batch however often it is re-run. Only
-        # now may the broker forget them (the ACCEPT rides on the next poll).
+        # now may the broker forget them: the ACCEPT rides on the next fetch,
+        # sent at once if the slot wants more (it runs while Spark takes these
+        # rows), else on the commit that ends the slot.
         consumer.acknowledge_arrow(batch, AcknowledgeType.ACCEPT)
         n = batch.num_rows
+        if self.budget - self.taken - n > 0:
+            consumer.prefetch(max_records=self.budget - self.taken - n)
         for topic, partition in zip(topics, partitions, strict=True):
             key = (topic, partition)
             self.unconfirmed[key] = self.unconfirmed.get(key, 0) + 1
@@ -206,7 +219,8 @@ class _Slot:
             timeout_ms = max(timeout_ms, self.options.initial_poll_timeout_ms)
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            batch = self.consumer.poll_arrow(timeout=max(0.0, deadline - time.monotonic()))
+            batch = self.consumer.poll_arrow(timeout=max(0.0, deadline - time.monotonic()),
+                                             max_records=self.budget - self.taken)
             if batch.num_rows:
                 self.fresh = False
                 return batch

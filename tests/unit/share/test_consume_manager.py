@@ -990,3 +990,51 @@ def test_an_answer_with_all_a_pace_capped_fetch_asked_for_is_not_a_trickle() -> 
     )), None)
     env.mgr.on_fetch({TIP0: (1, acks(0, 1))}, max_records=2)
     assert fetch_ack_batches(env.poll(1)[1].request, 0) == [(0, 1, [1])]
+
+
+# -- a fetch round bounded by the poll that asked (record_limit) ------------------------
+
+
+def test_a_round_with_an_end_cuts_the_wait_and_stops_fetching_after_it() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({}, until_ms=1_200)
+    reqs = env.poll(1_000)
+    # The broker may not hold the fetch past the poll's deadline.
+    assert {r.request.max_wait_ms for r in reqs.values()} == {200}
+    for req in reqs.values():
+        req.handler(ShareFetchResponse(), None, 1_200)  # empty: nothing came
+    # The poll gave up: no more long polls that would lock records for nobody.
+    assert env.poll(1_200) == {}
+    assert env.mgr.fetch_more is False
+    assert env.poll(5_000) == {}
+
+
+def test_a_round_without_an_end_keeps_fetching_until_records_come() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({})
+    for req in env.poll(1_000).values():
+        assert req.request.max_wait_ms == 500
+        req.handler(ShareFetchResponse(), None, 1_500)
+    assert set(env.poll(1_500)) == {1, 2}
+
+
+def test_a_round_whose_end_has_passed_still_sends_one_fetch() -> None:
+    # poll(0): the deadline is now, yet its fetch goes out (answered at once),
+    # and the round is over after it.
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({}, until_ms=1_000)
+    reqs = env.poll(1_000)
+    assert {r.request.max_wait_ms for r in reqs.values()} == {0}
+    for req in reqs.values():
+        req.handler(ShareFetchResponse(), None, 1_001)
+    assert env.poll(1_001) == {}
+
+
+def test_a_capped_round_asks_for_at_most_its_records() -> None:
+    env = Env()
+    env.establish()
+    env.mgr.on_fetch({}, max_records=7)
+    assert {r.request.max_records for r in env.poll(1_000).values()} == {7}

@@ -97,21 +97,32 @@ def test_records_deleted_by_retention_fail_the_replay_or_are_skipped() -> None:
 
 
 class StandInConsumer:
-    """poll_arrow hands out scripted offsets of TP; acknowledgements are kept."""
+    """poll_arrow hands out scripted offsets of TP (cut to its max_records);
+    acknowledgements, prefetches and the polls' caps are kept."""
 
     def __init__(self, polls: list[list[int]]) -> None:
         self.polls = polls
         self.acks: list[tuple[list[int], AcknowledgeType]] = []
         self.commits = 0
+        self.prefetches: list[int] = []
+        self.caps: list[int] = []
 
-    def poll_arrow(self, timeout: float) -> Any:
+    def poll_arrow(self, timeout: float, max_records: int) -> Any:
+        self.caps.append(max_records)
         offsets = self.polls.pop(0) if self.polls else []
+        if len(offsets) > max_records:
+            self.polls.insert(0, offsets[max_records:])
+            offsets = offsets[:max_records]
         rows = [(o, 1_700_000_000_000, None, f"v{o}".encode(), ()) for o in offsets]
         piece = Piece(columns_from_rows(rows), np.ones(len(rows), np.int32), 0)
         return to_record_batch(ColumnarRecords({TIP: [piece]} if rows else {}), view_types=False)
 
     def acknowledge_arrow(self, batch: Any, type: AcknowledgeType) -> None:
         self.acks.append((batch.column("offset").to_pylist(), type))
+
+    def prefetch(self, max_records: int) -> bool:
+        self.prefetches.append(max_records)
+        return True
 
     def commit_sync(self, timeout: float) -> dict[Any, Any]:
         self.commits += 1
@@ -141,13 +152,17 @@ def test_a_slot_stages_then_accepts_each_poll_and_ends_at_its_budget(
 ) -> None:
     options = _options(tmp_path)
     consumer = StandInConsumer([[0, 1, 2], [3, 4, 5], [6, 7]])
-    assert _read(options, consumer, 5, monkeypatch) == [0, 1, 2, 3, 4, 5]
+    assert _read(options, consumer, 5, monkeypatch) == [0, 1, 2, 3, 4]
     assert consumer.acks == [([0, 1, 2], AcknowledgeType.ACCEPT),
-                             ([3, 4, 5], AcknowledgeType.ACCEPT)]
+                             ([3, 4], AcknowledgeType.ACCEPT)]
+    # Each poll asks for what the slot still wants; the next chunk is fetched
+    # ahead only while the slot wants more, never past the budget.
+    assert consumer.caps == [5, 2]
+    assert consumer.prefetches == [2]
     assert consumer.commits == 1
     chunks = list(StagingStore(str(tmp_path)).slot_chunks(1, 0))
-    assert [c.spans for c in chunks[:-1]] == [[("t", 0, 0, 2, 1)], [("t", 0, 3, 5, 1)]]
-    assert chunks[-1].end and chunks[-1].stats["acquired"] == 6
+    assert [c.spans for c in chunks[:-1]] == [[("t", 0, 0, 2, 1)], [("t", 0, 3, 4, 1)]]
+    assert chunks[-1].end and chunks[-1].stats["acquired"] == 5
 
 
 def test_a_slot_ends_at_an_empty_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -182,8 +197,8 @@ def test_an_attempt_that_loses_a_race_releases_and_takes_the_winners_chunk(
     store = StagingStore(str(tmp_path))
 
     class Racing(StandInConsumer):
-        def poll_arrow(self, timeout: float) -> Any:
-            batch = super().poll_arrow(timeout)
+        def poll_arrow(self, timeout: float, max_records: int) -> Any:
+            batch = super().poll_arrow(timeout, max_records)
             if batch.num_rows and store.get(1, 0, 0) is None:
                 # The other attempt stages chunk 0 while this one polls.
                 store.put_if_absent(1, 0, 0, Chunk([("t", 0, 50, 52, 1)]))
