@@ -34,9 +34,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import attrs
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -78,6 +79,8 @@ log = logging.getLogger("kafka_share.spark")
 _ADMIN_TIMEOUT_S = 15.0
 #: availableNow: how often the driver looks again while nothing can be planned.
 _DRAIN_RECHECK_S = 0.5
+#: How long the topics' partitions and the group's isolation level are trusted.
+_METADATA_MAX_AGE_S = 30.0
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -133,18 +136,56 @@ class SlotPartition(InputPartition):
         self.budget = budget
 
 
+@attrs.frozen
+class GroupView:
+    """One look at the broker: the partitions' offsets, the group's progress on
+    them (None: not known right now) and the backlog they add up to."""
+
+    bounds: Mapping[TopicPartition, tuple[int, int]]
+    offsets: Mapping[TopicPartition, SharePartitionOffsetInfo] | None
+    backlog: int
+
+
+def backlog_of(
+    bounds: Mapping[TopicPartition, tuple[int, int]],
+    offsets: Mapping[TopicPartition, SharePartitionOffsetInfo] | None,
+) -> int:
+    """Records not yet done for the group: its lag per partition (Kafka 4.2+),
+    else the distance from the share-partition start offset to the end of the
+    log (the whole log for a partition the group has not started on)."""
+    total = 0
+    for tp, (earliest, end) in bounds.items():
+        info = (offsets or {}).get(tp)
+        if info is not None and info.lag is not None:
+            total += info.lag
+        elif info is not None and info.start_offset is not None:
+            total += max(0, end - max(info.start_offset, earliest))
+        else:
+            total += max(0, end - earliest)
+    return total
+
+
 class _GroupProbe:
     """The driver's admin calls: the topics' partitions and offsets, the group's
-    progress on them."""
+    progress on them. The partitions and the group's isolation level are read
+    again every :data:`_METADATA_MAX_AGE_S` (new partitions join the plan then);
+    the offsets on every look."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.monotonic
+                 ) -> None:
         self._options = options
         self._admin: Admin | None = None
+        self._clock = clock
+        self._partitions: tuple[float, list[TopicPartition]] | None = None
+        self._isolation: tuple[float, str] | None = None
 
     def _client(self) -> Admin:
         if self._admin is None:
             self._admin = Admin(dict(self._options.consumer_config))
         return self._admin
+
+    def _fresh(self, cached: tuple[float, Any] | None) -> bool:
+        return cached is not None and self._clock() - cached[0] < _METADATA_MAX_AGE_S
 
     def partitions(self) -> list[TopicPartition]:
         """The subscribed topics' partitions.
@@ -152,12 +193,16 @@ class _GroupProbe:
         Raises:
             KafkaError: the topics cannot be described.
         """
+        if self._partitions is not None and self._fresh(self._partitions):
+            return self._partitions[1]
         described = self._client().describe_topics(self._options.topics, timeout=_ADMIN_TIMEOUT_S)
-        return sorted(
+        tps = sorted(
             TopicPartition(name, p.partition)
             for name, topic in described.items()
             for p in topic.partitions
         )
+        self._partitions = (self._clock(), tps)
+        return tps
 
     def goal(self) -> DrainGoal:
         """The partitions' earliest and end offsets now.
@@ -181,6 +226,8 @@ class _GroupProbe:
         # A read_committed group never delivers past the last stable offset, so
         # that is where its queue ends; open transactions would otherwise look
         # like records still to come.
+        if self._isolation is not None and self._fresh(self._isolation):
+            return self._isolation[1]
         group = self._options.group_id
         try:
             entry = admin.describe_group_configs(group, timeout=_ADMIN_TIMEOUT_S).get(
@@ -189,9 +236,11 @@ class _GroupProbe:
         except KafkaError as exc:
             log.info("cannot read the isolation level of share group %r (%s); "
                      "assuming read_uncommitted", group, exc)
-            return "read_uncommitted"
+            return "read_uncommitted"  # not cached: asked again next time
         level = entry.value if entry is not None else None
-        return "read_committed" if level == "read_committed" else "read_uncommitted"
+        found = "read_committed" if level == "read_committed" else "read_uncommitted"
+        self._isolation = (self._clock(), found)
+        return found
 
     def group_offsets(
         self, partitions: Sequence[TopicPartition]
@@ -207,27 +256,16 @@ class _GroupProbe:
                       self._options.group_id, exc)
             return None
 
-    def backlog(self) -> int:
-        """Records of the subscribed topics not yet done for the group, as the broker
-        sees it now: its lag (Kafka 4.2+), else the distance from the
-        share-partition start offset to the end of the log (the whole log for a
-        partition the group has not started on).
+    def look(self) -> GroupView:
+        """The offsets and the group's progress now: three admin calls (plus the
+        partitions and isolation level when their cache is stale).
 
         Raises:
-            KafkaError: the offsets cannot be read.
+            KafkaError: the topics' offsets cannot be read.
         """
         bounds = self.goal().bounds
-        offsets = self.group_offsets(list(bounds)) or {}
-        total = 0
-        for tp, (earliest, end) in bounds.items():
-            info = offsets.get(tp)
-            if info is not None and info.lag is not None:
-                total += info.lag
-            elif info is not None and info.start_offset is not None:
-                total += max(0, end - max(info.start_offset, earliest))
-            else:
-                total += max(0, end - earliest)
-        return total
+        offsets = self.group_offsets(list(bounds))
+        return GroupView(bounds, offsets, backlog_of(bounds, offsets))
 
     def close(self) -> None:
         if self._admin is not None:
@@ -337,19 +375,21 @@ class _Driver:
                      self.options.group_id,
                      {str(tp): end for tp, (_, end) in self.goal.bounds.items()})
 
-    def drain_pending(self) -> dict[TopicPartition, tuple[int | None, int]] | None:
+    def drain_pending(
+        self, view: GroupView | None
+    ) -> dict[TopicPartition, tuple[int | None, int]] | None:
         """Partitions whose records from the start are not all done (None: unknown)."""
         if self.goal is None:
             return None
-        wanted = [tp for tp, (earliest, end) in self.goal.bounds.items() if end > earliest]
-        if not wanted:
+        if not any(end > earliest for earliest, end in self.goal.bounds.values()):
             return {}  # the topics were empty
-        offsets = self.probe.group_offsets(wanted)
-        return None if offsets is None else self.goal.pending(offsets)
+        if view is None or view.offsets is None:
+            return None
+        return self.goal.pending(view.offsets)
 
-    def drain_done(self, last_acquired: int | None) -> bool:
+    def drain_done(self, last_acquired: int | None, view: GroupView | None) -> bool:
         """availableNow: whether the query has read what was there at its start."""
-        pending = self.drain_pending()
+        pending = self.drain_pending(view)
         if pending == {}:
             return True
         if last_acquired:
@@ -375,17 +415,23 @@ class _Driver:
 
     # -- planning ------------------------------------------------------------------
 
-    def next_plan(self, last_acquired: int | None) -> BatchPlan | None:
-        policy = self.trigger_policy()
-        now = self.clock()
-        if last_acquired is not None:
-            policy.batch_done(last_acquired, now)
+    def look(self) -> GroupView | None:
+        """This trigger's one look at the broker (None: it did not answer)."""
         try:
-            backlog = self.probe.backlog()
+            return self.probe.look()
         except KafkaError as exc:
             log.warning("cannot read the backlog of share group %r (%s); no batch this "
                         "trigger", self.options.group_id, exc)
             return None
+
+    def next_plan(self, last_acquired: int | None, view: GroupView | None) -> BatchPlan | None:
+        policy = self.trigger_policy()
+        now = self.clock()
+        if last_acquired is not None:
+            policy.batch_done(last_acquired, now)
+        if view is None:
+            return None
+        backlog = view.backlog
         self.progress.lag = backlog
         if self.draining and backlog == 0:
             # The broker says nothing is left, but availableNow ends on its own
@@ -433,8 +479,10 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def initialOffset(self) -> dict[str, Any]:
         # A query without a checkpoint: a new run token, so that chunks another
         # query left in the same stagingLocation are never read as this one's.
+        # Spark may call this twice at a query's start: only the location is
+        # checked here, the run's folder is made by its first staged chunk.
         run = uuid.uuid4().hex[:16]
-        self._state().store(run).check_writable()
+        StagingStore(self._options.staging_location).check_writable()
         return _offset(run, 0)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -451,10 +499,11 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         # latestOffset only once the previous batch has finished.
         last_acquired = state.settle_through(run, seq) if seq > 0 else None
         while not state.drained:
-            if state.draining and state.drain_done(last_acquired):
+            view = state.look()
+            if state.draining and state.drain_done(last_acquired, view):
                 state.drained = True
                 break
-            plan = state.next_plan(last_acquired)
+            plan = state.next_plan(last_acquired, view)
             last_acquired = None
             if plan is not None:
                 if isinstance(limit, ReadMaxRows):

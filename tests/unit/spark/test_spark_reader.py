@@ -16,7 +16,13 @@ from kafka_share.errors import KafkaTimeoutError
 from kafka_share.spark._drain import DrainGoal
 from kafka_share.spark._options import SparkOptionError, parse_source_options
 from kafka_share.spark._staging import Chunk, StagingStore
-from kafka_share.spark.source import ShareGroupStreamReader, SlotPartition, source_schema
+from kafka_share.spark.source import (
+    GroupView,
+    ShareGroupStreamReader,
+    SlotPartition,
+    backlog_of,
+    source_schema,
+)
 
 TP = TopicPartition("t", 0)
 
@@ -26,6 +32,7 @@ class StandInProbe:
         self.backlog_now = backlog
         self.end = end
         self.offsets: dict[TopicPartition, SharePartitionOffsetInfo] | None = None
+        self.looks = 0
 
     def partitions(self) -> list[TopicPartition]:
         return [TopicPartition("t", p) for p in range(4)]
@@ -35,11 +42,9 @@ class StandInProbe:
             raise KafkaTimeoutError("no answer")
         return DrainGoal({TP: (0, self.end)})
 
-    def backlog(self) -> int:
-        return self.backlog_now
-
-    def group_offsets(self, partitions: list[TopicPartition]) -> Any:
-        return self.offsets
+    def look(self) -> GroupView:
+        self.looks += 1
+        return GroupView({TP: (0, self.end or 0)}, self.offsets, self.backlog_now)
 
     def close(self) -> None:
         pass
@@ -82,7 +87,15 @@ def test_a_new_query_gets_a_run_of_its_own(tmp_path: Path) -> None:
     reader, _ = make(tmp_path, StandInProbe())
     first, second = reader.initialOffset(), reader.initialOffset()
     assert first["seq"] == 0 and first["run"] != second["run"]
-    assert (tmp_path / first["run"]).is_dir()
+    # Spark calls initialOffset twice: no folder for a run that stages nothing.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_staging_location_fails_at_the_start(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    reader, _ = make(tmp_path, StandInProbe(), stagingLocation=str(tmp_path / "file" / "x"))
+    with pytest.raises(Exception, match=r"stagingLocation .* is not a writable directory"):
+        reader.initialOffset()
 
 
 def test_an_idle_group_plans_no_batch(tmp_path: Path) -> None:
@@ -168,3 +181,72 @@ def test_options_are_checked_and_the_driver_is_not_pickled(tmp_path: Path) -> No
     assert copy._driver is None and copy._options == reader._options
     with pytest.raises(SparkOptionError, match="fixed schema"):
         ShareGroupStreamReader(reader._options, source_schema(True))
+
+
+def test_the_backlog_is_the_lag_else_the_distance_from_the_start_offset() -> None:
+    tps = [TopicPartition("t", p) for p in range(4)]
+    bounds = {tps[0]: (0, 100), tps[1]: (10, 100), tps[2]: (50, 100), tps[3]: (0, 100)}
+    offsets = {
+        tps[0]: SharePartitionOffsetInfo(start_offset=40, leader_epoch=0, lag=7),
+        tps[1]: SharePartitionOffsetInfo(start_offset=30, leader_epoch=0, lag=None),
+        # A start offset below the log start (retention): counted from the log start.
+        tps[2]: SharePartitionOffsetInfo(start_offset=20, leader_epoch=0, lag=None),
+    }  # tps[3]: not started by the group: the whole log
+    assert backlog_of(bounds, offsets) == 7 + 70 + 50 + 100
+    assert backlog_of(bounds, None) == 100 + 90 + 50 + 100
+
+
+def test_an_available_now_trigger_looks_at_the_broker_once(tmp_path: Path) -> None:
+    probe = StandInProbe(backlog=100, end=100)
+    reader, _ = make(tmp_path, probe)
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    reader.latestOffset(start, ReadAllAvailable())
+    assert probe.looks == 1
+
+
+def test_the_probe_reads_partitions_and_isolation_level_again_only_when_stale(
+    tmp_path: Path,
+) -> None:
+    from kafka_share.spark import source
+
+    calls: list[str] = []
+
+    class StandInAdmin:
+        def describe_topics(self, topics: Any, timeout: float) -> Any:
+            calls.append("describe_topics")
+            part = type("P", (), {"partition": 0})()
+            return {"t": type("T", (), {"partitions": [part]})()}
+
+        def describe_group_configs(self, group: str, timeout: float) -> Any:
+            calls.append("describe_group_configs")
+            return {}
+
+        def list_offsets(self, specs: Any, isolation_level: str = "read_uncommitted",
+                         timeout: float = 0) -> Any:
+            calls.append("list_offsets")
+            return {tp: type("O", (), {"offset": 10})() for tp in specs}
+
+        def list_share_group_offsets(self, group: str, tps: Any, timeout: float) -> Any:
+            calls.append("list_share_group_offsets")
+            return {}
+
+    clock = Clock()
+    opts = parse_source_options({
+        "kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g", "subscribe": "t",
+        "stagingLocation": str(tmp_path),
+    })
+    probe = source._GroupProbe(opts, clock=clock)
+    probe._admin = StandInAdmin()  # type: ignore[assignment]
+    assert probe.look().backlog == 0
+    assert sorted(calls) == sorted(["describe_topics", "describe_group_configs",
+                                    "list_offsets", "list_offsets",
+                                    "list_share_group_offsets"])
+    calls.clear()
+    clock.sleep(source._METADATA_MAX_AGE_S / 2)
+    probe.look()
+    assert sorted(calls) == ["list_offsets", "list_offsets", "list_share_group_offsets"]
+    calls.clear()
+    clock.sleep(source._METADATA_MAX_AGE_S)
+    probe.look()
+    assert "describe_topics" in calls and "describe_group_configs" in calls
