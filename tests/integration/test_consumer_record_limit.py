@@ -14,7 +14,9 @@ from share_helpers import poll_until
 from kafka_share import AcknowledgeType, ShareConsumer
 from kafka_share.aio import AsyncShareConsumer
 
-RECORD_LIMIT: dict[str, Any] = {"share_acquire_mode": "record_limit", "share_acknowledgement_mode": "explicit"}
+RECORD_LIMIT: dict[str, Any] = {
+    "share_acquire_mode": "record_limit", "share_acknowledgement_mode": "explicit",
+}
 
 
 def _accept_all(consumer: ShareConsumer[Any, Any], records: Any) -> None:
