@@ -739,11 +739,11 @@ class FetchCollector(Generic[K, V]):
                 continue
             offsets = columns.offsets
             span_count = cursor.span_count(base, last) if batch.magic >= 2 else None
-            if span_count is not None and (
-                columns.count == 0
-                or (offsets[0] >= base and offsets[-1] <= last
-                    and bool(np.all(offsets[1:] > offsets[:-1])))
-            ):
+            ordered = columns.count == 0 or (
+                offsets[0] >= base and offsets[-1] <= last
+                and bool(np.all(offsets[1:] > offsets[:-1]))
+            )
+            if span_count is not None and ordered:
                 # The common case: the whole batch in one acquired range.
                 cursor.take_span(base, last, gaps)
                 if columns.count != last - base + 1:
@@ -753,21 +753,12 @@ class FetchCollector(Generic[K, V]):
                     columns, np.full(columns.count, span_count, dtype=np.int32), ts_type
                 )
             else:
-                # Several acquired ranges (or a broken batch's offsets): matched one
-                # by one, as in row mode.
-                keep: list[int] = []
-                counts: list[int] = []
-                for i, offset in enumerate(offsets.tolist()):
-                    count = cursor.take(offset, gaps)
-                    if count is not None:
-                        keep.append(i)
-                        counts.append(count)
-                if not keep:
+                matched = (_match_runs(np, offsets, cursor, gaps) if ordered
+                           else _match_each(np, offsets, cursor, gaps))
+                if matched is None:
                     continue
-                piece = piece_type(
-                    columns.take(np.array(keep, dtype=np.int64)),
-                    np.array(counts, dtype=np.int32), ts_type,
-                )
+                keep, counts = matched
+                piece = piece_type(columns.take(keep), counts, ts_type)
             pending.append(piece)
             walk.size += piece.payload_size()
         walk.finish()
@@ -963,3 +954,41 @@ def _drop_offsets(data: _PartitionData, offsets: frozenset[int]) -> int:
             r for r, drop in zip(data.pending[start:], mask, strict=True) if not drop
         ]
     return removed
+
+
+def _match_runs(np: Any, offsets: Any, cursor: Any, gaps: list[int]) -> tuple[Any, Any] | None:
+    """The rows of a batch (ascending ``offsets``) inside the acquired ranges, as
+    (row indices, delivery counts), found per acquired run rather than per
+    record: a batch cut by a fetch's record limit (``record_limit``, or the
+    broker's lock limit) or partly delivered by an earlier fetch. None: no row."""
+    if not len(offsets):
+        return None
+    rows: list[Any] = []
+    counts: list[Any] = []
+    for lo, hi, count in cursor.take_through(int(offsets[-1])):
+        i = int(np.searchsorted(offsets, lo, "left"))
+        j = int(np.searchsorted(offsets, hi, "right"))
+        if j - i != hi - lo + 1:  # acquired offsets with no record (compaction)
+            present = set(offsets[i:j].tolist())
+            gaps.extend(o for o in range(lo, hi + 1) if o not in present)
+        if j > i:
+            rows.append(np.arange(i, j, dtype=np.int64))
+            counts.append(np.full(j - i, count, dtype=np.int32))
+    if not rows:
+        return None
+    return np.concatenate(rows), np.concatenate(counts)
+
+
+def _match_each(np: Any, offsets: Any, cursor: Any, gaps: list[int]) -> tuple[Any, Any] | None:
+    """:func:`_match_runs` for a broken batch whose offsets do not ascend: one
+    record at a time, as in row mode."""
+    keep: list[int] = []
+    counts: list[int] = []
+    for i, offset in enumerate(offsets.tolist()):
+        count = cursor.take(offset, gaps)
+        if count is not None:
+            keep.append(i)
+            counts.append(count)
+    if not keep:
+        return None
+    return np.array(keep, dtype=np.int64), np.array(counts, dtype=np.int32)

@@ -334,6 +334,25 @@ class AcquiredCursor:
             self._advance_range()
         return count
 
+    def take_through(self, last: int) -> list[tuple[int, int, int]]:
+        """Resolve every acquired offset up to ``last`` at once (:meth:`take` for
+        a whole batch whose record offsets ascend and end at ``last``).
+
+        Returns the acquired runs ``(first, last, delivery_count)`` from the
+        cursor through ``last``, in order: the caller delivers the batch's
+        records inside them, skips the rest, and appends the offsets of a run
+        that have no record to ``gaps``, as :meth:`take` would have one record
+        at a time. Acquired offsets after ``last`` stay unresolved.
+        """
+        runs: list[tuple[int, int, int]] = []
+        while self._next <= self._last and self._next <= last:
+            hi = min(self._last, last)
+            runs.append((self._next, hi, self._count))
+            self._next = hi + 1
+            if self._next > self._last:
+                self._advance_range()
+        return runs
+
     def drain_before(self, offset: int, out: list[int]) -> None:
         """Resolve every acquired offset below ``offset``, appending it to ``out``.
 

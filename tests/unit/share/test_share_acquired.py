@@ -261,3 +261,34 @@ def test_take_span_resolves_a_batch_inside_one_range_at_once() -> None:
     assert gaps == [10, 11, 30, 31, 32, 33, 34]
     assert cursor.exhausted
     assert cursor.take_span(40, 41, gaps) is None
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 8), st.integers(1, 5)), max_size=6),
+    st.lists(st.lists(st.integers(0, 80), min_size=1, max_size=12, unique=True), max_size=6),
+)
+def test_take_through_resolves_a_batch_as_take_does_record_by_record(
+    raw: list[tuple[int, int, int]], pieces: list[list[int]],
+) -> None:
+    """take_through(last) and the caller's run matching give what take() gives
+    per record: the same records with their counts, and the same gaps."""
+    ranges = [(f, f + ln, c) for f, ln, c in raw]
+    batches, floor = [], 0
+    for piece in pieces:  # batches of ascending offsets, each after the last
+        offsets = sorted(o + floor for o in piece)
+        batches.append(offsets)
+        floor = offsets[-1] + 1
+    one, many = (AcquiredRecords.from_ranges(ranges).cursor() for _ in range(2))
+    gaps_one: list[int] = []
+    gaps_many: list[int] = []
+    for offsets in batches:
+        by_record = [(o, c) for o in offsets if (c := one.take(o, gaps_one)) is not None]
+        by_run: list[tuple[int, int]] = []
+        for lo, hi, count in many.take_through(offsets[-1]):
+            inside = [o for o in offsets if lo <= o <= hi]
+            gaps_many.extend(o for o in range(lo, hi + 1) if o not in inside)
+            by_run.extend((o, count) for o in inside)
+        assert by_run == by_record
+        assert gaps_many == gaps_one
+    assert one.next_offset == many.next_offset
