@@ -494,6 +494,7 @@ _SPECS: Final[Mapping[str, _Spec]] = {
     "max.partition.fetch.bytes": _Spec(_int_parser(0, _INT32_MAX)),
     "check.crcs": _Spec(_parse_bool),
     "record.decoder": _Spec(_choice_parser("auto", "python")),
+    "fetch.ahead": _Spec(_choice_parser("auto", "manual")),
     "request.timeout.ms": _Spec(_int_parser(0, _INT32_MAX)),
     "default.api.timeout.ms": _Spec(_int_parser(0, _INT32_MAX)),
     "retry.backoff.ms": _Spec(_int_parser(0, _INT64_MAX)),
@@ -778,6 +779,13 @@ class ShareConsumerConfig:
     #: pure-Python row decoder, and numpy and pyarrow are imported only if
     #: ``poll_arrow()`` is called, which decodes into Arrow columns whatever this says.
     record_decoder: str = "auto"
+    #: When the consumer fetches (not a Java key): "auto" fetches ahead and in
+    #: the background in ``batch_optimized`` mode, as Java's consumer does, and
+    #: only for polls in ``record_limit`` mode; "manual" fetches only for a poll
+    #: that waits (its fetching ends with it) and ahead of one only when the
+    #: application calls ``prefetch()``, in either acquire mode, so records are
+    #: acquired only when the application asks.
+    fetch_ahead: str = "auto"
     request_timeout_ms: int = 30_000
     default_api_timeout_ms: int = 60_000
     retry_backoff_ms: int = 100

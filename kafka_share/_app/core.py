@@ -189,8 +189,12 @@ class ConsumerCore(Generic[K, V]):
         self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
         self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
         # record_limit never locks records before the application asks for them;
-        # batch_optimized fetches ahead while the application is fast enough.
-        self._prefetch = cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
+        # batch_optimized fetches ahead while the application is fast enough,
+        # unless fetch.ahead=manual leaves that to prefetch().
+        self._prefetch = (cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
+                          and cfg.fetch_ahead == "auto")
+        #: fetch.ahead=manual: poll(0) hands out what is buffered and fetches nothing
+        self._manual = cfg.fetch_ahead == "manual"
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
         #: a poll's acks while it may still send them with a fetch ahead (None: sent)
         self._ahead_acks: AcksByPartition | None = None
@@ -234,6 +238,8 @@ class ConsumerCore(Generic[K, V]):
         self._poll_limit: int | None = None
         #: when the running poll gives up (None: no timeout, or not polling)
         self._poll_deadline_ms: int | None = None
+        #: the running poll may fetch (not a poll(0) under fetch.ahead=manual)
+        self._poll_fetches = True
         self._deferred_errors: list[KafkaError] = []
         self._fatal_error: KafkaError | None = None
         #: the fatal error was raised once: later polls wait before raising it again
@@ -307,6 +313,7 @@ class ConsumerCore(Generic[K, V]):
         started = _now_ms()
         self._poll_limit = max_records
         self._poll_deadline_ms = None if timeout_ms is None else started + timeout_ms
+        self._poll_fetches = not (self._manual and timeout_ms == 0)
         self._ahead.poll_started(time.monotonic() * 1000.0)
         self._metrics.record_poll_start(started)
         self._poll_waited_ms = 0
@@ -481,7 +488,8 @@ class ConsumerCore(Generic[K, V]):
         # response. (A fetch ahead of a small response is the policy's decision,
         # above.)
         want_fetch = (
-            not self._fetch_sent
+            self._poll_fetches
+            and not self._fetch_sent
             and (not buffered_before or (self._prefetch and not batch.records and not have_records))
             and not self._collector.has_buffered()
         )

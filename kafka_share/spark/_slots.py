@@ -176,9 +176,7 @@ class _Slot:
         """Poll and stage chunk ``chunk``. Returns (None, table) when this attempt
         staged records, (None, None) when it staged the END marker, and (the
         chunk, None) when another attempt staged the chunk first."""
-        if self.taken >= self.budget:
-            return self._end(chunk)
-        batch = self._poll()
+        batch = self._poll() if self.taken < self.budget else self._left_over()
         if batch is None:
             return self._end(chunk)
         consumer = self.consumer
@@ -226,6 +224,17 @@ class _Slot:
                 return batch
             if time.monotonic() >= deadline:
                 return None
+
+    def _left_over(self) -> Any:
+        """Records the consumer acquired past the slot's budget: in
+        ``batch_optimized`` mode the broker hands out whole producer batches, so a
+        response can pass what the slot asked for. They are this slot's too
+        (a poll(0) under ``fetch.ahead=manual`` fetches nothing), or they would
+        wait locked in this worker."""
+        if self.consumer is None:
+            return None
+        batch = self.consumer.poll_arrow(timeout=0)
+        return batch if batch.num_rows else None
 
     def _end(self, chunk: int) -> tuple[Chunk | None, Any]:
         self._commit()

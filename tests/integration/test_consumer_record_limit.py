@@ -1,6 +1,7 @@
-"""``share.acquire.mode=record_limit`` against a real broker: a consumer acquires
-only what its polls ask for (``poll(max_records=...)``), ahead of a poll only
-through ``prefetch``, and never after its poll has given up."""
+"""``share.acquire.mode=record_limit`` and ``fetch.ahead=manual`` against a real
+broker: a consumer acquires only what its polls ask for
+(``poll(max_records=...)``), ahead of a poll only through ``prefetch``, and never
+after its poll has given up."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from kafka_share.aio import AsyncShareConsumer
 RECORD_LIMIT: dict[str, Any] = {
     "share_acquire_mode": "record_limit", "share_acknowledgement_mode": "explicit",
 }
+MANUAL: dict[str, Any] = {
+    "share_acquire_mode": "batch_optimized", "share_acknowledgement_mode": "explicit",
+    "fetch_ahead": "manual",
+}
 
 
 def _accept_all(consumer: ShareConsumer[Any, Any], records: Any) -> None:
@@ -29,14 +34,16 @@ def _wait_for_assignment(consumer: ShareConsumer[Any, Any]) -> None:
     assert list(consumer.poll(3.0)) == []
 
 
+@pytest.mark.parametrize("mode", [RECORD_LIMIT, MANUAL], ids=["record_limit", "manual"])
 def test_an_idle_consumer_acquires_nothing_after_its_poll_gave_up(
-    topic_factory: Any, share_group: str, kafka_produce: Any, consumer_factory: Any
+    mode: dict[str, Any], topic_factory: Any, share_group: str, kafka_produce: Any,
+    consumer_factory: Any,
 ) -> None:
     # Before: a poll's fetch round went on after the poll returned empty, so an
     # idle member kept long-polling and locked every record produced meanwhile,
     # for nobody, until the lock ran out (30 s here): another member got nothing.
     topic = topic_factory(partitions=1)
-    idle = consumer_factory(share_group, **RECORD_LIMIT)
+    idle = consumer_factory(share_group, **mode)
     idle.subscribe([topic])
     _wait_for_assignment(idle)
     assert list(idle.poll(0.5)) == []
@@ -115,6 +122,41 @@ def test_prefetch_fetches_the_next_records_within_its_cap(
     rest = poll_until(other, lambda s: len(s) >= 200 - len(offsets), timeout_s=12.0,
                       on_batch=lambda b: _accept_all(other, b))
     assert {r.offset for r in rest} == set(range(200)) - set(offsets)
+
+
+def test_a_manual_consumer_fetches_only_for_waiting_polls_and_prefetch(
+    topic_factory: Any, share_group: str, kafka_produce: Any, consumer_factory: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    consumer = consumer_factory(share_group, **MANUAL)
+    consumer.subscribe([topic])
+    _wait_for_assignment(consumer)
+    kafka_produce(topic, [f"v{i}".encode() for i in range(30)])
+    time.sleep(1.0)
+    # poll(0) hands out what is buffered (nothing) and fetches nothing, however often.
+    for _ in range(20):
+        assert consumer.poll(0).count() == 0
+        time.sleep(0.05)
+    other = consumer_factory(share_group, **RECORD_LIMIT)
+    other.subscribe([topic])
+    seen = poll_until(other, lambda s: len(s) >= 30, timeout_s=12.0,
+                      on_batch=lambda b: _accept_all(other, b))
+    assert sorted(r.offset for r in seen) == list(range(30))
+    assert all(err is None for err in other.commit_sync(timeout=10.0).values())
+    other.close()
+
+    # prefetch, then poll(0): the prefetched records, without a waiting poll.
+    kafka_produce(topic, [f"w{i}".encode() for i in range(5)])
+    time.sleep(0.5)
+    assert consumer.prefetch() is True
+    deadline = time.monotonic() + 5.0
+    got = consumer.poll(0)
+    while not got.count() and time.monotonic() < deadline:
+        time.sleep(0.05)
+        got = consumer.poll(0)
+    assert sorted(r.offset for r in got) == list(range(30, 35))
+    _accept_all(consumer, got)
+    assert all(err is None for err in consumer.commit_sync(timeout=10.0).values())
 
 
 def test_bad_max_records_are_refused(consumer_factory: Any, share_group: str) -> None:

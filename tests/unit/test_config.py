@@ -67,6 +67,7 @@ def config_error(extra: dict[str, object]) -> str:
         ("max_partition_fetch_bytes", 1_048_576),
         ("check_crcs", True),
         ("record_decoder", "auto"),
+        ("fetch_ahead", "auto"),
         ("request_timeout_ms", 30_000),
         ("default_api_timeout_ms", 60_000),
         ("retry_backoff_ms", 100),
@@ -133,7 +134,7 @@ def test_defaults_table_covers_every_attribute() -> None:
     names = {field.name for field in attrs.fields(ShareConsumerConfig)}
     properties = parse_config(BASE).to_properties()
     assert {key.replace(".", "_") for key in properties} == names
-    assert len(names) == 68
+    assert len(names) == 69
 
 
 def test_required_values_are_parsed() -> None:
@@ -1038,6 +1039,13 @@ def test_record_decoder_takes_dotted_key_and_keyword() -> None:
     assert parse_dotted({"record.decoder": "python"}).to_properties()["record.decoder"] == "python"
     message = config_error({"record.decoder": "numpy"})
     assert "record.decoder" in message and "'auto', 'python'" in message
+
+
+def test_fetch_ahead_takes_dotted_key_and_keyword() -> None:
+    assert parse_config({**BASE, "fetch.ahead": "manual"}).fetch_ahead == "manual"
+    assert parse_config(BASE, fetch_ahead="auto").fetch_ahead == "auto"
+    message = config_error({"fetch.ahead": "never"})
+    assert "fetch.ahead" in message and "'auto', 'manual'" in message
 
 
 # ---------------------------------------------------------------- auto-renew

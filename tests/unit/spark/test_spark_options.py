@@ -28,8 +28,9 @@ def test_defaults() -> None:
         "bootstrap.servers": "localhost:9092",
         "group.id": "g",
         "max.poll.records": str(DEFAULT_MAX_POLL_RECORDS),
-        "share.acquire.mode": "record_limit",
+        "share.acquire.mode": "batch_optimized",
         "share.acknowledgement.mode": "explicit",
+        "fetch.ahead": "manual",
     }
     assert opts.max_records_per_trigger is None
     assert opts.min_records_per_trigger is None
@@ -66,10 +67,22 @@ def test_max_records_per_trigger_bounds_a_poll() -> None:
                  ).max_poll_records == 30
 
 
+def test_a_cap_per_trigger_makes_slots_acquire_exactly() -> None:
+    # batch_optimized hands out whole producer batches (a slot may pass its
+    # share); record_limit keeps a capped batch within maxRecordsPerTrigger.
+    assert parse().consumer_config["share.acquire.mode"] == "batch_optimized"
+    assert parse(maxRecordsPerTrigger="100").consumer_config["share.acquire.mode"] == (
+        "record_limit")
+    for opts in (parse(), parse(maxRecordsPerTrigger="100")):
+        assert opts.consumer_config["fetch.ahead"] == "manual"
+
+
 def test_kafka_options_reach_the_consumer() -> None:
-    opts = parse(**{"kafka.client.id": "c1", "kafka.share.acquire.mode": "batch_optimized"})
+    opts = parse(**{"kafka.client.id": "c1", "kafka.share.acquire.mode": "record_limit"})
     assert opts.consumer_config["client.id"] == "c1"
-    assert opts.consumer_config["share.acquire.mode"] == "batch_optimized"
+    assert opts.consumer_config["share.acquire.mode"] == "record_limit"
+    with pytest.raises(SparkOptionError, match=r"kafka\.fetch\.ahead"):
+        parse(**{"kafka.fetch.ahead": "auto"})
 
 
 def test_each_run_stages_in_a_folder_of_its_own() -> None:

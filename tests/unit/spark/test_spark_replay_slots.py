@@ -97,22 +97,25 @@ def test_records_deleted_by_retention_fail_the_replay_or_are_skipped() -> None:
 
 
 class StandInConsumer:
-    """poll_arrow hands out scripted offsets of TP (cut to its max_records);
-    acknowledgements, prefetches and the polls' caps are kept."""
+    """Each waiting poll_arrow takes the next scripted response (offsets of TP)
+    into the buffer when it is empty, and hands out up to its max_records; a
+    poll(0) hands out only what is buffered (fetch.ahead=manual). Acks,
+    prefetches and the polls' caps are kept."""
 
     def __init__(self, polls: list[list[int]]) -> None:
         self.polls = polls
+        self.buffered: list[int] = []
         self.acks: list[tuple[list[int], AcknowledgeType]] = []
         self.commits = 0
         self.prefetches: list[int] = []
-        self.caps: list[int] = []
+        self.caps: list[int | None] = []
 
-    def poll_arrow(self, timeout: float, max_records: int) -> Any:
+    def poll_arrow(self, timeout: float, max_records: int | None = None) -> Any:
         self.caps.append(max_records)
-        offsets = self.polls.pop(0) if self.polls else []
-        if len(offsets) > max_records:
-            self.polls.insert(0, offsets[max_records:])
-            offsets = offsets[:max_records]
+        if not self.buffered and timeout > 0 and self.polls:
+            self.buffered = self.polls.pop(0)
+        cut = len(self.buffered) if max_records is None else max_records
+        offsets, self.buffered = self.buffered[:cut], self.buffered[cut:]
         rows = [(o, 1_700_000_000_000, None, f"v{o}".encode(), ()) for o in offsets]
         piece = Piece(columns_from_rows(rows), np.ones(len(rows), np.int32), 0)
         return to_record_batch(ColumnarRecords({TIP: [piece]} if rows else {}), view_types=False)
@@ -132,7 +135,7 @@ class StandInConsumer:
 def _options(tmp_path: Path) -> Any:
     return parse_source_options({
         "kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g",
-        "subscribe": "t", "stagingLocation": str(tmp_path), "pollTimeoutMs": "0",
+        "subscribe": "t", "stagingLocation": str(tmp_path), "pollTimeoutMs": "1",
     })
 
 
@@ -151,18 +154,36 @@ def test_a_slot_stages_then_accepts_each_poll_and_ends_at_its_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     options = _options(tmp_path)
-    consumer = StandInConsumer([[0, 1, 2], [3, 4, 5], [6, 7]])
+    consumer = StandInConsumer([[0, 1, 2], [3, 4], [5, 6, 7]])
     assert _read(options, consumer, 5, monkeypatch) == [0, 1, 2, 3, 4]
     assert consumer.acks == [([0, 1, 2], AcknowledgeType.ACCEPT),
                              ([3, 4], AcknowledgeType.ACCEPT)]
     # Each poll asks for what the slot still wants; the next chunk is fetched
-    # ahead only while the slot wants more, never past the budget.
-    assert consumer.caps == [5, 2]
+    # ahead only while the slot wants more, never past the budget; at the
+    # budget, a poll(0) finds nothing left over and fetches nothing.
+    assert consumer.caps == [5, 2, None]
     assert consumer.prefetches == [2]
+    assert consumer.polls == [[5, 6, 7]]
     assert consumer.commits == 1
     chunks = list(StagingStore(str(tmp_path)).slot_chunks(1, 0))
     assert [c.spans for c in chunks[:-1]] == [[("t", 0, 0, 2, 1)], [("t", 0, 3, 4, 1)]]
     assert chunks[-1].end and chunks[-1].stats["acquired"] == 5
+
+
+def test_records_acquired_past_the_budget_are_the_slots_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # batch_optimized: the broker answers with whole producer batches, more than
+    # the 2 records asked for. What the poll did not hand out is taken at the
+    # budget, staged and accepted, instead of waiting locked in the worker.
+    options = _options(tmp_path)
+    consumer = StandInConsumer([[0, 1, 2], [3, 4, 5, 6], [7]])
+    assert _read(options, consumer, 5, monkeypatch) == [0, 1, 2, 3, 4, 5, 6]
+    assert consumer.caps == [5, 2, None, None]
+    assert consumer.acks[-1] == ([5, 6], AcknowledgeType.ACCEPT)
+    assert consumer.polls == [[7]] and consumer.buffered == []
+    end = list(StagingStore(str(tmp_path)).slot_chunks(1, 0))[-1]
+    assert end.end and end.stats["acquired"] == 7
 
 
 def test_a_slot_ends_at_an_empty_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,7 +218,7 @@ def test_an_attempt_that_loses_a_race_releases_and_takes_the_winners_chunk(
     store = StagingStore(str(tmp_path))
 
     class Racing(StandInConsumer):
-        def poll_arrow(self, timeout: float, max_records: int) -> Any:
+        def poll_arrow(self, timeout: float, max_records: int | None = None) -> Any:
             batch = super().poll_arrow(timeout, max_records)
             if batch.num_rows and store.get(1, 0, 0) is None:
                 # The other attempt stages chunk 0 while this one polls.
