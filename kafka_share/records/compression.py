@@ -180,25 +180,38 @@ def decompress(
     return _unzstd(data, cap)
 
 
+#: The first piece of a gzip member fed to zlib; it doubles while the member
+#: goes on. What zlib reads past a member's end comes back as a copy
+#: (``unused_data``), so small first pieces keep a batch of many tiny members
+#: linear in its size instead of copying the rest of the input per member.
+_GZIP_FIRST_FEED = 512
+
+
 def _gunzip(data: bytes | bytearray | memoryview, cap: int) -> bytes:
+    view = memoryview(data).cast("B")
+    end = len(view)
     parts: list[bytes] = []
     total = 0
-    rest: bytes | bytearray | memoryview = data
+    pos = 0
     try:
         while True:
             # wbits 47 = 32 + 15: accept a gzip or zlib header, 32 KiB window.
             d = zlib.decompressobj(47)
-            out = d.decompress(rest, cap + 1 - total)
-            total += len(out)
-            parts.append(out)
-            if total > cap or d.unconsumed_tail:
-                raise _too_big(CompressionType.GZIP, cap)
+            feed = _GZIP_FIRST_FEED
+            while not d.eof and pos < end:
+                piece = view[pos : pos + feed]
+                out = d.decompress(piece, cap + 1 - total)
+                total += len(out)
+                parts.append(out)
+                if total > cap or d.unconsumed_tail:
+                    raise _too_big(CompressionType.GZIP, cap)
+                pos += len(piece) - len(d.unused_data)
+                feed = min(feed * 2, _CHUNK)
             if not d.eof:
                 raise CorruptMessageError("gzip data is truncated (no end of stream)")
-            rest = d.unused_data
             # Java's GZIPInputStream reads concatenated members; trailing zero
             # padding is not a member.
-            if not rest or not rest.strip(b"\x00"):
+            if pos >= end or (view[pos] == 0 and not bytes(view[pos:]).strip(b"\x00")):
                 break
     except zlib.error as exc:
         raise CorruptMessageError(f"invalid gzip data: {exc}") from None
@@ -281,6 +294,9 @@ def _unlz4(data: bytes | bytearray | memoryview, cap: int) -> bytes:
 _ZSTD_MAGIC = 0xFD2FB528
 _ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
 _ZSTD_SKIPPABLE = 0x184D2A50
+#: A zstd frame header's largest size (magic 4, descriptor 1, window 1,
+#: dictionary id 4, content size 8).
+_ZSTD_MAX_HEADER = 18
 
 
 def _zstd_check_complete(zstd: Any, raw: bytes) -> None:
@@ -303,9 +319,11 @@ def _zstd_check_complete(zstd: Any, raw: bytes) -> None:
             continue
         if magic != _ZSTD_MAGIC:
             raise CorruptMessageError(f"zstd data has a bad frame magic at byte {pos}")
-        frame = raw[pos:]
-        has_checksum = zstd.get_frame_parameters(frame).has_checksum
-        pos += zstd.frame_header_size(frame)
+        # The header only (at most 18 bytes): slicing the rest of the input per
+        # frame made a batch of many small frames quadratic in its size.
+        header = raw[pos : pos + _ZSTD_MAX_HEADER]
+        has_checksum = zstd.get_frame_parameters(header).has_checksum
+        pos += zstd.frame_header_size(header)
         while True:
             if pos + 3 > end:
                 raise CorruptMessageError(f"zstd frame truncated at byte {pos}")

@@ -141,3 +141,47 @@ def test_missing_library_names_the_package(
         decompress(codec, data)
     with pytest.raises(UnsupportedCodecError, match=f"pip install {package}"):
         compress(codec, b"payload")
+
+
+def _many_pieces(codec: CompressionType, n: int) -> bytes:
+    """One record's worth of data followed by ``n`` empty members, frames or
+    blocks: the shape a hostile producer can send to make a naive decoder copy
+    the rest of the input once per piece."""
+    if codec is CompressionType.GZIP:
+        return gzip.compress(b"x") + gzip.compress(b"") * n
+    if codec is CompressionType.ZSTD:
+        c = zstandard.ZstdCompressor()
+        return c.compress(b"x") + c.compress(b"") * n
+    if codec is CompressionType.LZ4:
+        return lz4.frame.compress(b"x") + lz4.frame.compress(b"") * n
+    empty = bytes(cramjam.snappy.compress_raw(b""))
+    one = bytes(cramjam.snappy.compress_raw(b"x"))
+    return (XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(one)) + one
+            + (struct.pack(">i", len(empty)) + empty) * n)
+
+
+def _seconds(codec: CompressionType, data: bytes) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        decompress(codec, data)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("codec", [c for c in CODECS if c is not CompressionType.NONE],
+                         ids=lambda c: c.name)
+def test_decoding_many_empty_pieces_is_linear_in_the_input(codec: CompressionType) -> None:
+    # Before: gzip members and zstd frames each copied the rest of the input, so
+    # 1 MiB took 2.6 s and a batch near the size caps took hours. Four times
+    # the input must take about four times as long (loosely: under 10x; the
+    # quadratic decoders took 16x and more), and a few MiB stay well under a second.
+    small = _many_pieces(codec, 60_000)
+    large = _many_pieces(codec, 240_000)
+    assert len(large) > 1_000_000
+    t_small, t_large = _seconds(codec, small), _seconds(codec, large)
+    assert t_large < max(10 * t_small, 0.05), (codec, len(large), t_small, t_large)
+    assert t_large < 2.0
+    assert decompress(codec, large)[:1] == b"x"
