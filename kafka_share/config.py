@@ -1187,7 +1187,9 @@ def _resolve_aliases(given: dict[str, tuple[str, object]]) -> list[str]:
         written, value = given.pop(alias)
         key = _ALIASES[alias]
         if alias == "ssl.endpoint.identification.algorithm":
-            text = str(value).strip().lower() if value is not None else ""
+            if value is None:
+                continue  # None means "not given", as for every key: the default, https
+            text = str(value).strip().lower()
             if text not in ("https", "", "none"):
                 problems.append(
                     f"Invalid value {value!r} for configuration {alias}: use 'https' to check "

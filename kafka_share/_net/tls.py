@@ -135,6 +135,12 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
             "path can impersonate the broker"
         )
         context.verify_mode = ssl.CERT_NONE
+    elif not config.ssl_check_hostname:
+        log.warning(
+            "ssl.check.hostname=false (ssl.endpoint.identification.algorithm is empty): the "
+            "broker's certificate is verified but not its host name; any certificate the "
+            "CA signed, for any host, is accepted as this broker's"
+        )
     return context
 
 

@@ -171,6 +171,36 @@ def test_java_key_stores_get_the_keytool_command(store_type: str | None) -> None
         parse_config(BASE, **given)
 
 
+def test_endpoint_identification_algorithm_none_is_the_default_https(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # None means "not given" for every key: host-name checks stay on. Before,
+    # it turned them off without a word.
+    config = parse_config(BASE, **{"security.protocol": "SSL",
+                                   "ssl.endpoint.identification.algorithm": None})
+    assert config.ssl_check_hostname is True
+    with caplog.at_level("WARNING", logger="kafka_share"):
+        assert build_ssl_context(config).check_hostname
+    assert not [r for r in caplog.records if "host name" in r.getMessage()]
+
+
+@pytest.mark.parametrize("key, value", [
+    ("ssl.endpoint.identification.algorithm", ""),
+    ("ssl.endpoint.identification.algorithm", "none"),
+    ("ssl.check.hostname", False),
+])
+def test_host_name_checks_turned_off_by_configuration_warn(
+    key: str, value: object, caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = parse_config(BASE, **{"security.protocol": "SSL", key: value})
+    with caplog.at_level("WARNING", logger="kafka_share"):
+        context = build_ssl_context(config)
+    assert not context.check_hostname and context.verify_mode is ssl.CERT_REQUIRED
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert any("host name" in r.getMessage() and "ssl.check.hostname=false" in r.getMessage()
+               for r in warned)
+
+
 def test_endpoint_identification_algorithm_values() -> None:
     with pytest.raises(ConfigError, match="'https'"):
         parse_config(BASE, **{"security.protocol": "SSL",
