@@ -557,6 +557,7 @@ _SPECS: Final[Mapping[str, _Spec]] = {
     ),
     "sasl.oauthbearer.scope": _Spec(_parse_optional_str),
     "sasl.oauthbearer.cafile": _Spec(_parse_optional_str),
+    "sasl.oauthbearer.token.endpoint.allow.http": _Spec(_parse_bool),
     "key.deserializer": _Spec(_parse_deserializer),
     "value.deserializer": _Spec(_parse_deserializer),
     "metrics.sample.window.ms": _Spec(_int_parser(0, _INT64_MAX)),
@@ -850,6 +851,9 @@ class ShareConsumerConfig:
     sasl_oauthbearer_scope: str | None = None
     #: CA file for TLS to the token endpoint (default: the system store).
     sasl_oauthbearer_cafile: str | None = None
+    #: Allow an http:// token endpoint (not a Java key): the client secret then
+    #: travels in clear text, so only for a local test endpoint.
+    sasl_oauthbearer_token_endpoint_allow_http: bool = False
     key_deserializer: Deserializer | None = None
     value_deserializer: Deserializer | None = None
     metrics_sample_window_ms: int = 30_000

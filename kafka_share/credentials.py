@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import http.client
 import json
 import logging
 import random
+import socket
 import ssl
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -145,6 +145,12 @@ class ClientCredentialsTokenProvider:
     from the JWT's ``exp`` or else the response's ``expires_in``. Failures
     other than HTTP 4xx are retried with exponential backoff
     (``retry_backoff_ms`` up to ``retry_backoff_max_ms``) within one call.
+
+    The request carries the client secret, so: the endpoint must be https://
+    (``allow_http`` for a local test endpoint), a redirect is refused rather
+    than followed (it would send the secret to another location), the answer
+    may hold at most :data:`MAX_TOKEN_RESPONSE_BYTES`, and each attempt ends
+    within ``timeout_s`` however slowly the endpoint answers.
     """
 
     def __init__(
@@ -160,13 +166,22 @@ class ClientCredentialsTokenProvider:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 10_000,
         max_attempts: int = 5,
+        allow_http: bool = False,
     ) -> None:
-        if not token_endpoint_url.startswith(("http://", "https://")):
+        url = urllib.parse.urlsplit(token_endpoint_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
             raise ConfigError(
-                "sasl.oauthbearer.token.endpoint.url must be an http:// or https:// URL, got "
+                "sasl.oauthbearer.token.endpoint.url must be an https:// URL, got "
                 f"{token_endpoint_url!r}"
             )
+        if url.scheme == "http" and not allow_http:
+            raise ConfigError(
+                f"sasl.oauthbearer.token.endpoint.url {token_endpoint_url!r} is http://: the "
+                "client secret would travel in clear text. Use https://, or set "
+                "sasl.oauthbearer.token.endpoint.allow.http=true for a local test endpoint"
+            )
         self.token_endpoint_url = token_endpoint_url
+        self._url = url
         self.client_id = client_id
         self._client_secret = client_secret
         self.scope = scope
@@ -226,31 +241,13 @@ class ClientCredentialsTokenProvider:
             f"{urllib.parse.quote(self.client_id, safe='')}:"
             f"{urllib.parse.quote(self._client_secret, safe='')}".encode()
         ).decode()
-        request = urllib.request.Request(
-            self.token_endpoint_url,
-            data=urllib.parse.urlencode(form).encode(),
-            headers={
-                "Accept": "application/json",
-                "Authorization": f"Basic {basic}",
-                "Content-Type": "application/x-www-form-urlencoded",
-                "Cache-Control": "no-cache",
-            },
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(
-                request, timeout=self._timeout_s, context=self._ssl_context
-            ) as response:
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            if 400 <= exc.code < 500:
-                raise AuthenticationError(
-                    f"the token endpoint {self.token_endpoint_url} refused the client "
-                    f"credentials of client id {self.client_id!r}: HTTP {exc.code} {exc.reason}"
-                ) from None
-            raise _RetriableError(f"HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise _RetriableError(str(exc)) from None
+        headers = {
+            "Accept": "application/json",
+            "Authorization": f"Basic {basic}",
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Cache-Control": "no-cache",
+        }
+        body = self._post(urllib.parse.urlencode(form).encode(), headers)
         try:
             document = json.loads(body)
             access_token = document["access_token"]
@@ -268,6 +265,89 @@ class ClientCredentialsTokenProvider:
         return OAuthToken(
             access_token, expires_at_ms, sub if isinstance(sub, str) else None, self.extensions
         )
+
+    def _post(self, form: bytes, headers: Mapping[str, str]) -> bytes:
+        """One POST to the endpoint, over by ``timeout_s`` whatever the endpoint
+        does (a per-read socket timeout alone lets an endpoint that sends a
+        byte now and then hold the call forever): a timer shuts the socket down
+        at the deadline."""
+        url = self._url
+        connection: http.client.HTTPConnection
+        if url.scheme == "https":
+            connection = http.client.HTTPSConnection(
+                url.hostname or "", url.port, timeout=self._timeout_s,
+                context=self._ssl_context or ssl.create_default_context(),
+            )
+        else:
+            connection = http.client.HTTPConnection(
+                url.hostname or "", url.port, timeout=self._timeout_s
+            )
+        expired = threading.Event()
+        #: the socket once connected (the response keeps reading from it after
+        #: the connection hands it over and forgets it)
+        sockets: list[socket.socket] = []
+
+        def expire() -> None:
+            expired.set()
+            for sock in [connection.sock, *sockets]:
+                if sock is not None:
+                    try:
+                        sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+        timer = threading.Timer(self._timeout_s, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+            connection.connect()
+            sockets.append(connection.sock)
+            if expired.is_set():
+                expire()  # the deadline passed while connecting
+            connection.request("POST", path, body=form, headers=dict(headers))
+            response = connection.getresponse()
+            self._check_status(response)
+            body = response.read(MAX_TOKEN_RESPONSE_BYTES + 1)
+            if expired.is_set() or (response.length and len(body) <= MAX_TOKEN_RESPONSE_BYTES):
+                # read(n) returns what came before the socket closed, short
+                raise http.client.IncompleteRead(body, response.length)
+        except (OSError, http.client.HTTPException) as exc:
+            if expired.is_set():
+                raise _RetriableError(
+                    f"no complete answer within {self._timeout_s:g} s"
+                ) from None
+            raise _RetriableError(str(exc) or type(exc).__name__) from None
+        finally:
+            timer.cancel()
+            connection.close()
+        if len(body) > MAX_TOKEN_RESPONSE_BYTES:
+            raise AuthenticationError(
+                f"the token endpoint {self.token_endpoint_url} answered with more than "
+                f"{MAX_TOKEN_RESPONSE_BYTES} bytes; refusing it"
+            )
+        return body
+
+    def _check_status(self, response: http.client.HTTPResponse) -> None:
+        status = response.status
+        if 300 <= status < 400:
+            raise AuthenticationError(
+                f"the token endpoint {self.token_endpoint_url} redirected (HTTP {status} "
+                f"{response.reason}, Location: {response.getheader('Location')!r}); redirects "
+                "are not followed, since the request carries the client secret: set "
+                "sasl.oauthbearer.token.endpoint.url to the final URL"
+            )
+        if 400 <= status < 500:
+            raise AuthenticationError(
+                f"the token endpoint {self.token_endpoint_url} refused the client "
+                f"credentials of client id {self.client_id!r}: HTTP {status} {response.reason}"
+            )
+        if not 200 <= status < 300:
+            raise _RetriableError(f"HTTP {status} {response.reason}")
+
+
+#: The most a token response may hold (a JWT is a few KB).
+MAX_TOKEN_RESPONSE_BYTES = 1 << 20
 
 
 class _RetriableError(Exception):

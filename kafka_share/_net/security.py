@@ -159,6 +159,7 @@ def security_from_config(config: ShareConsumerConfig) -> ConnectionSecurity:
                 client_secret=config.sasl_oauthbearer_client_credentials_client_secret,
                 scope=config.sasl_oauthbearer_scope,
                 ssl_context=http_context,
+                allow_http=config.sasl_oauthbearer_token_endpoint_allow_http,
             )
         source = TokenSource(provider)
     elif mechanism is SaslMechanism.GSSAPI:

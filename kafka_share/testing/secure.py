@@ -37,6 +37,7 @@ import datetime
 import http.server
 import json
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -282,11 +283,17 @@ class OidcTokenServer:
                 self.wfile.write(body)
 
         self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # HTTPS with the broker's certificate (it names 127.0.0.1): clients
+        # refuse an http:// token endpoint, whose requests carry the secret.
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(pki.broker_keystore)
+        self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/oauth2/token"
+        """The token endpoint (https://; trust ``pki.ca_file`` for it)."""
+        return f"https://127.0.0.1:{self._httpd.server_address[1]}/oauth2/token"
 
     def __enter__(self) -> OidcTokenServer:
         self._thread.start()

@@ -178,6 +178,7 @@ def test_oauthbearer_oidc_client_credentials(
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "OAUTHBEARER",
             "sasl.oauthbearer.token.endpoint.url": idp.url,
+            "sasl.oauthbearer.cafile": str(secure_kafka.pki.ca_file),
             "sasl.oauthbearer.client.id": "orders-app",
             "sasl.oauthbearer.client.secret": "s3cr3t-client",
             "sasl.oauthbearer.scope": "kafka.read kafka.write",

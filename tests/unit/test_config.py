@@ -114,6 +114,7 @@ def config_error(extra: dict[str, object]) -> str:
         ("sasl_oauthbearer_client_credentials_client_secret", None),
         ("sasl_oauthbearer_scope", None),
         ("sasl_oauthbearer_cafile", None),
+        ("sasl_oauthbearer_token_endpoint_allow_http", False),
         ("key_deserializer", None),
         ("value_deserializer", None),
         ("metrics_sample_window_ms", 30_000),
@@ -134,7 +135,7 @@ def test_defaults_table_covers_every_attribute() -> None:
     names = {field.name for field in attrs.fields(ShareConsumerConfig)}
     properties = parse_config(BASE).to_properties()
     assert {key.replace(".", "_") for key in properties} == names
-    assert len(names) == 69
+    assert len(names) == 70
 
 
 def test_required_values_are_parsed() -> None:
