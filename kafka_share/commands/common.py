@@ -12,6 +12,7 @@ import attrs
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kafka_share.admin import Admin
 
@@ -112,8 +113,12 @@ def read_properties(path: Path) -> dict[str, str]:
         where = f"{path}:{number}"
         split = _split_key(line)
         if split is None or not split[0]:
+            # Not quoted: the line may be a password pasted on a line of its own.
+            what = "a value without a key" if split is not None else (
+                f"a line of {len(line)} characters with no '=', ':' or blank after a key")
             raise click.BadParameter(
-                f"{where}: expected KEY=VALUE, got {line!r}", param_hint="--command-config"
+                f"{where}: expected KEY=VALUE, got {what} (its text is not shown: it may "
+                "hold a secret)", param_hint="--command-config"
             )
         key, value = split
         out[_unescape(key, where)] = _unescape(value, where).rstrip()
@@ -182,14 +187,17 @@ def console() -> Console:
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[object]], *, title: str = "") -> Table:
-    t = Table(title=title or None, box=None, header_style="bold", pad_edge=False)
+    # Cells and titles are Text, never markup: client ids, group ids and the
+    # like come from brokers and clients, and "[/x]" in one crashed the table.
+    t = Table(title=Text(title) if title else None, box=None, header_style="bold",
+              pad_edge=False)
     for column in columns:
         numeric = column.startswith("#") or column.endswith(
             ("OFFSET", "LAG", "EPOCH", "PARTITION", "BEHIND-START"))
         justify = "right" if numeric else "left"
         t.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in rows:
-        t.add_row(*("-" if v is None else str(v) for v in row))
+        t.add_row(*(Text("-" if v is None else str(v)) for v in row))
     return t
 
 

@@ -76,6 +76,16 @@ def test_read_properties(tmp_path: Path) -> None:
         read_properties(props)
 
 
+@pytest.mark.parametrize("line", ["Hunter2-pasted-password", "=Hunter2-pasted-password"])
+def test_a_bad_properties_line_is_named_by_number_not_quoted(tmp_path: Path, line: str) -> None:
+    # The line may be a password: the error names file and line, never the text.
+    props = tmp_path / "p.properties"
+    props.write_text(f"security.protocol=SASL_SSL\n{line}\n")
+    with pytest.raises(Exception, match=r"p\.properties:2: expected KEY=VALUE") as info:
+        read_properties(props)
+    assert "Hunter2" not in str(info.value)
+
+
 def test_read_properties_java_continuations_and_escapes(tmp_path: Path) -> None:
     # As Kafka's documentation writes client.properties for its own tools.
     props = tmp_path / "client.properties"
@@ -214,3 +224,17 @@ def test_top_shows_the_start_offset_progress_per_second() -> None:
     assert view._rate(tp, 150, 12.0) == "25.0"
     assert view._rate(tp, None, 13.0) is None  # state gone (offsets deleted)
     assert view._rate(tp, 150, 14.0) == "0.0"
+
+
+def test_tables_show_broker_strings_as_text_not_markup() -> None:
+    # A client.id of "[/x]" crashed `groups describe` and `top` (rich parsed it
+    # as a closing tag); "[bold]" must show as typed, not turn text bold.
+    from rich.console import Console
+
+    from kafka_share.commands.common import table
+
+    out = Console(width=200, record=True, highlight=False)
+    out.print(table(["CLIENT-ID", "GROUP"], [("[/x]", "[bold]g[/bold]"), (None, "[red")],
+                    title="[/title]"))
+    text = out.export_text()
+    assert "[/x]" in text and "[bold]g[/bold]" in text and "[red" in text and "[/title]" in text
