@@ -23,7 +23,13 @@ from kafka_share.testing.local import _free_ports, default_kafka_version
 from kafka_share.testing.readiness import wait_until_ready
 from kafka_share.testing.versions import KafkaVersion, parse_kafka_version
 
-__all__ = ["ContainerKafkaCluster", "container_env", "docker_available", "property_env_name"]
+__all__ = [
+    "ContainerKafkaCluster",
+    "container_env",
+    "docker_available",
+    "loopback_published",
+    "property_env_name",
+]
 
 _CLIENT_PORT = 9092  # inside the container; mapped to a free host port
 
@@ -93,6 +99,16 @@ def container_env(
     return env
 
 
+def loopback_published(container: Any, port: int, host_port: int) -> Any:
+    """Publish the container's ``port`` as ``127.0.0.1:host_port`` only: a test
+    broker with no authentication must not be reachable from the network (a
+    plain port binding listens on every interface)."""
+    # docker-py takes (host ip, host port) for a binding; testcontainers passes
+    # its ports mapping through as given.
+    container.ports[str(port)] = ("127.0.0.1", host_port)
+    return container
+
+
 def docker_available() -> bool:
     """Whether a Docker engine answers (testcontainers installed and the daemon reachable)."""
     try:
@@ -151,7 +167,7 @@ class ContainerKafkaCluster(KafkaCluster):
             extra_config=self.extra_config,
             share_enabled=self.share_enabled,
         )
-        container = DockerContainer(self.image).with_bind_ports(_CLIENT_PORT, host_port)
+        container = loopback_published(DockerContainer(self.image), _CLIENT_PORT, host_port)
         for name, value in env.items():
             container = container.with_env(name, value)
         container.start()

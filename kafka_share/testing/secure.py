@@ -36,6 +36,7 @@ import base64
 import datetime
 import http.server
 import json
+import os
 import secrets
 import ssl
 import threading
@@ -140,8 +141,11 @@ def generate_pki(directory: Path) -> Pki:
         ))
 
     def write(path: Path, data: bytes) -> Path:
-        path.write_bytes(data)
-        path.chmod(0o600)
+        # Created 0600 (keys among them): no moment where another user may read it.
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         return path
 
     ca_key = ec.generate_private_key(ec.SECP256R1())

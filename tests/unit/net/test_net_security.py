@@ -426,3 +426,28 @@ def test_a_store_password_with_a_pem_store_is_refused() -> None:
         parse_config(BASE, **{"security.protocol": "SSL", "ssl.keystore.type": "PEM",
                               "ssl.keystore.location": "/k.pem",
                               "ssl.keystore.password": "x"})
+
+
+def test_generated_key_files_are_private_from_their_creation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each file is created 0600, not written readable and chmod-ed after (a
+    # window in which another user could read a key).
+    pytest.importorskip("cryptography")
+    import os as os_module
+
+    from kafka_share.testing import secure
+
+    created: list[int] = []
+    real_open = os_module.open
+
+    def watching_open(path: object, flags: int, mode: int = 0o777, *a: object) -> int:
+        if flags & os_module.O_CREAT:
+            created.append(mode)
+        return real_open(path, flags, mode, *a)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(secure.os, "open", watching_open)
+    pki = secure.generate_pki(tmp_path / "pki")
+    assert created and set(created) == {0o600}
+    for path in (pki.ca_file, pki.broker_keystore, pki.client_key, pki.jwt_key):
+        assert path.stat().st_mode & 0o777 == 0o600

@@ -193,3 +193,16 @@ def test_cli_fetch_reports_missing_maven(monkeypatch: pytest.MonkeyPatch, tmp_pa
     result = CliRunner().invoke(broker, ["fetch", "--kafka-version", "4.3.1"])
     assert result.exit_code == 1
     assert "no `mvn` was found" in result.output
+
+
+def test_the_container_broker_is_published_on_the_loopback_only() -> None:
+    # testcontainers hands its `ports` mapping to docker-py as it is, and
+    # docker-py takes (host ip, port) for a binding (a bare port: every interface).
+    from kafka_share.testing.containers import loopback_published
+
+    class StandInContainer:
+        def __init__(self) -> None:
+            self.ports: dict[str, object] = {}
+
+    container = loopback_published(StandInContainer(), 9092, 41234)
+    assert container.ports == {"9092": ("127.0.0.1", 41234)}
