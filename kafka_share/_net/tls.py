@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
 import ssl
 import tempfile
 from collections.abc import Iterator
@@ -109,9 +110,13 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
             "key needs ssl.key.password"
         ) from None
     if config.ssl_keystore_pkcs12 is not None:
+        # The key goes to load_cert_chain through a file (Python's ssl reads
+        # keys from paths only): encrypted with a passphrase made for this load,
+        # never in the clear on disk.
+        passphrase = secrets.token_urlsafe(32)
         key, chain, extra = _load_pkcs12(
             config.ssl_keystore_pkcs12, config.ssl_keystore_pkcs12_password,
-            "ssl.keystore.location",
+            "ssl.keystore.location", key_passphrase=passphrase,
         )
         if key is None or not chain:
             raise ConfigError(
@@ -119,7 +124,7 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
                 "with a certificate"
             )
         with _private_file(key + "".join(chain) + "".join(extra)) as path:
-            context.load_cert_chain(path)
+            context.load_cert_chain(path, password=passphrase)
     if config.ssl_ciphers is not None:
         try:
             context.set_ciphers(config.ssl_ciphers)
@@ -145,12 +150,14 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
 
 
 def _load_pkcs12(
-    path: str, password: str | None, key_name: str
+    path: str, password: str | None, key_name: str, *, key_passphrase: str | None = None
 ) -> tuple[str | None, list[str], list[str]]:
     """(private key PEM, [leaf certificate PEM], [other certificates PEM]) of a
-    PKCS#12 file, read with the optional cryptography package."""
+    PKCS#12 file, read with the optional cryptography package. The key PEM is
+    encrypted with ``key_passphrase`` (its only use is to be written to a file)."""
     try:
         from cryptography.hazmat.primitives.serialization import (  # noqa: PLC0415
+            BestAvailableEncryption,
             Encoding,
             NoEncryption,
             PrivateFormat,
@@ -159,7 +166,7 @@ def _load_pkcs12(
     except ImportError:
         raise ConfigError(
             f"{key_name} is a PKCS12 file, which needs the cryptography package: "
-            "pip install cryptography (or convert it to PEM with "
+            "pip install 'kafka-share[pkcs12]' (or convert it to PEM with "
             "'openssl pkcs12 -in store.p12 -out store.pem -nodes')"
         ) from None
     try:
@@ -172,8 +179,12 @@ def _load_pkcs12(
         raise ConfigError(
             f"cannot read the PKCS12 file {key_name}={path!r}: {exc} (is the password right?)"
         ) from None
+    encryption = (
+        BestAvailableEncryption(key_passphrase.encode()) if key_passphrase is not None
+        else NoEncryption()
+    )
     key_pem = (
-        key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+        key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, encryption).decode()
         if key is not None else None
     )
     leaf = [cert.public_bytes(Encoding.PEM).decode()] if cert is not None else []

@@ -383,8 +383,23 @@ def test_sasl_errors_are_authentication_errors_as_in_java() -> None:
         assert not cls.retriable
 
 
-def test_pkcs12_trust_and_key_stores(pki: object, tmp_path: Path) -> None:
+def test_pkcs12_trust_and_key_stores(
+    pki: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from cryptography import x509
+
+    from kafka_share._net import tls
+
+    # What goes to disk while the key loads (Python's ssl reads keys from
+    # paths only): the key encrypted, never in the clear.
+    written: list[str] = []
+    real_private_file = tls._private_file
+
+    def watching(data: str) -> Any:
+        written.append(data)
+        return real_private_file(data)
+
+    monkeypatch.setattr(tls, "_private_file", watching)
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs12
 
@@ -408,6 +423,8 @@ def test_pkcs12_trust_and_key_stores(pki: object, tmp_path: Path) -> None:
     })
     assert "p12-secret" not in repr(config)
     client = TlsSession(build_ssl_context(config), "127.0.0.1")
+    assert len(written) == 1 and "BEGIN ENCRYPTED PRIVATE KEY" in written[0]
+    assert "BEGIN PRIVATE KEY" not in written[0]
     server, s_in, s_out = server_for(pki, require_client_cert=True)
     handshake(client, server, s_in, s_out)
     client.encrypt(b"ping")
