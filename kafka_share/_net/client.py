@@ -68,7 +68,7 @@ from .connection import (
     ResponseHandler,
 )
 from .resolver import Resolver
-from .security import ConnectionSecurity, security_from_config
+from .security import ConnectionSecurity, cleartext_credentials_warning, security_from_config
 
 __all__ = ["NetworkClient", "Poller", "Purpose", "SelectorPoller", "monotonic_ms"]
 
@@ -217,6 +217,9 @@ class NetworkClient:
     ) -> NetworkClient:
         """A client with the connection settings of ``config``, security (TLS, SASL)
         included: the one transport the consumers and the admin client share."""
+        warning = cleartext_credentials_warning(config)
+        if warning is not None:
+            (logger or log).warning(warning)  # once per client
         return cls(
             client_id=client_id,
             address_of=address_of,

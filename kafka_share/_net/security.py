@@ -134,6 +134,25 @@ class ConnectionSecurity:
         raise AuthenticationError(f"no SASL mechanism configured for {self.protocol.value}")
 
 
+def cleartext_credentials_warning(config: ShareConsumerConfig) -> str | None:
+    """The warning for credentials that a SASL_PLAINTEXT listener would carry
+    readable by anyone on the network path (None when there are none: GSSAPI
+    never sends its secret, and TLS protects the rest)."""
+    mechanism = config.sasl_mechanism
+    if config.security_protocol is not SecurityProtocol.SASL_PLAINTEXT or mechanism in (
+        None, SaslMechanism.GSSAPI,
+    ):
+        return None
+    what = {
+        SaslMechanism.PLAIN: "the password",
+        SaslMechanism.OAUTHBEARER: "the access token",
+    }.get(mechanism, "the SCRAM exchange (open to offline guessing of the password)")
+    return (
+        f"security.protocol=SASL_PLAINTEXT with sasl.mechanism={mechanism.value}: "
+        f"{what} and every record travel unencrypted; use SASL_SSL outside a trusted network"
+    )
+
+
 def security_from_config(config: ShareConsumerConfig) -> ConnectionSecurity:
     """Build the TLS context and SASL credentials (ConfigError when unusable)."""
     protocol = config.security_protocol

@@ -468,3 +468,31 @@ def test_generated_key_files_are_private_from_their_creation(
     assert created and set(created) == {0o600}
     for path in (pki.ca_file, pki.broker_keystore, pki.client_key, pki.jwt_key):
         assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("mechanism, warned", [
+    ("PLAIN", "the password"), ("SCRAM-SHA-256", "SCRAM exchange"),
+    ("OAUTHBEARER", "the access token"),
+])
+def test_credentials_over_a_plaintext_listener_warn_once_per_client(
+    mechanism: str, warned: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kafka_share._net.client import NetworkClient
+
+    extra: dict[str, object] = (
+        {"sasl_oauth_token_provider": lambda: "token"} if mechanism == "OAUTHBEARER"
+        else {"sasl_username": "u", "sasl_password": "secret-pw"}
+    )
+    config = parse_config(BASE, security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                          **extra)
+    with caplog.at_level("WARNING", logger="kafka_share"):
+        client = NetworkClient.from_config(config, client_id="c", address_of=lambda n: None)
+    client.close()
+    lines = [r.getMessage() for r in caplog.records if "SASL_PLAINTEXT" in r.getMessage()]
+    assert len(lines) == 1 and warned in lines[0] and "SASL_SSL" in lines[0]
+    assert "secret-pw" not in lines[0]
+    caplog.clear()
+    tls = parse_config(BASE, security_protocol="SASL_SSL", sasl_mechanism=mechanism, **extra)
+    with caplog.at_level("WARNING", logger="kafka_share"):
+        NetworkClient.from_config(tls, client_id="c", address_of=lambda n: None).close()
+    assert not [r for r in caplog.records if "SASL_PLAINTEXT" in r.getMessage()]
