@@ -130,7 +130,23 @@ class SaslMechanism(enum.StrEnum):
 #: Security protocols the network layer implements (all four).
 IMPLEMENTED_SECURITY_PROTOCOLS: Final[frozenset[SecurityProtocol]] = frozenset(SecurityProtocol)
 
-_GROUP_CONFIG_HOW = "with IncrementalAlterConfigs on the GROUP resource"
+_GROUP_CONFIG_HOW = (
+    "on the group: kafka-share groups config GROUP --set KEY=VALUE, or "
+    "Admin.alter_group_configs(GROUP, {KEY: VALUE}) (IncrementalAlterConfigs on the "
+    "GROUP resource)"
+)
+
+#: Share-group configs (set on the group, not on a consumer); a consumer given
+#: one is told so instead of being offered a look-alike consumer key.
+SHARE_GROUP_CONFIGS: Final[frozenset[str]] = frozenset({
+    "share.auto.offset.reset",
+    "share.isolation.level",
+    "share.record.lock.duration.ms",
+    "share.session.timeout.ms",
+    "share.heartbeat.interval.ms",
+    "share.delivery.count.limit",
+    "share.partition.max.record.locks",
+})
 
 #: Keys Java's ShareConsumerConfig (4.1+) refuses even when set to their
 #: default value, each with what to do instead.
@@ -1066,6 +1082,11 @@ def _unknown_key_message(written: str, key: str) -> str:
     hint = _UNKNOWN_KEY_HINTS.get(key)
     if hint is not None:
         return f"Unknown configuration {written!r}: {hint}"
+    if key in SHARE_GROUP_CONFIGS:
+        return (
+            f"{written!r} is a share-group config, not a consumer setting: set it "
+            f"{_GROUP_CONFIG_HOW}"
+        )
     message = f"Unknown configuration {written!r}"
     matches = difflib.get_close_matches(key.lower(), _KNOWN_KEYS, n=1, cutoff=0.7)
     if matches:

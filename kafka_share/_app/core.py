@@ -446,9 +446,9 @@ class ConsumerCore(Generic[K, V]):
             raise err
         if self._explicit:
             if not self._in_flight.all_acknowledged():
-                raise IllegalStateError(
-                    "All records must be acknowledged in explicit acknowledgement mode."
-                )
+                raise IllegalStateError(_unacknowledged_message(
+                    self._in_flight.unacknowledged_by_partition()
+                ))
         else:
             self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
         if not self._subscription:
@@ -910,6 +910,21 @@ class ConsumerCore(Generic[K, V]):
         )
 
 
+
+
+def _unacknowledged_message(left: Mapping[TopicIdPartition, int]) -> str:
+    """Java's message, with what is missing: how many records, from where."""
+    total = sum(left.values())
+    shown = sorted(left.items(), key=lambda item: (item[0].topic, item[0].partition))
+    where = ", ".join(f"{tip.topic}-{tip.partition}: {n}" for tip, n in shown[:10])
+    if len(shown) > 10:
+        where += f", and {len(shown) - 10} more partitions"
+    return (
+        "All records must be acknowledged in explicit acknowledgement mode: "
+        f"{total} record{'s' if total != 1 else ''} of the last poll "
+        f"{'are' if total != 1 else 'is'} not ({where}). Call acknowledge() for each "
+        "(ACCEPT, RELEASE, REJECT or RENEW) before the next poll"
+    )
 
 
 def _merge_acks(

@@ -496,6 +496,16 @@ class InFlightBatch:
     def unacknowledged_count(self) -> int:
         return sum(s.unacknowledged() for p in self._partitions.values() for s in p.spans)
 
+    def unacknowledged_by_partition(self) -> dict[TopicIdPartition, int]:
+        """Records handed out and not acknowledged yet, per partition (those
+        with none left out)."""
+        out: dict[TopicIdPartition, int] = {}
+        for tip, p in self._partitions.items():
+            n = sum(s.unacknowledged() for s in p.spans)
+            if n:
+                out[tip] = n
+        return out
+
     def has_renewing(self) -> bool:
         return any(p.renewing or p.ready for p in self._partitions.values())
 

@@ -1071,3 +1071,15 @@ def test_share_auto_renew_takes_dotted_keys_and_keywords() -> None:
 )
 def test_share_auto_renew_bad_values_are_named(extra: dict[str, object], named: str) -> None:
     assert named in config_error(extra)
+
+
+@pytest.mark.parametrize("given", [
+    {"share.auto.offset.reset": "earliest"}, {"share_auto_offset_reset": "earliest"},
+    {"share.record.lock.duration.ms": 60_000},
+])
+def test_a_share_group_config_on_the_consumer_says_how_to_set_it(given: dict[str, object]) -> None:
+    # It used to answer "did you mean 'share.auto.renew'?".
+    message = config_error(given)
+    assert "is a share-group config, not a consumer setting" in message
+    assert "kafka-share groups config GROUP --set" in message
+    assert "Admin.alter_group_configs" in message and "did you mean" not in message
