@@ -13,8 +13,8 @@ A, B = TopicIdPartition(TID, "t", 0), TopicIdPartition(TID, "t", 1)
 
 
 def _records(tip: TopicIdPartition, offsets: range) -> list[ConsumerRecord[bytes, bytes]]:
-    return [ConsumerRecord(tip.topic, tip.partition, o, 0, TimestampType.CREATE_TIME, b"k", b"v", (),
-                           None, 1)
+    create = TimestampType.CREATE_TIME
+    return [ConsumerRecord(tip.topic, tip.partition, o, 0, create, b"k", b"v", (), None, 1)
             for o in offsets]
 
 
