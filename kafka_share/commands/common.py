@@ -131,10 +131,17 @@ class ConnectionSettings:
 
     bootstrap_server: str | None
     command_config: dict[str, str]
+    #: --timeout: how long any one call may take, seconds (None: the clients' defaults)
+    timeout_s: float | None = None
 
     def config(self, **extra: object) -> dict[str, object]:
         """The client config: the command-config file, then the options."""
         config: dict[str, object] = dict(self.command_config)
+        if self.timeout_s is not None:
+            timeout_ms = max(1, round(self.timeout_s * 1000))
+            config["default.api.timeout.ms"] = timeout_ms
+            given = config.get("request.timeout.ms", 30_000)
+            config["request.timeout.ms"] = min(timeout_ms, int(str(given)))
         if self.bootstrap_server:
             config["bootstrap.servers"] = self.bootstrap_server
         elif "bootstrap.servers" not in config:
@@ -148,9 +155,28 @@ class ConnectionSettings:
         return Admin(self.config())
 
 
-def connection_options(func: F) -> F:
-    """``--bootstrap-server`` and ``--command-config``, passed as ``connection``."""
+_TIMEOUT_KEY = "kafka_share.timeout_s"
 
+
+def _remember_timeout(ctx: click.Context, param: click.Parameter, value: float | None) -> None:
+    if value is not None:
+        if not value > 0:
+            raise click.BadParameter("must be a number of seconds above 0", ctx, param)
+        ctx.meta[_TIMEOUT_KEY] = value
+
+
+def connection_options(func: F) -> F:
+    """``--bootstrap-server``, ``--command-config`` and ``--timeout``."""
+
+    func = click.option(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        expose_value=False,
+        callback=_remember_timeout,
+        help="Give up on the broker after this long (default: 60 s, default.api.timeout.ms).",
+    )(func)
     func = click.option(
         "--command-config",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -168,8 +194,10 @@ def connection_options(func: F) -> F:
 
 
 def settings(bootstrap_server: str | None, command_config: Path | None) -> ConnectionSettings:
+    ctx = click.get_current_context(silent=True)
+    timeout_s = ctx.meta.get(_TIMEOUT_KEY) if ctx is not None else None
     return ConnectionSettings(
-        bootstrap_server, read_properties(command_config) if command_config else {}
+        bootstrap_server, read_properties(command_config) if command_config else {}, timeout_s
     )
 
 

@@ -39,6 +39,28 @@ def test_unreachable_broker_is_one_line(tmp_path: Path) -> None:
     assert line.startswith("Error: fetch metadata of brokers did not complete within 1 s")
 
 
+@pytest.mark.parametrize("command", [["groups", "list"], ["groups", "describe", "g"],
+                                     ["groups", "config", "g"]])
+def test_timeout_bounds_a_command_against_an_unreachable_broker(command: list[str]) -> None:
+    # Without --timeout an unreachable broker costs default.api.timeout.ms (60 s).
+    import time
+
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        cli, [*command, "--bootstrap-server", "127.0.0.1:1", "--timeout", "1.5"])
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 1
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("Error: ") and "did not complete within" in line
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "soon"])
+def test_a_bad_timeout_is_refused(bad: str) -> None:
+    result = CliRunner().invoke(
+        cli, ["groups", "list", "--bootstrap-server", "127.0.0.1:1", "--timeout", bad])
+    assert result.exit_code == 2 and "--timeout" in result.output
+
+
 def test_bad_config_in_command_config_is_one_line(tmp_path: Path) -> None:
     props = tmp_path / "client.properties"
     props.write_text("# comment\nrequest.timeout.ms=-5\nno.such.setting=1\n")
