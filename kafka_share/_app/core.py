@@ -49,6 +49,7 @@ from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._log import ContextLogger, Logger, consumer_log_prefix
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
+    AuthenticationError,
     IllegalStateError,
     InvalidTopicError,
     KafkaError,
@@ -788,12 +789,23 @@ class ConsumerCore(Generic[K, V]):
             return None
         if wakeable:
             self._maybe_raise_wakeup()
+            self._raise_authentication_error()
         remaining_ms = give_up_ms - _now_ms()
         if remaining_ms <= 0:
             raise KafkaTimeoutError(
                 f"{type(event).__name__} did not complete before its deadline"
             )
         return remaining_ms
+
+    def _raise_authentication_error(self) -> None:
+        """A failed authentication ends a waiting call at once: waiting out its
+        deadline cannot help (the credentials are wrong, or not allowed), and a
+        commit_sync would otherwise sit for default.api.timeout.ms."""
+        self._drain_background()
+        for i, error in enumerate(self._deferred_errors):
+            if isinstance(error, AuthenticationError):
+                del self._deferred_errors[i]
+                raise error
 
     def _maybe_raise_wakeup(self) -> None:
         if self._close_requested:

@@ -396,3 +396,41 @@ def test_acknowledge_fast_path_checks_the_record_and_leaves_ranges() -> None:
         for r in (records[0][19], records[1][0]):
             with pytest.raises(IllegalStateError, match="already acknowledged"):
                 c.acknowledge(r)
+
+
+@pytest.mark.parametrize("aio", [False, True])
+def test_an_authentication_error_ends_a_waiting_call_at_once(aio: bool) -> None:
+    # A commit_sync waiting on a broker whose connection failed authentication
+    # used to sit until its deadline (default.api.timeout.ms); the error comes
+    # at once now, and only once (the next poll does not raise it again).
+    import asyncio
+
+    from kafka_share._app.core import _now_ms
+    from kafka_share._app.events import AcknowledgeSyncEvent, ErrorEvent
+    from kafka_share.aio import AsyncShareConsumer
+    from kafka_share.errors import KafkaTimeoutError, SaslAuthenticationError
+
+    error = SaslAuthenticationError("SCRAM-SHA-512: invalid credentials")
+    event = AcknowledgeSyncEvent(deadline_ms=_now_ms() + 60_000)
+
+    def check(consumer: object) -> None:
+        wait = consumer._call_wait_ms  # type: ignore[attr-defined]
+        assert wait(event, _now_ms() + 60_000, wakeable=True) is not None  # nothing yet
+        consumer._fetch_buffer.add_background(ErrorEvent(error))  # type: ignore[attr-defined]
+        with pytest.raises(SaslAuthenticationError, match="invalid credentials"):
+            wait(event, _now_ms() + 60_000, wakeable=True)
+        assert wait(event, _now_ms() + 60_000, wakeable=True) is not None
+        with pytest.raises(KafkaTimeoutError):
+            wait(event, _now_ms() - 1, wakeable=True)
+
+    config = {"bootstrap.servers": NOWHERE, "group.id": "g"}
+    if not aio:
+        with ShareConsumer(config) as consumer:
+            check(consumer)
+        return
+
+    async def main() -> None:
+        async with AsyncShareConsumer(config) as consumer:
+            check(consumer)
+
+    asyncio.run(main())
