@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from pathlib import Path
 
 import click
@@ -24,13 +25,15 @@ IN_FLIGHT_NOTE = (
     "in-flight records: not reported by any Kafka RPC; broker metric "
     "SharePartitionMetrics InFlightMessageCount"
 )
+#: START/S averages the start offset's progress over this many seconds.
+RATE_WINDOW_S = 10.0
 
 
 class TopView:
     """Frames of ``kafka-share top``; remembers the previous frame to show progress.
 
-    ``START/S`` is how fast the group's start offset moved since the previous
-    frame (records per second): the share-partition's progress, as records
+    ``START/S`` is how fast the group's start offset moved over the last
+    :data:`RATE_WINDOW_S` seconds (records per second): the share-partition's progress, as records
     at its start become done (acknowledged, or archived after the delivery
     limit). ``BEHIND-START`` is how far the start offset trails the end of
     the partition; ``LAG`` (Kafka 4.2+) counts only the records in that range
@@ -41,17 +44,25 @@ class TopView:
     def __init__(self, admin: Admin, group: str) -> None:
         self._admin = admin
         self._group = group
-        #: share-partition -> (start offset, time.monotonic()) of the previous frame
-        self._previous: dict[TopicPartition, tuple[int, float]] = {}
+        #: share-partition -> (start offset, time.monotonic()) of recent frames
+        self._history: dict[TopicPartition, deque[tuple[int, float]]] = {}
 
     def _rate(self, tp: TopicPartition, start: int | None, now: float) -> str | None:
-        before = self._previous.get(tp)
+        """START/S: the start offset's progress per second over the last
+        :data:`RATE_WINDOW_S`. Frame to frame it flipped between ~500 and 0.0:
+        the broker persists the start offset in steps, not on every
+        acknowledgement."""
         if start is None:
+            self._history.pop(tp, None)  # the state is gone (offsets deleted)
             return None
-        self._previous[tp] = (start, now)
-        if before is None or now <= before[1]:
+        samples = self._history.setdefault(tp, deque())
+        samples.append((start, now))
+        while len(samples) > 2 and now - samples[1][1] >= RATE_WINDOW_S:
+            samples.popleft()  # keep one sample at or before the window's start
+        first_start, first_time = samples[0]
+        if now <= first_time:
             return None
-        return f"{(start - before[0]) / (now - before[1]):.1f}"
+        return f"{(start - first_start) / (now - first_time):.1f}"
 
     def frame(self) -> RenderableType:
         """One frame: the group, its members, and per share-partition offsets, lag, progress."""

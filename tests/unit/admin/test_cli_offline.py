@@ -245,7 +245,23 @@ def test_top_shows_the_start_offset_progress_per_second() -> None:
     assert view._rate(tp, 100, 10.0) is None  # first frame: nothing to compare with
     assert view._rate(tp, 150, 12.0) == "25.0"
     assert view._rate(tp, None, 13.0) is None  # state gone (offsets deleted)
-    assert view._rate(tp, 150, 14.0) == "0.0"
+    assert view._rate(tp, 150, 14.0) is None  # starts again
+    assert view._rate(tp, 150, 15.0) == "0.0"
+
+
+def test_top_smooths_a_start_offset_that_moves_in_steps() -> None:
+    # The broker persists the start offset in steps: frame to frame the column
+    # flipped between ~1000 and 0.0 at a steady 500 records/s.
+    from typing import Any, cast
+
+    from kafka_share import TopicPartition
+    from kafka_share.commands.top import RATE_WINDOW_S, TopView
+
+    view = TopView(cast(Any, None), "g")
+    tp = TopicPartition("t", 0)
+    shown = [view._rate(tp, 1000 * (i // 2), float(i)) for i in range(40)]
+    settled = [float(x) for x in shown[int(RATE_WINDOW_S) + 2:] if x is not None]
+    assert settled and all(400 <= r <= 600 for r in settled), settled
 
 
 def test_tables_show_broker_strings_as_text_not_markup() -> None:
