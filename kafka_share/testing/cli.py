@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from kafka_share.testing.maven import BrokerDistribution
 
 __all__ = ["broker"]
 
@@ -68,20 +72,39 @@ def broker() -> None:
     """
 
 
-@broker.command()
-@click.option("--kafka-version", default=None, help="Kafka release (default: 4.4.0).")
-def fetch(kafka_version: str | None) -> None:
-    """Download and assemble the broker jars into the cache (no-op when present)."""
+def _fetch_with_progress(kafka_version: str | None) -> BrokerDistribution:
+    """The broker jars, downloaded on first use with each file reported (on a
+    terminal, one status line rewritten in place)."""
     from kafka_share.testing.errors import HarnessError
     from kafka_share.testing.local import default_kafka_version
     from kafka_share.testing.maven import ensure_kafka_libs
 
-    version = kafka_version or default_kafka_version()
-    started = time.monotonic()
+    tty = sys.stderr.isatty()
+    last = [0]
+
+    def show(message: str) -> None:
+        if tty and message.startswith("  downloaded "):
+            pad = " " * max(0, last[0] - len(message))
+            click.echo(f"\r{message}{pad}", err=True, nl=False)
+            last[0] = len(message)
+            return
+        if tty and last[0]:
+            click.echo(err=True)
+            last[0] = 0
+        click.echo(message, err=True)
+
     try:
-        dist = ensure_kafka_libs(version, progress=lambda m: click.echo(m, err=True))
+        return ensure_kafka_libs(kafka_version or default_kafka_version(), progress=show)
     except HarnessError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@broker.command()
+@click.option("--kafka-version", default=None, help="Kafka release (default: 4.4.0).")
+def fetch(kafka_version: str | None) -> None:
+    """Download and assemble the broker jars into the cache (no-op when present)."""
+    started = time.monotonic()
+    dist = _fetch_with_progress(kafka_version)
     jars = sum(1 for _ in dist.libs_dir.iterdir())
     click.echo(
         f"Kafka {dist.version} broker jars: {dist.libs_dir} "
@@ -137,6 +160,7 @@ def start(
         extra[key.strip()] = value.strip()
     state_dir = _state_dir()
     state_dir.mkdir(parents=True, exist_ok=True)
+    _fetch_with_progress(kafka_version)
     secured = None
     if secure:
         from kafka_share.testing.secure import SecureKafkaCluster

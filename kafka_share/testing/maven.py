@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,7 +148,7 @@ def ensure_kafka_libs(
         try:
             if progress is not None:
                 progress(f"Resolving Apache Kafka {version} broker jars from Maven Central...")
-            log4j_version = _assemble(version, scratch, maven_repo)
+            log4j_version = _assemble(version, scratch, maven_repo, progress)
             if home.exists():
                 # A leftover from an interrupted run before the marker was written.
                 shutil.rmtree(home)
@@ -172,8 +173,14 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _assemble(version: KafkaVersion, scratch: Path, maven_repo: Path | None) -> str:
-    """Fill ``scratch/dist/libs``; return the log4j2 version used."""
+def _assemble(
+    version: KafkaVersion,
+    scratch: Path,
+    maven_repo: Path | None,
+    progress: Callable[[str], None] | None = None,
+) -> str:
+    """Fill ``scratch/dist/libs``; return the log4j2 version used. With
+    ``progress``, Maven's downloads are reported as they happen."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise MavenError(
@@ -185,7 +192,11 @@ def _assemble(version: KafkaVersion, scratch: Path, maven_repo: Path | None) -> 
     libs.mkdir(parents=True)
     pom = scratch / "pom.xml"
     pom.write_text(render_pom(version), encoding="utf-8")
-    base = [mvn, "-B", "-q", "-f", str(pom)]
+    # Quiet unless someone watches: then Maven's "Downloaded from" lines feed
+    # the progress report (batch mode still prints them, without bars).
+    base = [mvn, "-B", "-f", str(pom)] if progress is not None else [
+        mvn, "-B", "-q", "-f", str(pom)]
+    watch = DownloadProgress(progress) if progress is not None else None
     if maven_repo is not None:
         base.append(f"-Dmaven.repo.local={maven_repo}")
     _run_maven(
@@ -197,6 +208,7 @@ def _assemble(version: KafkaVersion, scratch: Path, maven_repo: Path | None) -> 
         ],
         what=f"org.apache.kafka:kafka_2.13:{version} and its runtime dependencies",
         cwd=scratch,
+        on_line=watch,
     )
     # Kafka 4.1+ brings log4j-core at the version it was built with; the SLF4J 1.7
     # binding must match it but is in no Kafka pom, so it is fetched on its own.
@@ -216,7 +228,10 @@ def _assemble(version: KafkaVersion, scratch: Path, maven_repo: Path | None) -> 
         ],
         what=artifact,
         cwd=scratch,
+        on_line=watch,
     )
+    if watch is not None:
+        watch.finish()
     if not (libs / f"kafka_2.13-{version}.jar").is_file():
         raise MavenError(f"Maven finished but kafka_2.13-{version}.jar is not in {libs}")
     return log4j_version
@@ -230,24 +245,90 @@ def _log4j_version(libs: Path) -> str | None:
     return None
 
 
-def _run_maven(argv: list[str], *, what: str, cwd: Path) -> None:
+def _run_maven(
+    argv: list[str], *, what: str, cwd: Path, on_line: Callable[[str], None] | None = None
+) -> None:
+    """Run Maven; ``on_line`` sees each line of its output as it comes."""
     try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=_MAVEN_TIMEOUT_S,
-            check=False,
-        )
+        if on_line is None:
+            done = subprocess.run(
+                argv, cwd=cwd, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S,
+                check=False,
+            )
+            returncode, output = done.returncode, done.stdout + done.stderr
+        else:
+            returncode, output = _stream(argv, cwd, on_line)
     except subprocess.TimeoutExpired as exc:
         raise MavenError(
             f"Maven did not finish resolving {what} within {_MAVEN_TIMEOUT_S:.0f} s"
         ) from exc
     except OSError as exc:
         raise MavenError(f"could not run Maven ({argv[0]}): {exc}") from exc
-    if done.returncode != 0:
-        raise MavenError(maven_failure_message(what, done.stdout + done.stderr))
+    if returncode != 0:
+        raise MavenError(maven_failure_message(what, output))
+
+
+def _stream(argv: list[str], cwd: Path, on_line: Callable[[str], None]) -> tuple[int, str]:
+    """Run ``argv`` passing each output line to ``on_line``; (exit status, output).
+    Raises ``subprocess.TimeoutExpired`` after :data:`_MAVEN_TIMEOUT_S`."""
+    killed = threading.Event()
+    lines: list[str] = []
+    with subprocess.Popen(
+        argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    ) as proc:
+
+        def kill() -> None:
+            killed.set()
+            proc.kill()
+
+        timer = threading.Timer(_MAVEN_TIMEOUT_S, kill)
+        timer.daemon = True
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                on_line(line)
+            returncode = proc.wait()
+        finally:
+            timer.cancel()
+    if killed.is_set():
+        raise subprocess.TimeoutExpired(argv, _MAVEN_TIMEOUT_S)
+    return returncode, "".join(lines)
+
+
+#: Maven's line for a finished download, e.g. "Downloaded from central:
+#: https://repo.maven.apache.org/.../kafka_2.13-4.4.0.jar (6.9 MB at 12 MB/s)".
+_DOWNLOADED_RE = re.compile(r"Downloaded from [^:]+: (\S+) \(([\d.]+) (B|kB|MB|GB)")
+_UNITS = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+class DownloadProgress:
+    """Turns Maven's output into progress lines: each file as it arrives, the
+    count and the megabytes so far (on one line rewritten in place when
+    ``progress`` is a terminal's, see ``kafka-share broker``)."""
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        self._progress = progress
+        self.files = 0
+        self.bytes = 0.0
+
+    def __call__(self, line: str) -> None:
+        match = _DOWNLOADED_RE.search(line)
+        if match is None:
+            return
+        url, size, unit = match.groups()
+        self.files += 1
+        self.bytes += float(size) * _UNITS[unit]
+        name = url.rsplit("/", 1)[-1]
+        self._progress(f"  downloaded {self.files} files, {self.bytes / 1e6:.1f} MB: {name}")
+
+    def finish(self) -> None:
+        if self.files:
+            self._progress(f"  done: {self.files} files, {self.bytes / 1e6:.1f} MB from Maven "
+                           "Central")
+        else:
+            self._progress("  every jar was already in the local Maven repository")
 
 
 def maven_failure_message(what: str, output: str, tail_lines: int = 25) -> str:

@@ -165,3 +165,33 @@ def test_no_log4j_core_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     with pytest.raises(MavenError, match="no log4j-core jar"):
         maven.ensure_kafka_libs("4.3.1", cache_dir=tmp_path)
     assert os.listdir(tmp_path) == [".kafka_2.13-4.3.1.lock"]
+
+
+def test_a_first_fetch_reports_each_download(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    # `kafka-share broker start` printed nothing for the 36 s it spent fetching
+    # about 115 MB on first use. A stand-in mvn prints what Maven prints.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    mvn = bindir / "mvn"
+    mvn.write_text(
+        "#!/bin/sh\n"
+        'out=""; for a in "$@"; do case "$a" in -DoutputDirectory=*) out="${a#*=}";; esac; done\n'
+        'echo "[INFO] Scanning for projects..."\n'
+        'echo "Downloading from central: https://repo.example/kafka_2.13-4.3.1.jar"\n'
+        'echo "Downloaded from central: https://repo.example/kafka_2.13-4.3.1.jar '
+        '(6.9 MB at 12 MB/s)"\n'
+        'echo "Downloaded from central: https://repo.example/log4j-core-2.25.4.jar '
+        '(512 kB at 3 MB/s)"\n'
+        'touch "$out/kafka_2.13-4.3.1.jar" "$out/log4j-core-2.25.4.jar" '
+        '"$out/log4j-slf4j-impl-2.25.4.jar"\n'
+    )
+    mvn.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    lines: list[str] = []
+    dist = maven.ensure_kafka_libs("4.3.1", cache_dir=tmp_path / "cache", progress=lines.append)
+    assert (dist.home / "COMPLETE").is_file()
+    assert lines[0].startswith("Resolving Apache Kafka 4.3.1 broker jars from Maven Central")
+    assert any("downloaded 1 files, 6.9 MB: kafka_2.13-4.3.1.jar" in line for line in lines)
+    assert any("downloaded 2 files, 7.4 MB: log4j-core-2.25.4.jar" in line for line in lines)
+    assert lines[-1].strip().startswith("done:")
