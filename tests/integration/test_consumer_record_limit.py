@@ -29,6 +29,20 @@ def _accept_all(consumer: ShareConsumer[Any, Any], records: Any) -> None:
         consumer.acknowledge(r, AcknowledgeType.ACCEPT)
 
 
+def _another_member_takes(consumer_factory: Any, group: str, topic: str,
+                          count: int) -> ShareConsumer[Any, Any]:
+    """A new member polls ``count`` records at once (accepted and committed),
+    first deliveries, offsets 0..count-1: nobody else was holding them."""
+    other = consumer_factory(group, **RECORD_LIMIT)
+    other.subscribe([topic])
+    seen = poll_until(other, lambda s: len(s) >= count, timeout_s=12.0,
+                      on_batch=lambda b: _accept_all(other, b))
+    assert sorted(r.offset for r in seen) == list(range(count))
+    assert {r.delivery_count for r in seen} == {1}
+    assert all(err is None for err in other.commit_sync(timeout=10.0).values())
+    return other  # type: ignore[no-any-return]
+
+
 def _wait_for_assignment(consumer: ShareConsumer[Any, Any]) -> None:
     """Poll (finding nothing) until the member has joined and fetched once."""
     assert list(consumer.poll(3.0)) == []
@@ -50,13 +64,7 @@ def test_an_idle_consumer_acquires_nothing_after_its_poll_gave_up(
     kafka_produce(topic, [f"v{i}".encode() for i in range(10)])
     time.sleep(1.5)
 
-    other = consumer_factory(share_group, **RECORD_LIMIT)
-    other.subscribe([topic])
-    seen = poll_until(other, lambda s: len(s) >= 10, timeout_s=12.0,
-                      on_batch=lambda b: _accept_all(other, b))
-    assert sorted(r.offset for r in seen) == list(range(10))
-    assert {r.delivery_count for r in seen} == {1}
-    assert all(err is None for err in other.commit_sync(timeout=10.0).values())
+    _another_member_takes(consumer_factory, share_group, topic, 10)
     assert list(idle.poll(0.5)) == []
 
 
@@ -137,13 +145,7 @@ def test_a_manual_consumer_fetches_only_for_waiting_polls_and_prefetch(
     for _ in range(20):
         assert consumer.poll(0).count() == 0
         time.sleep(0.05)
-    other = consumer_factory(share_group, **RECORD_LIMIT)
-    other.subscribe([topic])
-    seen = poll_until(other, lambda s: len(s) >= 30, timeout_s=12.0,
-                      on_batch=lambda b: _accept_all(other, b))
-    assert sorted(r.offset for r in seen) == list(range(30))
-    assert all(err is None for err in other.commit_sync(timeout=10.0).values())
-    other.close()
+    _another_member_takes(consumer_factory, share_group, topic, 30).close()
 
     # prefetch, then poll(0): the prefetched records, without a waiting poll.
     kafka_produce(topic, [f"w{i}".encode() for i in range(5)])
