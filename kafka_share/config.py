@@ -281,6 +281,25 @@ def _int_parser(minimum: int, maximum: int) -> Callable[[object], int]:
     return parse
 
 
+def _float_parser(minimum: float, maximum: float) -> Callable[[object], float]:
+    def parse(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise _InvalidValueError(
+                f"expected a number, got {_type_name(value)}; allowed range [{minimum}, {maximum}]"
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            raise _InvalidValueError(
+                f"expected a number, got {value!r}; allowed range [{minimum}, {maximum}]"
+            ) from None
+        if not minimum <= number <= maximum:  # NaN fails this too
+            raise _InvalidValueError(f"the value must be in the range [{minimum}, {maximum}]")
+        return number
+
+    return parse
+
+
 def _parse_bool(value: object) -> bool:
     if isinstance(value, bool):
         return value
@@ -574,6 +593,12 @@ _SPECS: Final[Mapping[str, _Spec]] = {
     "sasl.oauthbearer.scope": _Spec(_parse_optional_str),
     "sasl.oauthbearer.cafile": _Spec(_parse_optional_str),
     "sasl.oauthbearer.token.endpoint.allow.http": _Spec(_parse_bool),
+    "sasl.login.refresh.window.factor": _Spec(_float_parser(0.5, 1.0)),
+    "sasl.login.refresh.window.jitter": _Spec(_float_parser(0.0, 0.25)),
+    "sasl.login.refresh.min.period.seconds": _Spec(_int_parser(0, 900)),
+    "sasl.login.refresh.buffer.seconds": _Spec(_int_parser(0, 3600)),
+    "sasl.login.retry.backoff.ms": _Spec(_int_parser(0, _INT64_MAX)),
+    "sasl.login.retry.backoff.max.ms": _Spec(_int_parser(0, _INT64_MAX)),
     "key.deserializer": _Spec(_parse_deserializer),
     "value.deserializer": _Spec(_parse_deserializer),
     "metrics.sample.window.ms": _Spec(_int_parser(0, _INT64_MAX)),
@@ -870,6 +895,17 @@ class ShareConsumerConfig:
     #: Allow an http:// token endpoint (not a Java key): the client secret then
     #: travels in clear text, so only for a local test endpoint.
     sasl_oauthbearer_token_endpoint_allow_http: bool = False
+    #: When an OAUTHBEARER token is refreshed, as Java's login refresh: at this
+    #: fraction of its lifetime (plus up to ``jitter`` more), but not within
+    #: ``buffer`` seconds of its expiry nor sooner than ``min.period`` seconds
+    #: after the last fetch (see ``credentials.TokenRefreshPolicy``).
+    sasl_login_refresh_window_factor: float = 0.8
+    sasl_login_refresh_window_jitter: float = 0.05
+    sasl_login_refresh_min_period_seconds: int = 60
+    sasl_login_refresh_buffer_seconds: int = 300
+    #: Backoff between attempts to fetch a token (OIDC client credentials).
+    sasl_login_retry_backoff_ms: int = 100
+    sasl_login_retry_backoff_max_ms: int = 10_000
     key_deserializer: Deserializer | None = None
     value_deserializer: Deserializer | None = None
     metrics_sample_window_ms: int = 30_000

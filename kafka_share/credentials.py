@@ -41,6 +41,7 @@ __all__ = [
     "ClientCredentialsTokenProvider",
     "OAuthToken",
     "OAuthTokenProvider",
+    "TokenRefreshPolicy",
     "as_token_provider",
     "jwt_claims",
 ]
@@ -140,11 +141,14 @@ class ClientCredentialsTokenProvider:
     """OIDC ``client_credentials`` grant (KIP-768) against a token endpoint.
 
     POSTs ``grant_type=client_credentials`` (and ``scope``) with HTTP Basic
-    client authentication, form-encoded, and caches the access token until the
-    refresh point Java uses: 80 % (+ up to 5 % jitter) of its lifetime, taken
-    from the JWT's ``exp`` or else the response's ``expires_in``. Failures
-    other than HTTP 4xx are retried with exponential backoff
-    (``retry_backoff_ms`` up to ``retry_backoff_max_ms``) within one call.
+    client authentication, form-encoded. With ``cache`` (the default) it keeps
+    the access token until ``refresh`` (:class:`TokenRefreshPolicy`, Java's
+    ``sasl.login.refresh.*`` rule) says to fetch a new one; its lifetime comes
+    from the JWT's ``exp`` or else the response's ``expires_in``. (A consumer
+    passes ``cache=False``: its connections share one cache of their own.)
+    Failures other than HTTP 4xx are retried with exponential backoff
+    (``retry_backoff_ms`` up to ``retry_backoff_max_ms``: Java's
+    ``sasl.login.retry.backoff.*``) within one call.
 
     The request carries the client secret, so: the endpoint must be https://
     (``allow_http`` for a local test endpoint), a redirect is refused rather
@@ -167,6 +171,8 @@ class ClientCredentialsTokenProvider:
         retry_backoff_max_ms: int = 10_000,
         max_attempts: int = 5,
         allow_http: bool = False,
+        refresh: TokenRefreshPolicy | None = None,
+        cache: bool = True,
     ) -> None:
         url = urllib.parse.urlsplit(token_endpoint_url)
         if url.scheme not in ("http", "https") or not url.hostname:
@@ -191,6 +197,8 @@ class ClientCredentialsTokenProvider:
         self._backoff_ms = retry_backoff_ms
         self._backoff_max_ms = retry_backoff_max_ms
         self._max_attempts = max_attempts
+        self._refresh = refresh or TokenRefreshPolicy()
+        self._cache = cache
         self._lock = threading.Lock()
         self._cached: OAuthToken | None = None
         self._refresh_at_s = 0.0
@@ -206,15 +214,11 @@ class ClientCredentialsTokenProvider:
     def token(self) -> OAuthToken:
         with self._lock:
             now = time.time()
-            if self._cached is not None and now < self._refresh_at_s:
+            if self._cache and self._cached is not None and now < self._refresh_at_s:
                 return self._cached
             token = self._fetch_with_retries()
             self._cached = token
-            if token.expires_at_ms is not None:
-                lifetime_s = max(0.0, token.expires_at_ms / 1000 - now)
-                self._refresh_at_s = now + lifetime_s * (0.8 + 0.05 * random.random())
-            else:
-                self._refresh_at_s = now + 60.0
+            self._refresh_at_s = refresh_at_s(self._refresh, token, now, now)
             return token
 
     def _fetch_with_retries(self) -> OAuthToken:
@@ -348,6 +352,50 @@ class ClientCredentialsTokenProvider:
 
 #: The most a token response may hold (a JWT is a few KB).
 MAX_TOKEN_RESPONSE_BYTES = 1 << 20
+
+
+@attrs.frozen
+class TokenRefreshPolicy:
+    """When to fetch a new OAUTHBEARER token: Java's login refresh rule
+    (``sasl.login.refresh.*``), pure (the caller passes the time and the random
+    draw).
+
+    The refresh falls at ``window_factor`` (+ up to ``window_jitter``) of the
+    token's lifetime, from its start (the JWT's ``iat``, else when it was
+    fetched) to its expiry; but no later than ``buffer_s`` before the expiry and
+    no sooner than ``min_period_s`` from now. A token too short-lived for both
+    margins is refreshed at that fraction of what is left of it.
+    """
+
+    window_factor: float = 0.8
+    window_jitter: float = 0.05
+    min_period_s: float = 60.0
+    buffer_s: float = 300.0
+
+    def refresh_at_s(self, now_s: float, start_s: float, expire_s: float, draw: float) -> float:
+        """When to refresh a token valid from ``start_s`` to ``expire_s``, seen
+        at ``now_s``; ``draw`` is a uniform random number in [0, 1)."""
+        pct = self.window_factor + self.window_jitter * draw
+        if now_s + self.min_period_s + self.buffer_s > expire_s:
+            return now_s + max(0.0, expire_s - now_s) * pct
+        proposed = start_s + (expire_s - start_s) * pct
+        if proposed > expire_s - self.buffer_s:
+            return expire_s - self.buffer_s
+        return max(proposed, now_s + self.min_period_s)
+
+
+def refresh_at_s(
+    policy: TokenRefreshPolicy, token: OAuthToken, fetched_at_s: float, now_s: float
+) -> float:
+    """When to replace ``token`` (fetched at ``fetched_at_s``): ``policy`` over its
+    lifetime from its JWT ``iat`` (else the fetch) to its expiry; a token that
+    says nothing of its expiry is asked for again after ``min_period_s`` (at
+    least a second)."""
+    if token.expires_at_ms is None:
+        return now_s + max(1.0, policy.min_period_s)
+    iat = jwt_claims(token.value).get("iat")
+    start_s = float(iat) if isinstance(iat, int | float) and iat <= now_s else fetched_at_s
+    return policy.refresh_at_s(now_s, start_s, token.expires_at_ms / 1000, random.random())
 
 
 class _RetriableError(Exception):

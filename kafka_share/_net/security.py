@@ -22,8 +22,10 @@ from kafka_share.credentials import (
     ClientCredentialsTokenProvider,
     OAuthToken,
     OAuthTokenProvider,
+    TokenRefreshPolicy,
     as_token_provider,
     fetch_in_background,
+    refresh_at_s,
 )
 from kafka_share.errors import AuthenticationError, KafkaError
 
@@ -43,11 +45,19 @@ __all__ = ["ConnectionSecurity", "TokenSource", "security_from_config"]
 class TokenSource:
     """The current OAUTHBEARER token, fetched off the network thread."""
 
-    def __init__(self, provider: OAuthTokenProvider) -> None:
+    def __init__(
+        self,
+        provider: OAuthTokenProvider,
+        refresh: TokenRefreshPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._provider = provider
+        self.refresh = refresh or TokenRefreshPolicy()
+        self._clock = clock
         self._lock = threading.Lock()
         self._token: OAuthToken | None = None
-        self._fetched_at_s = 0.0
+        #: when to fetch the next token (sasl.login.refresh.*)
+        self._refresh_at_s = 0.0
         self._error: KafkaError | None = None
         self._fetching = False
         #: Called (from the helper thread) when a fetch ends; the network client
@@ -55,10 +65,8 @@ class TokenSource:
         self.on_update: Callable[[], None] | None = None
 
     def _fresh(self, token: OAuthToken, now_s: float) -> bool:
-        if token.expires_at_ms is None:
-            return True
-        expires_s = token.expires_at_ms / 1000
-        return now_s < self._fetched_at_s + 0.8 * (expires_s - self._fetched_at_s)
+        # A token without an expiry never needs replacing (a callable's opaque token).
+        return token.expires_at_ms is None or now_s < self._refresh_at_s
 
     def current(self) -> OAuthToken | None:
         """The token to authenticate with now, or None while one is being fetched.
@@ -67,7 +75,7 @@ class TokenSource:
             if self._error is not None:
                 error, self._error = self._error, None
                 raise error
-            now_s = time.time()
+            now_s = self._clock()
             token = self._token
             if token is not None and self._fresh(token, now_s):
                 return token
@@ -86,7 +94,8 @@ class TokenSource:
             self._fetching = False
             if token is not None:
                 self._token = token
-                self._fetched_at_s = time.time()
+                now_s = self._clock()
+                self._refresh_at_s = refresh_at_s(self.refresh, token, now_s, now_s)
             elif isinstance(error, KafkaError):
                 self._error = error
             else:
@@ -179,8 +188,16 @@ def security_from_config(config: ShareConsumerConfig) -> ConnectionSecurity:
                 scope=config.sasl_oauthbearer_scope,
                 ssl_context=http_context,
                 allow_http=config.sasl_oauthbearer_token_endpoint_allow_http,
+                retry_backoff_ms=config.sasl_login_retry_backoff_ms,
+                retry_backoff_max_ms=config.sasl_login_retry_backoff_max_ms,
+                cache=False,  # the TokenSource is this client's cache
             )
-        source = TokenSource(provider)
+        source = TokenSource(provider, TokenRefreshPolicy(
+            window_factor=config.sasl_login_refresh_window_factor,
+            window_jitter=config.sasl_login_refresh_window_jitter,
+            min_period_s=config.sasl_login_refresh_min_period_seconds,
+            buffer_s=config.sasl_login_refresh_buffer_seconds,
+        ))
     elif mechanism is SaslMechanism.GSSAPI:
         import_gssapi()
     return ConnectionSecurity(

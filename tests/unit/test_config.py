@@ -115,6 +115,12 @@ def config_error(extra: dict[str, object]) -> str:
         ("sasl_oauthbearer_scope", None),
         ("sasl_oauthbearer_cafile", None),
         ("sasl_oauthbearer_token_endpoint_allow_http", False),
+        ("sasl_login_refresh_window_factor", 0.8),
+        ("sasl_login_refresh_window_jitter", 0.05),
+        ("sasl_login_refresh_min_period_seconds", 60),
+        ("sasl_login_refresh_buffer_seconds", 300),
+        ("sasl_login_retry_backoff_ms", 100),
+        ("sasl_login_retry_backoff_max_ms", 10_000),
         ("key_deserializer", None),
         ("value_deserializer", None),
         ("metrics_sample_window_ms", 30_000),
@@ -135,7 +141,7 @@ def test_defaults_table_covers_every_attribute() -> None:
     names = {field.name for field in attrs.fields(ShareConsumerConfig)}
     properties = parse_config(BASE).to_properties()
     assert {key.replace(".", "_") for key in properties} == names
-    assert len(names) == 70
+    assert len(names) == 76
 
 
 def test_required_values_are_parsed() -> None:

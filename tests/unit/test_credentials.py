@@ -134,3 +134,80 @@ def test_a_server_error_is_retried_then_reported() -> None:
           pytest.raises(AuthenticationError, match=r"after 3 attempts: HTTP 503")):
         provider(url, max_attempts=3, retry_backoff_ms=1).token()
     assert len(paths) == 3
+
+
+# -- when tokens are refreshed (sasl.login.refresh.*, as Java) -------------------------
+
+
+def test_the_refresh_falls_at_the_window_factor_of_the_lifetime() -> None:
+    from kafka_share.credentials import TokenRefreshPolicy
+
+    policy = TokenRefreshPolicy()  # 0.8 + up to 0.05, min period 60 s, buffer 300 s
+    hour = 3600.0
+    assert policy.refresh_at_s(1000, 1000, 1000 + hour, draw=0.0) == pytest.approx(
+        1000 + 0.8 * hour)
+    assert policy.refresh_at_s(1000, 1000, 1000 + hour, draw=1.0) == pytest.approx(
+        1000 + 0.85 * hour)
+    # Not later than the buffer before the expiry ...
+    late = TokenRefreshPolicy(window_factor=1.0, window_jitter=0.0)
+    assert late.refresh_at_s(1000, 1000, 1000 + hour, draw=0.5) == 1000 + hour - 300
+    # ... nor sooner than the minimum period from now (a token issued long ago).
+    assert policy.refresh_at_s(5000, 0, 5000 + 1000, draw=0.0) == 5000 + 60
+    # Too short-lived for both margins: that fraction of what is left.
+    assert policy.refresh_at_s(1000, 1000, 1000 + 200, draw=0.0) == pytest.approx(1000 + 0.8 * 200)
+
+
+def test_the_token_source_follows_the_configured_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_share._net import security
+    from kafka_share.config import parse_config
+    from kafka_share.credentials import OAuthToken, TokenRefreshPolicy
+
+    config = parse_config({
+        "bootstrap.servers": "localhost:9092", "group.id": "g",
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.login.refresh.window.factor": "0.5", "sasl.login.refresh.window.jitter": 0,
+        "sasl.login.refresh.min.period.seconds": 30, "sasl.login.refresh.buffer.seconds": 10,
+    }, sasl_oauth_token_provider=lambda: "opaque")
+    configured = security.security_from_config(config).token_source
+    assert configured is not None
+    assert configured.refresh == TokenRefreshPolicy(0.5, 0.0, 30, 10)
+
+    now = [10_000.0]
+    fetched: list[float] = []
+
+    def provider() -> OAuthToken:
+        fetched.append(now[0])
+        return OAuthToken(f"t{len(fetched)}", int((now[0] + 3600) * 1000))
+
+    pending: list[Any] = []
+    monkeypatch.setattr(security, "fetch_in_background",
+                        lambda p, done: pending.append((p, done)))
+
+    def fetches_done() -> None:  # what the helper thread does
+        while pending:
+            p, done = pending.pop()
+            done(p.token(), None)
+
+    source = security.TokenSource(security.as_token_provider(provider),
+                                  TokenRefreshPolicy(0.5, 0.0), clock=lambda: now[0])
+    assert source.current() is None  # being fetched
+    fetches_done()
+    assert source.current() is not None and len(fetched) == 1
+    now[0] += 1799  # just under half of the hour
+    assert source.current() is not None and not pending
+    now[0] += 2
+    assert source.current() is not None  # the old one still works meanwhile
+    fetches_done()
+    assert len(fetched) == 2
+
+
+@pytest.mark.parametrize("key, value", [
+    ("sasl.login.refresh.window.factor", "0.4"), ("sasl.login.refresh.window.jitter", "0.3"),
+    ("sasl.login.refresh.min.period.seconds", "901"), ("sasl.login.refresh.buffer.seconds", "-1"),
+    ("sasl.login.refresh.window.factor", "nan"), ("sasl.login.refresh.window.factor", "soon"),
+])
+def test_refresh_settings_out_of_range_are_refused(key: str, value: str) -> None:
+    from kafka_share.config import parse_config
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        parse_config({"bootstrap.servers": "localhost:9092", "group.id": "g", key: value})
