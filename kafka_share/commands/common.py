@@ -167,8 +167,8 @@ def _remember_timeout(ctx: click.Context, param: click.Parameter, value: float |
 
 def connection_options(func: F) -> F:
     """``--bootstrap-server``, ``--command-config`` and ``--timeout``."""
-
-    func = click.option(
+    func = _connection_options(func)
+    return click.option(
         "--timeout",
         type=float,
         default=None,
@@ -177,6 +177,15 @@ def connection_options(func: F) -> F:
         callback=_remember_timeout,
         help="Give up on the broker after this long (default: 60 s, default.api.timeout.ms).",
     )(func)
+
+
+def connection_options_without_timeout(func: F) -> F:
+    """``--bootstrap-server`` and ``--command-config``, for a command whose own
+    ``--timeout`` means something else (``consume``: how long without a record)."""
+    return _connection_options(func)
+
+
+def _connection_options(func: F) -> F:
     func = click.option(
         "--command-config",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),

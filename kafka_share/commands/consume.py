@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from kafka_share.admin import Admin
-from kafka_share.commands.common import connection_options, settings
+from kafka_share.commands.common import connection_options_without_timeout, settings
 from kafka_share.errors import GroupIdNotFoundError
 from kafka_share.models import AcknowledgeType, ConsumerRecord
 
@@ -80,7 +80,7 @@ def _from_beginning(admin: Admin, group: str) -> str:
               help="Exit after this many seconds without a record.")
 @click.option("--format", "template", default="{value}", show_default=True,
               help="Output template; fields: " + ", ".join(FORMAT_FIELDS) + ".")
-@connection_options
+@connection_options_without_timeout
 def consume(
     topics: tuple[str, ...], group: str, from_beginning: bool, ack: str,
     max_messages: int | None, timeout_s: float | None, template: str,

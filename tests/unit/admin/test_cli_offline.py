@@ -276,3 +276,11 @@ def test_tables_show_broker_strings_as_text_not_markup() -> None:
                     title="[/title]"))
     text = out.export_text()
     assert "[/x]" in text and "[bold]g[/bold]" in text and "[red" in text and "[/title]" in text
+
+
+def test_consume_keeps_its_own_timeout() -> None:
+    # `consume --timeout` is how long to wait without a record (as Kafka's console
+    # consumer); the broker-call --timeout of the other commands must not take it over.
+    result = CliRunner().invoke(cli, ["consume", "--help"])
+    assert result.output.count("--timeout") == 1
+    assert "--timeout" in CliRunner().invoke(cli, ["groups", "list", "--help"]).output
