@@ -369,11 +369,13 @@ class ConsumerCore(Generic[K, V]):
             raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
         return max_records
 
-    def _fetch_cap(self) -> int | None:
+    def _fetch_cap(self, limit: int | None = None) -> int | None:
         """The records the next fetch asks for at most: the application's pace
-        (:class:`FetchAheadPolicy`) and the running poll's ``max_records``."""
+        (:class:`FetchAheadPolicy`) and ``limit`` (by default the running poll's
+        ``max_records``); None: ``max.poll.records``."""
         pace = self._ahead.max_records()
-        limit = self._poll_limit
+        if limit is None:
+            limit = self._poll_limit
         if limit is None:
             return pace
         return limit if pace is None else min(pace, limit)
@@ -384,7 +386,7 @@ class ConsumerCore(Generic[K, V]):
         batch_optimized keeps fetching in the background."""
         return None if self._prefetch else self._poll_deadline_ms
 
-    def _prefetch_acks(self, max_records: object) -> tuple[AcksByPartition, int] | None:
+    def _prefetch_acks(self, max_records: object) -> tuple[AcksByPartition, int | None] | None:
         """The checks of ``prefetch``: the acks to send with it and its cap, or
         None when it has nothing to do (records are buffered or being renewed)."""
         cap = self._check_max_records(max_records)
@@ -394,9 +396,7 @@ class ConsumerCore(Generic[K, V]):
         self._raise_background()
         if self._collector.has_buffered() or self._in_flight.has_renewing():
             return None
-        pace = self._ahead.max_records()
-        limit = self._config.max_poll_records if cap is None else cap
-        return self._take_acks(), limit if pace is None else min(pace, limit)
+        return self._take_acks(), self._fetch_cap(cap)
 
     def _check_poll_kind(self, kind: str) -> None:
         """A consumer delivers either ConsumerRecords (``poll``) or Arrow record

@@ -19,15 +19,17 @@ consumer configuration, kept in this module across tasks and micro-batches
 (PySpark reuses its Python workers), so a task does not pay for joining the
 group.
 
-A slot never takes more than its budget, and its consumer holds no record
-between tasks: every poll asks for at most what the slot still wants
-(``poll_arrow(max_records=...)`` in ``record_limit`` mode, where the broker
-acquires no more than asked and a poll's fetching ends with the poll). Once a
-chunk is staged and accepted, and only while the slot still wants records, the
-next chunk is fetched ahead (``prefetch(max_records=...)``, carrying the
-ACCEPTs) while Spark takes this chunk's rows, so the broker's round trip
-overlaps the work instead of adding to it. A slot that reached its budget
-prefetches nothing, and the slot ends with a commit.
+Its consumer fetches only when asked (``fetch.ahead=manual``), and every
+fetch asks for at most what the slot still wants (``poll_arrow(max_records=...)``).
+Once a chunk is staged and accepted, and only while the slot still wants
+records, the next chunk is fetched ahead (``prefetch(max_records=...)``,
+carrying the ACCEPTs) while Spark takes this chunk's rows, so the broker's
+round trip overlaps the work instead of adding to it. With ``record_limit`` the
+broker acquires no more than asked, so a slot takes exactly its budget; with
+``batch_optimized`` (the default without ``maxRecordsPerTrigger``) a response
+can pass it by part of a producer batch, and the slot takes those records too
+(``_Slot._left_over``). Either way its consumer holds no record between tasks,
+and the slot ends with a commit.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from pyspark.sql.datasource import (
@@ -74,6 +74,8 @@ from kafka_share.spark._staging import StagingStore
 __all__ = ["ShareGroupDataSource", "ShareGroupStreamReader", "SlotPartition", "source_schema"]
 
 log = logging.getLogger("kafka_share.spark")
+
+_T = TypeVar("_T")
 
 #: How long one admin call of the driver may take.
 _ADMIN_TIMEOUT_S = 15.0
@@ -184,8 +186,11 @@ class _GroupProbe:
             self._admin = Admin(dict(self._options.consumer_config))
         return self._admin
 
-    def _fresh(self, cached: tuple[float, Any] | None) -> bool:
-        return cached is not None and self._clock() - cached[0] < _METADATA_MAX_AGE_S
+    def _cached(self, entry: tuple[float, _T] | None) -> _T | None:
+        """A cached value still young enough to trust (None: ask the broker)."""
+        if entry is None or self._clock() - entry[0] >= _METADATA_MAX_AGE_S:
+            return None
+        return entry[1]
 
     def partitions(self) -> list[TopicPartition]:
         """The subscribed topics' partitions.
@@ -193,8 +198,9 @@ class _GroupProbe:
         Raises:
             KafkaError: the topics cannot be described.
         """
-        if self._partitions is not None and self._fresh(self._partitions):
-            return self._partitions[1]
+        cached = self._cached(self._partitions)
+        if cached is not None:
+            return cached
         described = self._client().describe_topics(self._options.topics, timeout=_ADMIN_TIMEOUT_S)
         tps = sorted(
             TopicPartition(name, p.partition)
@@ -226,8 +232,9 @@ class _GroupProbe:
         # A read_committed group never delivers past the last stable offset, so
         # that is where its queue ends; open transactions would otherwise look
         # like records still to come.
-        if self._isolation is not None and self._fresh(self._isolation):
-            return self._isolation[1]
+        level_cached = self._cached(self._isolation)
+        if level_cached is not None:
+            return level_cached
         group = self._options.group_id
         try:
             entry = admin.describe_group_configs(group, timeout=_ADMIN_TIMEOUT_S).get(

@@ -194,8 +194,7 @@ def _assemble(
     pom.write_text(render_pom(version), encoding="utf-8")
     # Quiet unless someone watches: then Maven's "Downloaded from" lines feed
     # the progress report (batch mode still prints them, without bars).
-    base = [mvn, "-B", "-f", str(pom)] if progress is not None else [
-        mvn, "-B", "-q", "-f", str(pom)]
+    base = [mvn, "-B", *(() if progress is not None else ("-q",)), "-f", str(pom)]
     watch = DownloadProgress(progress) if progress is not None else None
     if maven_repo is not None:
         base.append(f"-Dmaven.repo.local={maven_repo}")
