@@ -200,7 +200,9 @@ class _Paced:
         self.value = b"x" * size
         self.produced = 0
 
-    def run(self, rate: int, seconds: float) -> None:
+    def run(self, rate: int, seconds: float) -> float:
+        """Produce for ``seconds`` at ``rate``; returns the rate reached (the
+        producer shares the CPU with everything else: it may fall short)."""
         tick_s = 0.01
         started = time.perf_counter()
         base = self.produced
@@ -216,6 +218,7 @@ class _Paced:
             self._producer.poll(0)
             time.sleep(tick_s)
         self._producer.flush(30)
+        return (self.produced - base) / (time.perf_counter() - started)
 
 
 #: How long after a step's producer stops the backlog is looked at.
@@ -255,7 +258,7 @@ def steady(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
                            "step_s": args.step_s, "trigger": "1 second", "sources": {}}
     try:
         register(spark)
-        for name in ("kafka-share", "spark-kafka"):
+        for name in args.steady_sources:
             out["sources"][name] = _steady_source(args, spark, bootstrap, admin, tmp, name)
             print(f"steady {name}", out["sources"][name], file=sys.stderr)
         best = {k: v.get("highest_sustained_rate") for k, v in out["sources"].items()}
@@ -301,13 +304,16 @@ def _steady_source(args: argparse.Namespace, spark: Any, bootstrap: str, admin: 
         time.sleep(_SETTLE_S)
         for rate in args.rates:
             rows_before, p50_before, p99_before = sink.rows, len(sink.p50), len(sink.p99)
-            producer.run(rate, args.step_s)
+            progress_before = len(query.recentProgress)
+            produced_per_s = producer.run(rate, args.step_s)
             behind = producer.produced - sink.rows
             time.sleep(_SETTLE_S)
             behind_after = producer.produced - sink.rows
             p50s = sink.p50[p50_before:]
             step = {
                 "rate": rate,
+                "produced_per_s": round(produced_per_s),
+                **_batch_phases(query.recentProgress[progress_before:]),
                 "consumed_per_s": round((sink.rows - rows_before) / (args.step_s + _SETTLE_S)),
                 "behind_at_end": behind,
                 "behind_settled": behind_after,
@@ -329,6 +335,23 @@ def _steady_source(args: argparse.Namespace, spark: Any, bootstrap: str, admin: 
     return {"steps": steps, "highest_sustained_rate": max(sustained) if sustained else None}
 
 
+def _batch_phases(progress: list[Any]) -> dict[str, Any]:
+    """Where the step's micro-batches spent their time (Spark's phases, mean ms
+    per batch with rows) and how big they were."""
+    with_rows = [p for p in progress if p["numInputRows"]]
+    if not with_rows:
+        return {}
+    phases = sorted({key for p in with_rows for key in p["durationMs"]})
+    return {
+        "batches": len(with_rows),
+        "rows_per_batch": round(sum(p["numInputRows"] for p in with_rows) / len(with_rows)),
+        "phase_ms_per_batch": {
+            key: round(sum(p["durationMs"].get(key, 0) for p in with_rows) / len(with_rows))
+            for key in phases
+        },
+    }
+
+
 def _weighted_median(pairs: list[tuple[int, float]]) -> float:
     total = sum(n for n, _ in pairs)
     seen = 0
@@ -345,8 +368,10 @@ def executors(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
     workers, processes of their own) with one executor, then with two: on a
     2-core machine this shows the reading spread over executors, not speed."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
-    from pyspark.sql import SparkSession
-    from spark_cluster import StandaloneCluster  # type: ignore[import-not-found]
+    from spark_cluster import (  # type: ignore[import-not-found]
+        StandaloneCluster,
+        cluster_session,
+    )
 
     from kafka_share.spark import register
 
@@ -355,19 +380,10 @@ def executors(args: argparse.Namespace, bootstrap: str, admin: KafkaAdmin,
                            "runs": {}}
     try:
         for count in (1, 2):
-            spark = (
-                SparkSession.builder.master(cluster.url).appName(f"kafka-share-exec{count}")
-                .config("spark.ui.enabled", "false")
-                .config("spark.driver.host", "127.0.0.1")
-                .config("spark.driver.bindAddress", "127.0.0.1")
-                .config("spark.executor.memory", "768m")
-                .config("spark.executor.cores", "1")
-                .config("spark.cores.max", str(count))
-                .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-                .config("spark.sql.streaming.numRecentProgressUpdates", "1000000")
-                .getOrCreate()
+            spark = cluster_session(
+                cluster.url, f"kafka-share-exec{count}", spark_cores_max=str(count),
+                spark_sql_streaming_numRecentProgressUpdates="1000000",
             )
-            spark.sparkContext.setLogLevel("ERROR")
             try:
                 register(spark)
                 share, _ = _two_queries(
@@ -465,6 +481,9 @@ def main() -> int:
                         default=[5000, 10_000, 20_000, 40_000, 60_000, 80_000, 120_000],
                         help="the steady-state producer rates, records/s, comma-separated")
     parser.add_argument("--step-s", type=float, default=12.0)
+    parser.add_argument("--steady-sources", type=lambda t: t.split(","),
+                        default=["kafka-share", "spark-kafka"],
+                        help="the sources --steady runs (comma-separated)")
     parser.add_argument("--executors", action="store_true",
                         help="also one executor against two on a standalone cluster")
     parser.add_argument("--cluster-records", type=int, default=400_000)

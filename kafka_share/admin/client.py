@@ -587,7 +587,7 @@ class Admin:
             return {}
         return self._per_leader(
             "list offsets", specs,
-            lambda parts: rq.list_offsets(parts, isolation_level),
+            lambda _, parts: rq.list_offsets(parts, isolation_level),
             "DESCRIBE on the topics", self._deadline(timeout),
         )
 
@@ -595,11 +595,15 @@ class Admin:
         self,
         what: str,
         pending: Mapping[TopicPartition, V],
-        call: Callable[[dict[TopicPartition, V]], rq.Call[dict[TopicPartition, R | KafkaError]]],
+        call: Callable[
+            [rq.MetadataView, dict[TopicPartition, V]],
+            rq.Call[dict[TopicPartition, R | KafkaError]],
+        ],
         needs: str,
         deadline: int,
     ) -> dict[TopicPartition, R]:
-        """Run ``call`` on each partition's leader; partitions whose leader moved
+        """Run ``call`` (given the metadata it was routed by) on each partition's
+        leader; partitions whose leader moved
         (a retriable error as a value) or is not known yet go again, after a
         metadata refresh and a backoff, until ``deadline``."""
         pending = dict(pending)
@@ -610,7 +614,7 @@ class Admin:
             view = self._metadata(sorted({tp.topic for tp in pending}), deadline)
             by_leader = rq.group_by_leader(view, pending)
             calls = [
-                (f"{what} on broker {leader}", Route.node(leader), call(parts), needs)
+                (f"{what} on broker {leader}", Route.node(leader), call(view, parts), needs)
                 for leader, parts in sorted(by_leader.items())
             ]
             for part in self._call_all(calls, deadline):
@@ -647,7 +651,7 @@ class Admin:
         deadline = self._deadline(timeout)
         return self._per_leader(
             "delete records", offsets,
-            lambda parts: rq.delete_records(parts, max(1, deadline - monotonic_ms())),
+            lambda _, parts: rq.delete_records(parts, max(1, deadline - monotonic_ms())),
             "DELETE on the topics", deadline,
         )
 
@@ -680,32 +684,14 @@ class Admin:
             )
         if offset < 0 or max_bytes < 1:
             raise ValueError(f"offset must be >= 0 and max_bytes >= 1, got {offset}, {max_bytes}")
-        deadline = self._deadline(timeout)
-        attempts = 0
-        last: KafkaError | None = None
-        while True:
-            view = self._metadata([partition.topic], deadline)
-            leaders = rq.group_by_leader(view, {partition: OffsetSpec.latest()})
-            topic_id = next(t.topic_id for t in view.topics if t.name == partition.topic)
-            if leaders:
-                (leader,) = leaders
-                outcome = self._call(
-                    f"read the log of {partition} from offset {offset} on broker {leader}",
-                    Route.node(leader),
-                    rq.fetch_log(partition, topic_id, offset, max_bytes, isolation_level),
-                    deadline, "READ on the topic",
-                )
-                if not isinstance(outcome, KafkaError):
-                    return outcome
-                last = outcome
-            wait_ms = self._backoff.backoff_ms(attempts)
-            attempts += 1
-            if monotonic_ms() + wait_ms >= deadline:
-                why = f"; last error: {last}" if last is not None else ": no leader known"
-                raise KafkaTimeoutError(
-                    f"reading the log of {partition} did not complete in time{why}"
-                )
-            time.sleep(wait_ms / 1000)
+        slices = self._per_leader(
+            "read the log", {partition: offset},
+            lambda view, parts: rq.fetch_log(
+                parts, {t.name: t.topic_id for t in view.topics}, max_bytes, isolation_level
+            ),
+            "READ on the topic", self._deadline(timeout),
+        )
+        return slices[partition]
 
 
 def _with_time(

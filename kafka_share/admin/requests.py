@@ -686,18 +686,19 @@ def list_offsets(
 
 
 def fetch_log(
-    tp: TopicPartition, topic_id: uuid.UUID, offset: int, max_bytes: int, isolation_level: str
-) -> Call[LogSlice | KafkaError]:
-    """A plain Fetch (no fetch session, no wait) of one partition from ``offset``
-    on its leader. A retriable partition error (the leader moved) comes back as a
-    value for the caller to retry after a metadata refresh; others raise."""
+    offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, uuid.UUID], max_bytes: int,
+    isolation_level: str,
+) -> Call[dict[TopicPartition, LogSlice | KafkaError]]:
+    """A plain Fetch (no fetch session, no wait) of partitions from the given
+    offsets on their leader. A retriable partition error (the leader moved) comes
+    back as a value for the caller to retry after a metadata refresh; others raise."""
     isolation = ISOLATION_LEVELS[isolation_level]
     req = FetchRequest
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in offsets:
+        by_topic.setdefault(tp.topic, []).append(tp)
 
     def build_version(version: int) -> FetchRequest:
-        part = req.FetchPartition(
-            partition=tp.partition, fetch_offset=offset, partition_max_bytes=max_bytes
-        )
         return req(
             replica_id=-1,
             max_wait_ms=0,
@@ -706,33 +707,49 @@ def fetch_log(
             isolation_level=isolation,
             session_id=0,
             session_epoch=-1,  # a full fetch outside any fetch session
-            topics=[req.FetchTopic(topic=tp.topic, topic_id=topic_id, partitions=[part])],
+            topics=[
+                req.FetchTopic(topic=topic, topic_id=topic_ids[topic], partitions=[
+                    req.FetchPartition(partition=tp.partition, fetch_offset=offsets[tp],
+                                       partition_max_bytes=max_bytes)
+                    for tp in tps
+                ])
+                for topic, tps in by_topic.items()
+            ],
             forgotten_topics_data=[],
         )
 
-    def parse(response: FetchResponse) -> LogSlice | KafkaError:
+    def parse(response: FetchResponse) -> dict[TopicPartition, LogSlice | KafkaError]:
+        what = f"fetch of {', '.join(f'{tp} from offset {o}' for tp, o in offsets.items())}"
         if response.error_code:
-            raise _error(response.error_code, f"fetch of {tp} from offset {offset}", None)
+            raise _error(response.error_code, what, None)
+        # Fetch v13+ names topics by id only.
+        names = {topic_ids[topic]: topic for topic in by_topic}
+        out: dict[TopicPartition, LogSlice | KafkaError] = {}
         for t in response.responses:
+            name = t.topic or names.get(t.topic_id, "")
             for p in t.partitions:
-                if p.partition_index != tp.partition:
+                tp = TopicPartition(name, p.partition_index)
+                if tp not in offsets:
                     continue
                 if p.error_code:
-                    error = _error(p.error_code, f"fetch of {tp} from offset {offset}", None)
+                    error = _error(p.error_code, f"fetch of {tp} from offset {offsets[tp]}", None)
                     if not error.retriable:
                         raise error
-                    return error
-                aborted = tuple(
-                    (a.producer_id, a.first_offset) for a in p.aborted_transactions or ()
-                )
-                return LogSlice(
+                    out[tp] = error
+                    continue
+                out[tp] = LogSlice(
                     records=bytes(p.records or b""),
                     high_watermark=p.high_watermark,
                     last_stable_offset=p.last_stable_offset,
                     log_start_offset=p.log_start_offset,
-                    aborted_transactions=aborted,
+                    aborted_transactions=tuple(
+                        (a.producer_id, a.first_offset) for a in p.aborted_transactions or ()
+                    ),
                 )
-        raise _error(3, f"fetch of {tp}: the partition is missing from the answer", None)
+        missing = [str(tp) for tp in offsets if tp not in out]
+        if missing:
+            raise _error(3, f"{what}: {', '.join(missing)} missing from the answer", None)
+        return out
 
     return Call(lambda: VersionedRequest(ApiKey.FETCH, build_version), parse)
 

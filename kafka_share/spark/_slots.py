@@ -183,10 +183,8 @@ class _Slot:
             return self._end(chunk)
         consumer = self.consumer
         assert consumer is not None
-        topics = batch.column("topic").to_pylist()
-        partitions = batch.column("partition").to_pylist()
-        counts = batch.column("delivery_count").to_pylist()
-        spans = spans_of(topics, partitions, batch.column("offset").to_pylist(), counts)
+        spans = spans_of(batch.column("topic"), batch.column("partition"),
+                         batch.column("offset"), batch.column("delivery_count"))
         if not self.store.put_if_absent(self.seq, self.slot, chunk, Chunk(spans)):
             # A racing attempt staged this chunk first: give these records back.
             consumer.acknowledge_arrow(batch, AcknowledgeType.RELEASE)
@@ -202,12 +200,13 @@ class _Slot:
         n = batch.num_rows
         if self.budget - self.taken - n > 0:
             consumer.prefetch(max_records=self.budget - self.taken - n)
-        for topic, partition in zip(topics, partitions, strict=True):
+        for topic, partition, first, last, count in spans:
             key = (topic, partition)
-            self.unconfirmed[key] = self.unconfirmed.get(key, 0) + 1
+            self.unconfirmed[key] = self.unconfirmed.get(key, 0) + last - first + 1
+            if count > 1:
+                self.result.redelivered += last - first + 1
         self.taken += n
         self.result.acquired += n
-        self.result.redelivered += sum(1 for c in counts if c > 1)
         return None, poll_batch_to_table(batch, self.options.include_headers)
 
     def _poll(self) -> Any:

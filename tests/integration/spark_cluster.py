@@ -50,6 +50,28 @@ def _env(work: Path) -> dict[str, str]:
     return env
 
 
+def cluster_session(master: str, app_name: str, **config: str) -> Any:
+    """A SparkSession on the standalone cluster at ``master``: driver on the
+    loopback, one-core executors that import the kafka_share under test, plus
+    ``config`` (dots written as underscores: ``spark_cores_max="1"``)."""
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master).appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.executor.memory", "768m")
+        .config("spark.executor.cores", "1")
+        .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    )
+    for key, value in config.items():
+        builder = builder.config(key.replace("_", "."), value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 class StandaloneCluster:
     """``spark://127.0.0.1:<port>`` with ``workers`` workers of one core each."""
 

@@ -42,24 +42,15 @@ def _executor_pids() -> list[int]:
 
 def main() -> None:
     spec: dict[str, Any] = json.loads(Path(sys.argv[1]).read_text())
-    from pyspark.sql import SparkSession
+    from spark_cluster import cluster_session
 
     from kafka_share.admin import Admin
     from kafka_share.spark import register
 
-    spark = (
-        SparkSession.builder.master(spec["master"]).appName("kafka-share-cluster-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executor.memory", "768m")
-        .config("spark.executor.cores", "1")
-        .config("spark.task.maxFailures", "4")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-        .getOrCreate()
+    spark = cluster_session(
+        spec["master"], "kafka-share-cluster-test",
+        spark_task_maxFailures="4", spark_sql_shuffle_partitions="2",
     )
-    spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     reader = (
         spark.readStream.format("kafka-share")

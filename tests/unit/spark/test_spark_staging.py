@@ -2,22 +2,45 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafka_share.spark._options import SparkOptionError
 from kafka_share.spark._staging import Chunk, StagingError, StagingStore, spans_of
 
 
 def test_spans_merge_consecutive_offsets_with_one_delivery_count() -> None:
-    spans = spans_of(
-        ["t", "t", "t", "t", "u", "t"], [0, 0, 0, 0, 0, 1], [5, 3, 4, 7, 1, 0], [1, 1, 1, 1, 2, 1]
+    spans = _spans(
+        ["u", "t", "t", "t", "t", "t"], [0, 0, 0, 0, 0, 1], [1, 5, 3, 4, 7, 0], [2, 1, 1, 1, 1, 1]
     )
     assert spans == [("t", 0, 3, 5, 1), ("t", 0, 7, 7, 1), ("t", 1, 0, 0, 1), ("u", 0, 1, 1, 2)]
-    assert spans_of(["t", "t"], [0, 0], [1, 2], [1, 2]) == [("t", 0, 1, 1, 1), ("t", 0, 2, 2, 2)]
+    assert _spans(["t", "t"], [0, 0], [1, 2], [1, 2]) == [("t", 0, 1, 1, 1), ("t", 0, 2, 2, 2)]
+    assert _spans([], [], [], []) == []
+
+
+def _spans(topics: list[str], partitions: list[int], offsets: list[int],
+           counts: list[int]) -> list[tuple[str, int, int, int, int]]:
+    return spans_of(pa.array(topics, pa.string()), pa.array(partitions, pa.int32()),
+                    pa.array(offsets, pa.int64()), pa.array(counts, pa.int16()))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2), st.integers(0, 30),
+                          st.integers(1, 3)), unique_by=lambda r: r[:3]))
+def test_spans_cover_exactly_the_rows(rows: list[tuple[str, int, int, int]]) -> None:
+    # Spans are maximal runs: expanding them gives back exactly the rows.
+    spans = _spans(*(list(col) for col in zip(*rows, strict=True))) if rows else []
+    expanded = sorted((t, p, o, c) for t, p, first, last, c in spans
+                      for o in range(first, last + 1))
+    assert expanded == sorted(rows)
+    for (t1, p1, _, last, c1), (t2, p2, first, _, c2) in itertools.pairwise(spans):
+        assert (t1, p1) != (t2, p2) or c1 != c2 or first > last + 1
 
 
 def test_a_chunk_is_written_once(tmp_path: Path) -> None:
