@@ -32,6 +32,12 @@ __all__ = [
 #: this bounds what one member holds for milliseconds, not a batch; larger polls
 #: spread the cost of a staging write and a round trip over more records.
 DEFAULT_MAX_POLL_RECORDS: Final = 20_000
+#: How long a read slot waits for records before it ends. The driver plans a
+#: batch only when the group has a backlog, so a slot that gets nothing this long
+#: is on a member whose partitions have nothing available (the backlog is on
+#: other members' partitions, or locked); the batch waits for its slowest slot,
+#: and a round trip to the broker takes 10-90 ms on a busy 2-core machine.
+DEFAULT_POLL_TIMEOUT_MS: Final = 200
 
 #: How long an ``availableNow`` query waits, without getting records, for records
 #: that were there when it started but are held elsewhere: longer than the default
@@ -49,11 +55,11 @@ SOURCE_OPTIONS: Final[dict[str, str]] = {
     "at most maxTriggerDelay",
     "maxTriggerDelay": "how long minRecordsPerTrigger may delay a micro-batch (default 15m)",
     "includeHeaders": "true to add the headers column",
-    "numPartitions": "read slots (Spark tasks) per micro-batch (default: the topics' "
-    "partition count)",
+    "numPartitions": "read slots (Spark tasks) per micro-batch (default: as many as ran at "
+    "once in the last batch, at most the topics' partition count)",
     "failOnDataLoss": "true (default): fail a re-run batch whose records were deleted "
     "from the log; false: skip them with a warning",
-    "pollTimeoutMs": "how long a read slot waits for records before it ends (default 500)",
+    "pollTimeoutMs": "how long a read slot waits for records before it ends (default 200)",
     "initialPollTimeoutMs": "how long a new member's first poll waits while it joins the "
     "group (default 10000)",
     "availableNowIdleTimeoutMs": "with trigger(availableNow=True): how long the query keeps "
@@ -325,7 +331,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         ),
         fail_on_data_loss=_bool("failOnDataLoss", own.get("failOnDataLoss", "true")),
         poll_timeout_ms=_positive_int(
-            "pollTimeoutMs", own.get("pollTimeoutMs", "500"), minimum=1
+            "pollTimeoutMs", own.get("pollTimeoutMs", str(DEFAULT_POLL_TIMEOUT_MS)), minimum=1
         ),
         initial_poll_timeout_ms=_positive_int(
             "initialPollTimeoutMs", own.get("initialPollTimeoutMs", "10000"), minimum=0

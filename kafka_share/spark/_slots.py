@@ -37,8 +37,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -124,9 +126,12 @@ def _close_all() -> None:
 class SlotResult:
     """What one attempt of a slot did (staged with the END marker it wrote)."""
 
-    __slots__ = ("accept_failed", "acquired", "lost_races", "redelivered", "replayed")
+    __slots__ = ("accept_failed", "acquired", "lost_races", "redelivered", "replayed", "worker")
 
     def __init__(self) -> None:
+        #: which Python worker ran the slot (the driver counts them to learn how
+        #: many slots run at once): a checksum of host and process id
+        self.worker = zlib.crc32(f"{socket.gethostname()}:{os.getpid()}".encode())
         self.acquired = 0
         self.replayed = 0
         self.redelivered = 0

@@ -306,6 +306,8 @@ class _Driver:
         self.progress = _Progress()
         #: batches whose slots have been counted
         self.counted = 0
+        #: how many Python workers ran the slots of the last batch counted
+        self.last_workers = 0
         self.draining = False
         self.drained = False
         self.goal: DrainGoal | None = None
@@ -322,7 +324,8 @@ class _Driver:
             o = self.options
             slots = o.num_partitions or max(1, len(self.probe.partitions()))
             self.policy = TriggerPolicy(
-                max_slots=slots, max_records=o.max_records_per_trigger,
+                max_slots=slots, adapt_slots=o.num_partitions is None,
+                max_records=o.max_records_per_trigger,
                 min_records=o.min_records_per_trigger,
                 max_trigger_delay_s=o.max_trigger_delay_ms / 1000,
             )
@@ -347,6 +350,7 @@ class _Driver:
 
     def _count_batch(self, store: StagingStore, seq: int) -> int:
         acquired = 0
+        workers: set[int] = set()
         for slot in store.slots(seq):
             chunks = list(store.slot_chunks(seq, slot))
             if not chunks or not chunks[-1].end:
@@ -354,6 +358,8 @@ class _Driver:
             stats = chunks[-1].stats
             self.progress.add(stats)
             acquired += int(stats.get("acquired", 0))
+            if "worker" in stats:
+                workers.add(stats["worker"])
             if self.goal is not None and not stats.get("accept_failed"):
                 for chunk in chunks[:-1]:
                     for topic, partition, first, last, _ in chunk.spans:
@@ -361,6 +367,7 @@ class _Driver:
                             TopicPartition(topic, partition), range(first, last + 1)
                         )
         self.progress.batches += 1
+        self.last_workers = len(workers)
         return acquired
 
     # -- availableNow --------------------------------------------------------------
@@ -435,7 +442,7 @@ class _Driver:
         policy = self.trigger_policy()
         now = self.clock()
         if last_acquired is not None:
-            policy.batch_done(last_acquired, now)
+            policy.batch_done(last_acquired, now, self.last_workers)
         if view is None:
             return None
         backlog = view.backlog

@@ -38,7 +38,7 @@ def test_defaults() -> None:
     assert opts.include_headers is False
     assert opts.num_partitions is None
     assert opts.fail_on_data_loss is True
-    assert (opts.poll_timeout_ms, opts.initial_poll_timeout_ms) == (500, 10000)
+    assert (opts.poll_timeout_ms, opts.initial_poll_timeout_ms) == (200, 10000)
     assert opts.available_now_idle_timeout_ms == 60_000
     assert parse(availablenowidletimeoutms="0").available_now_idle_timeout_ms == 0
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_share.spark._plan import EMPTY_BATCH_BACKOFF_S, BatchPlan, TriggerPolicy
+from kafka_share.spark._plan import (
+    EMPTY_BATCH_BACKOFF_S,
+    SLOT_PROBE_INTERVAL_S,
+    BatchPlan,
+    TriggerPolicy,
+)
 
 
 def test_no_backlog_no_batch() -> None:
@@ -53,3 +58,33 @@ def test_an_empty_batch_is_not_repeated_while_the_backlog_stands_still() -> None
 def test_bad_slots() -> None:
     with pytest.raises(ValueError, match="max_slots"):
         TriggerPolicy(max_slots=0, max_records=None)
+
+
+def test_slots_follow_the_workers_that_ran_the_last_batch() -> None:
+    policy = TriggerPolicy(max_slots=8, max_records=None, adapt_slots=True)
+    first = policy.plan(80_000, 0.0)
+    assert first is not None and first.slots == 8  # nothing known yet: every partition
+    policy.batch_done(80_000, 1.0, workers=2)  # 8 slots ran on 2 workers
+    again = policy.plan(80_000, 1.0)
+    assert again is not None and again.slots == 2
+    # A small batch on 1 worker says nothing about how many could run at once.
+    small = policy.plan(900, 2.0)
+    assert small is not None and small.slots == 1
+    policy.batch_done(900, 3.0, workers=1)
+    big = policy.plan(80_000, 3.0)
+    assert big is not None and big.slots == 2
+    # More workers than before (a new executor): more slots.
+    policy.batch_done(80_000, 4.0, workers=3)
+    more = policy.plan(80_000, 4.0)
+    assert more is not None and more.slots == 3
+    # Every SLOT_PROBE_INTERVAL_S, all the slots it may, to see again.
+    probe = policy.plan(80_000, 0.0 + SLOT_PROBE_INTERVAL_S)
+    assert probe is not None and probe.slots == 8
+
+
+def test_a_fixed_slot_count_does_not_adapt() -> None:
+    policy = TriggerPolicy(max_slots=4, max_records=None)
+    policy.plan(80_000, 0.0)
+    policy.batch_done(80_000, 1.0, workers=1)
+    plan = policy.plan(80_000, 1.0)
+    assert plan is not None and plan.slots == 4
