@@ -9,10 +9,10 @@ record payloads.
 from __future__ import annotations
 
 import logging
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-__all__ = ["ContextLogger", "consumer_log_prefix"]
+__all__ = ["ContextLogger", "consumer_log_prefix", "offset_ranges"]
 
 
 class ContextLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -33,3 +33,18 @@ def consumer_log_prefix(client_id: str, group_id: str, member_id: str) -> str:
 
 
 Logger = logging.Logger | ContextLogger
+
+
+def offset_ranges(offsets: Sequence[int]) -> str:
+    """Sorted offsets as text for a message: ``"3-5, 9"``."""
+    out: list[str] = []
+    if not offsets:
+        return ""
+    start = prev = offsets[0]
+    for o in offsets[1:]:
+        if o != prev + 1:
+            out.append(f"{start}-{prev}" if start != prev else str(start))
+            start = o
+        prev = o
+    out.append(f"{start}-{prev}" if start != prev else str(start))
+    return ", ".join(out)

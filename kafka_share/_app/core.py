@@ -46,11 +46,12 @@ from kafka_share._app.events import (
 )
 from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import InFlightBatch
-from kafka_share._log import ContextLogger, Logger, consumer_log_prefix
+from kafka_share._log import ContextLogger, Logger, consumer_log_prefix, offset_ranges
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
     AuthenticationError,
     IllegalStateError,
+    InvalidRecordStateError,
     InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
@@ -248,6 +249,9 @@ class ConsumerCore(Generic[K, V]):
         #: close() was called by another thread while this one was in a call
         self._close_requested = False
         self._completions: list[AcknowledgementCompletion] = []
+        #: auto-renewal gave up on these records the application holds (told
+        #: at the next poll or commit: _tell_locks_lost)
+        self._locks_lost: list[tuple[LocksLost, list[int]]] = []
         self._acquisition_lock_timeout_ms: int | None = None
         #: "poll" or "poll_arrow", fixed by the first poll (None: not polled yet)
         self._poll_kind: str | None = None
@@ -870,6 +874,9 @@ class ConsumerCore(Generic[K, V]):
                 self._collector.drop_stale(event.node_id, event.generation)
             elif isinstance(event, LocksLost):
                 self._collector.drop_lost(event)
+                held = self._in_flight.held_of(event.partition, event.offsets)
+                if held:
+                    self._locks_lost.append((event, held))
             else:
                 assert isinstance(event, AcknowledgementCompletion)
                 self._completions.append(event)
@@ -888,6 +895,7 @@ class ConsumerCore(Generic[K, V]):
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""
         self._drain_background()
+        self._tell_locks_lost()
         completions, self._completions = self._completions, []
         for c in completions:
             if c.renewed_offsets or (c.error is not None and c.offsets):
@@ -897,6 +905,25 @@ class ConsumerCore(Generic[K, V]):
                 self._note_lock_timeout(c.acquisition_lock_timeout_ms)
             if self._callback is not None:
                 self._run_callback({c.partition: set(c.offsets)}, c.error)
+
+    def _tell_locks_lost(self) -> None:
+        """Records the application holds whose locks auto-renewal gave up on: the
+        acknowledgement commit callback hears of them now (at the poll or commit
+        after it happened), with an error saying why, or a warning says so; not
+        only when their acknowledgement fails later."""
+        lost, self._locks_lost = self._locks_lost, []
+        for event, held in lost:
+            tip = event.partition
+            error = InvalidRecordStateError(
+                f"{len(held)} record(s) of {tip.topic}-{tip.partition} this consumer holds "
+                f"(offsets {offset_ranges(held)}) are no longer locked to it: "
+                f"{event.reason}. The broker delivers them again, possibly to another "
+                "consumer; acknowledging them now fails"
+            )
+            if self._callback is not None:
+                self._run_callback({tip: set(held)}, error)
+            else:
+                self._log.warning("%s", error)
 
     def _run_callback(
         self, offsets: dict[TopicIdPartition, set[int]], error: KafkaError | None

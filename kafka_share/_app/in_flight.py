@@ -582,6 +582,14 @@ class InFlightBatch:
             p.renewing.pop(offset, None)
         self._compact()
 
+    def held_of(self, tip: TopicIdPartition, offsets: frozenset[int]) -> list[int]:
+        """Which of ``offsets`` the application holds: handed out by a poll and
+        not yet sent with an acknowledgement (sorted)."""
+        p = self._partitions.get(tip)
+        if p is None:
+            return []
+        return sorted(o for o in offsets if _span_of(p.spans, o) is not None)
+
     def take_ready(self) -> dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]:
         """Renewed records to return from this poll; they rejoin the batch (to be acked)."""
         out: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]] = {}

@@ -456,15 +456,20 @@ class ShareConsumeManager:
         """Forget records whose lock has run out; under auto-renewal, tell the
         application side (buffered ones must not be handed out)."""
         gone = self.held.expire(now_ms)
-        if self._renewal is not None:
+        if self._renewal is not None and gone:
+            why = (
+                "their locks ran out: share.auto.renew.max.ms "
+                f"({self._renewal.max_ms} ms) after their acquisition had passed, or "
+                "renewing them kept failing"
+            )
             for span in gone:
-                self._report_lost(span)
+                self._report_lost(span, why)
 
-    def _report_lost(self, span: HeldSpan) -> None:
+    def _report_lost(self, span: HeldSpan, reason: str) -> None:
         offsets = frozenset(span.held())
         if offsets:
             self._sink.locks_lost(
-                LocksLost(span.partition, span.node_id, span.generation, offsets)
+                LocksLost(span.partition, span.node_id, span.generation, offsets, reason)
             )
 
     def _renewal_requests(self, now_ms: int, busy: set[int]) -> list[UnsentRequest]:
@@ -546,7 +551,7 @@ class ShareConsumeManager:
             and all(s.lock_expires_ms > sent_ms for s in spans)
         )
         for span in spans:
-            self._report_lost(span)
+            self._report_lost(span, f"the broker refused to renew their locks ({error})")
         if refused:
             self._give_up_renewing(InvalidRecordStateError(
                 "share.auto.renew: the broker refused to renew acquisition locks that had "

@@ -72,9 +72,12 @@ class LocksLost:
     """Under ``share.auto.renew``: the locks of these offsets of ``partition``
     (acquired by share session ``generation`` with ``node_id``) were not renewed
     (a renewal failed, or ``share.auto.renew.max.ms`` was reached and the lock
-    ran out). Buffered records among them are dropped, not handed out."""
+    ran out). Buffered records among them are dropped, not handed out; the
+    application hears of those it holds at its next poll or commit."""
 
     partition: TopicIdPartition
     node_id: int
     generation: int
     offsets: frozenset[int]
+    #: why, in words for the application (ends a sentence)
+    reason: str = "their locks ran out"

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from kafka_share._log import offset_ranges
 from kafka_share.admin import Admin, OffsetSpec
 from kafka_share.errors import KafkaError, OffsetOutOfRangeError
 from kafka_share.models import TopicPartition
@@ -135,7 +136,7 @@ def _read_partition(
 
 
 def _lost(tp: TopicPartition, missing: list[int], fail: bool) -> None:
-    ranges = _ranges(missing)
+    ranges = offset_ranges(missing)
     text = (
         f"{len(missing)} records of a staged batch are no longer in the log of {tp} "
         f"(offsets {ranges}): deleted by retention or compaction before the batch was re-run"
@@ -146,15 +147,3 @@ def _lost(tp: TopicPartition, missing: list[int], fail: bool) -> None:
             "failOnDataLoss=false to skip them (with a warning), or raise the topic's retention"
         )
     log.warning("%s; skipped (failOnDataLoss=false)", text)
-
-
-def _ranges(offsets: list[int]) -> str:
-    out: list[str] = []
-    start = prev = offsets[0]
-    for o in offsets[1:]:
-        if o != prev + 1:
-            out.append(f"{start}-{prev}" if start != prev else str(start))
-            start = o
-        prev = o
-    out.append(f"{start}-{prev}" if start != prev else str(start))
-    return ", ".join(out)

@@ -7,6 +7,7 @@ locks down to 1 s: group.share.min.record.lock.duration.ms).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -126,3 +127,39 @@ def test_a_group_without_renewal_gets_a_clear_error(
     with pytest.raises(InvalidRecordStateError, match=r"share\.renew\.acknowledge\.enable"):
         for _ in range(20):
             consumer.poll(0.5)
+
+
+@pytest.mark.parametrize("told_by", ["callback", "warning"])
+def test_the_application_hears_when_auto_renewal_gives_up_on_a_record_it_holds(
+    told_by: str,
+    topic_factory: Callable[..., str],
+    share_group_factory: Callable[..., str],
+    kafka_produce: Callable[..., object],
+    consumer_factory: Callable[..., ShareConsumer[Any, Any]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = topic_factory(partitions=1)
+    group = share_group_factory(_SHORT_LOCK)
+    kafka_produce(topic, [b"too-long-job"], partition=0)
+    holder = consumer_factory(group, share_auto_renew=True, share_auto_renew_max_ms=1_500,
+                              share_acknowledgement_mode="explicit")
+    heard: list[tuple[dict[Any, set[int]], Exception | None]] = []
+    if told_by == "callback":
+        holder.set_acknowledgement_commit_callback(lambda o, e: heard.append((o, e)))
+    holder.subscribe([topic])
+    [record] = poll_until(holder, lambda s: len(s) >= 1, timeout_s=30)
+    # Renewed up to 1.5 s after its acquisition, then its 1 s lock runs out.
+    time.sleep(1.5 + 2 * LOCK_MS / 1000)
+    holder.acknowledge(record, AcknowledgeType.ACCEPT)
+    with caplog.at_level("WARNING", logger="kafka_share"):
+        holder.poll(0)  # the next poll tells, before its acknowledgement fails
+    expected = (r"1 record\(s\) of .*-0 this consumer holds \(offsets 0\) are no longer "
+                r"locked to it: their locks ran out: share\.auto\.renew\.max\.ms \(1500 ms\)")
+    if told_by == "callback":
+        assert heard, "the callback heard nothing"
+        offsets, error = heard[0]
+        assert [(tip.topic, sorted(o)) for tip, o in offsets.items()] == [(topic, [0])]
+        assert isinstance(error, InvalidRecordStateError)
+        assert re.search(expected, str(error)), error
+    else:
+        assert any(re.search(expected, r.getMessage()) for r in caplog.records), caplog.text

@@ -123,6 +123,8 @@ def test_auto_renewal_stops_at_its_limit_and_reports_the_lost_locks() -> None:
     assert cluster.renewals[(0, 3)] <= 14
     lost = [o for event in driver.sink.lost for o in event.offsets]
     assert 3 in lost
+    # Why, for the application that holds it (told at its next poll).
+    assert "share.auto.renew.max.ms (3000 ms)" in driver.sink.lost[0].reason
 
 
 def test_a_group_that_refuses_renewal_gets_a_clear_fatal_error() -> None:
@@ -135,6 +137,7 @@ def test_a_group_that_refuses_renewal_gets_a_clear_fatal_error() -> None:
     assert fatal and isinstance(error, InvalidRecordStateError)
     assert "share.renew.acknowledge.enable" in str(error)
     assert [o for event in driver.sink.lost for o in event.offsets] == [3]
+    assert "the broker refused to renew their locks" in driver.sink.lost[0].reason
     renewals = sum(cluster.renewals.values()) + cluster.count("ShareAcknowledgeRequest")
     driver.run_for(3_000)
     # It stopped trying (no RENEW per loop against a group that refuses them).
