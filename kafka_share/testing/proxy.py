@@ -12,7 +12,9 @@ advertise the proxy's port (``advertised.listeners``)::
 
 Then :meth:`TcpProxy.cut_all`, :meth:`TcpProxy.cut_random` or a bounded
 :meth:`TcpProxy.start_chaos` reset client connections (RST on both sides) at
-chosen moments.
+chosen moments, and :meth:`TcpProxy.tamper` makes the broker look broken: the
+next response frame arrives truncated, with a wrong correlation id, with a 2 GiB
+size prefix, or never completes.
 
 The proxy only forwards to loopback addresses, accepts a bounded number of
 connections, and stops by itself after ``max_lifetime_s``: a test that forgets
@@ -32,7 +34,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["TcpProxy"]
+__all__ = ["TAMPER_KINDS", "TcpProxy"]
+
+#: What :meth:`TcpProxy.tamper` can do to the next response frame:
+#: ``truncate`` (its size prefix promises more than comes: the stream's later
+#: frames are read as its rest), ``correlation`` (a correlation id no request
+#: has), ``huge`` (a size prefix of about 2 GiB), ``stall`` (part of it, then
+#: nothing more on that connection, which stays open).
+TAMPER_KINDS = ("truncate", "correlation", "huge", "stall")
+_SIZE = struct.Struct(">i")
 
 _CHUNK = 64 * 1024
 # Stop reading from one side while this much is still queued for the other.
@@ -49,6 +59,15 @@ class _Pipe:
     peer: _Pipe | None = None
     is_client: bool = False
     closed: bool = False
+    #: broker side: the size prefix read so far of the next response frame,
+    #: and how much of the current frame is still to come
+    head: bytearray = field(default_factory=bytearray)
+    frame_left: int = 0
+    #: a frame being held back whole, to be tampered with once complete
+    capture: bytearray | None = None
+    capture_kind: str = ""
+    #: ``stall``: nothing more is forwarded to the client on this connection
+    stalled: bool = False
 
 
 class TcpProxy:
@@ -106,6 +125,10 @@ class TcpProxy:
         self.refused = 0
         #: Connection pairs cut by :meth:`cut_all` / :meth:`cut_random` / chaos.
         self.cuts = 0
+        #: the tampering armed for the next response frame (see :meth:`tamper`)
+        self._armed: str | None = None
+        #: Response frames tampered with so far.
+        self.tampered = 0
 
     # ------------------------------------------------------------------ addresses
 
@@ -229,6 +252,20 @@ class TcpProxy:
     def chaos_running(self) -> bool:
         return self._chaos_thread is not None and self._chaos_thread.is_alive()
 
+    def tamper(self, kind: str) -> None:
+        """Tamper with the next response frame a broker sends through this proxy,
+        on whichever connection it comes (one of :data:`TAMPER_KINDS`).
+        :attr:`tampered` counts the frames done."""
+        if kind not in TAMPER_KINDS:
+            raise ValueError(f"kind must be one of {TAMPER_KINDS}, got {kind!r}")
+        with self._lock:
+            self._armed = kind
+
+    def _take_armed(self) -> str | None:
+        with self._lock:
+            kind, self._armed = self._armed, None
+            return kind
+
     # ------------------------------------------------------------------ internals
 
     def _wake(self) -> None:
@@ -334,8 +371,60 @@ class TcpProxy:
             # Orderly close from one side: flush what is queued, then close both.
             self._close_pair(pipe, reset=False)
             return
+        if not pipe.is_client:
+            data = self._responses(pipe, data)
         peer.pending += data
         self._flush(peer)
+
+    def _responses(self, pipe: _Pipe, data: bytes) -> bytes:
+        """What of a broker's bytes goes on to the client: all of it, but for a
+        frame being tampered with (see :meth:`tamper`). Follows the frames of the
+        stream to know where the next one starts."""
+        if pipe.stalled:
+            return b""
+        out = bytearray()
+        view = memoryview(data)
+        while view:
+            if len(pipe.head) < 4:
+                if not pipe.head and pipe.capture is None:  # a frame starts
+                    kind = self._take_armed()
+                    if kind is not None:
+                        pipe.capture, pipe.capture_kind = bytearray(), kind
+                n = min(4 - len(pipe.head), len(view))
+                pipe.head += view[:n]
+                (out if pipe.capture is None else pipe.capture).extend(view[:n])
+                view = view[n:]
+                if len(pipe.head) < 4:
+                    continue
+                # Not a Kafka stream (a negative size): no body to follow.
+                pipe.frame_left = max(0, _SIZE.unpack(pipe.head)[0])
+            else:
+                n = min(pipe.frame_left, len(view))
+                (out if pipe.capture is None else pipe.capture).extend(view[:n])
+                pipe.frame_left -= n
+                view = view[n:]
+            if pipe.frame_left == 0:  # the frame is complete
+                pipe.head = bytearray()
+                if pipe.capture is not None:
+                    out += self._tampered(pipe, bytes(pipe.capture))
+                    pipe.capture = None
+                    if pipe.stalled:
+                        break
+        return bytes(out)
+
+    def _tampered(self, pipe: _Pipe, frame: bytes) -> bytes:
+        """``frame`` (size prefix included) as the armed tampering leaves it."""
+        self.tampered += 1
+        kind, body = pipe.capture_kind, frame[4:]
+        if kind == "truncate":
+            return frame[: 4 + len(body) // 2]
+        if kind == "correlation":
+            (correlation_id,) = _SIZE.unpack_from(body, 0)
+            return frame[:4] + _SIZE.pack(correlation_id ^ 0x5A5A) + body[4:]
+        if kind == "huge":
+            return _SIZE.pack(0x7FFF_FFF0) + body
+        pipe.stalled = True  # stall: a part, then silence
+        return frame[: 4 + len(body) // 2]
 
     def _on_writable(self, pipe: _Pipe) -> None:
         self._flush(pipe)

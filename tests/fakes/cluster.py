@@ -101,6 +101,9 @@ class FakeCluster:
         self.max_records_per_fetch = max_records_per_fetch
         #: nodes that refuse every request (the driver fails them as a transport would)
         self.down: set[int] = set()
+        #: node -> the leader it claims for every partition it answers for with
+        #: NOT_LEADER_OR_FOLLOWER (a lying broker: hints that point in a circle)
+        self.false_hints: dict[int, int] = {}
         self.member_epoch = 0
         self.fence_next_heartbeat = False
         #: (node, member) -> the epoch the next request must carry
@@ -294,10 +297,10 @@ class FakeCluster:
             data = ShareFetchResponse.PartitionData(
                 partition_index=index, acknowledge_error_code=acked.get(index, 0)
             )
-            if p.leader != node:
+            if node in self.false_hints or p.leader != node:
                 data.error_code = _NOT_LEADER
                 data.current_leader = ShareFetchResponse.LeaderIdAndEpoch(
-                    leader_id=p.leader, leader_epoch=p.leader_epoch
+                    leader_id=self.false_hints.get(node, p.leader), leader_epoch=p.leader_epoch
                 )
             elif request.max_records > 0 and index in in_session:
                 held = sorted(p.acquired.items()) if self.resend_held else []

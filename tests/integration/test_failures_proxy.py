@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -190,3 +191,46 @@ def test_bounds_and_validation(echo_server: tuple[str, int]) -> None:
     finally:
         proxy.stop()
     proxy.stop()  # twice is harmless
+
+
+def _frame(correlation_id: int, body: bytes) -> bytes:
+    return struct.pack(">ii", 4 + len(body), correlation_id) + body
+
+
+def _read(s: socket.socket, n: int) -> bytes:
+    got = b""
+    while len(got) < n:
+        chunk = s.recv(n - len(got))
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def test_tamper_breaks_exactly_the_next_response_frame(echo_server: tuple[str, int]) -> None:
+    # The echo server's answers are the "responses": frames, as a broker's.
+    second, third = _frame(2, b"b" * 100), _frame(3, b"c" * 10)
+    with TcpProxy(echo_server) as proxy, _connect(proxy) as c:
+        c.settimeout(3)
+        first = _frame(1, b"a" * 100)
+        assert _echo(c, first) == first  # untouched until armed
+        proxy.tamper("correlation")
+        got = _echo(c, second + third)
+        assert got[:4] == second[:4] and got[8:] == second[8:] + third
+        assert struct.unpack(">i", got[4:8])[0] not in (2, 3)
+        proxy.tamper("huge")
+        got = _echo(c, second)
+        assert struct.unpack(">i", got[:4])[0] >= 2**31 - 16 and got[4:] == second[4:]
+        proxy.tamper("truncate")
+        c.sendall(second + third)
+        # The prefix still promises 104 bytes; 52 come, then the next frame.
+        assert _read(c, 56 + len(third)) == second[:56] + third
+        proxy.tamper("stall")
+        c.sendall(second + third)
+        assert _read(c, 56) == second[:56]
+        c.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            c.recv(1)  # nothing more, and the connection stays open
+        assert proxy.tampered == 4
+        with pytest.raises(ValueError, match="kind must be one of"):
+            proxy.tamper("scramble")

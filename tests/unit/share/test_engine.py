@@ -73,6 +73,28 @@ def test_a_leader_move_follows_the_current_leader_hint_and_acks_stay_with_the_ol
     assert all(c.error is None for c in driver.sink.completions)
 
 
+def test_leader_hints_in_a_circle_are_followed_with_backoff_not_in_a_busy_loop() -> None:
+    cluster = FakeCluster(brokers=2, leaders={0: 1}, records_per_partition=0)
+    driver = EngineDriver(cluster)
+    driver.subscribe()
+    driver.run_for(1_000)
+    # Node 1 says node 2 leads, node 2 says node 1 does; metadata says node 1.
+    cluster.false_hints = {1: 2, 2: 1}
+    cluster.produce(0, 30)
+    fetches, metadata = cluster.count("ShareFetchRequest"), cluster.count("MetadataRequest")
+    loops = driver.loops
+    driver.run_for(10_000)
+    fetches = cluster.count("ShareFetchRequest") - fetches
+    metadata = cluster.count("MetadataRequest") - metadata
+    assert fetches <= 40, f"{fetches} ShareFetch requests in 10 s between lying brokers"
+    assert metadata <= 16, f"{metadata} Metadata requests in 10 s"
+    assert driver.loops - loops <= 200, f"{driver.loops - loops} engine loops in 10 s"
+    # The brokers stop lying: the records come.
+    cluster.false_hints = {}
+    driver.run_for(10_000, until=cluster.all_accepted)
+    assert cluster.all_accepted()
+
+
 def test_a_broker_restart_resets_the_share_session_and_consumption_goes_on() -> None:
     cluster = FakeCluster(records_per_partition=40)
     driver = EngineDriver(cluster)
