@@ -5,7 +5,10 @@ Builds random valid messages for every (message, version) from the TOML
 schemas, encodes them, mutates the bytes (flips, overwrites, truncation,
 insertion, length-prefix extremes) and feeds them to ``decode``. The only
 acceptable outcomes are a decoded value or ``CorruptMessageError``; anything
-else is counted and printed as a failure.
+else is counted and printed as a failure. Each input is timed: one slower than
+``--bound-base-ms`` plus ``--bound-us-per-kib`` per KiB of input (a length
+field that makes the decoder loop or allocate past what the input holds) is a
+failure too; the report names the slowest.
 
 Usage: python tools/fuzz_protocol.py --seconds 60 [--seed N]
 """
@@ -130,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fuzz the protocol decoders.")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--bound-base-ms", type=float, default=20.0)
+    parser.add_argument("--bound-us-per-kib", type=float, default=200.0)
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
@@ -140,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         targets += [(s, cls, v) for v in range(cls.MIN_VERSION, cls.MAX_VERSION + 1)]
     inputs = decoded = rejected = 0
     failures: list[str] = []
+    #: (seconds, input bytes, message and version) of the slowest inputs
+    worst: list[tuple[float, int, str]] = []
     deadline = time.monotonic() + args.seconds
     start = time.monotonic()
     while time.monotonic() < deadline:
@@ -148,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(50):
             data = mutate(rng, valid)
             inputs += 1
+            t0 = time.perf_counter()
             try:
                 cls.decode(data, version)
                 decoded += 1
@@ -157,12 +165,23 @@ def main(argv: list[str] | None = None) -> int:
                 failures.append(
                     f"{cls.__name__} v{version} input={data.hex()}\n{traceback.format_exc()}"
                 )
+            took = time.perf_counter() - t0
+            bound = args.bound_base_ms / 1e3 + args.bound_us_per_kib / 1e6 * len(data) / 1024
+            if took > bound:
+                failures.append(f"{cls.__name__} v{version}: {took * 1e3:.1f} ms for "
+                                f"{len(data)} B (bound {bound * 1e3:.1f} ms) input={data.hex()}")
+            if not worst or took > worst[-1][0]:
+                worst = sorted([*worst, (took, len(data), f"{cls.__name__} v{version}")],
+                               reverse=True)[:5]
     elapsed = time.monotonic() - start
     print(
         f"seed={seed} targets={len(targets)} inputs={inputs} in {elapsed:.1f}s "
         f"({inputs / elapsed:,.0f} inputs/s): decoded={decoded} "
-        f"CorruptMessageError={rejected} other exceptions={len(failures)}"
+        f"CorruptMessageError={rejected} failures (other exceptions, too slow)={len(failures)}"
     )
+    print("slowest inputs: " + "; ".join(
+        f"{t * 1e3:.2f} ms for {n:,} B ({what})" for t, n, what in worst
+    ))
     for f in failures[:5]:
         print(f, file=sys.stderr)
     return 1 if failures else 0

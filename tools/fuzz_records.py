@@ -6,6 +6,12 @@ random bytes, truncation, splices, length-field edits) and decodes them.
 Anything other than records or ``CorruptMessageError`` is an unexpected
 exception: it is printed with the input in hex, and the exit status is 1.
 
+Every input is timed too: decoding must take time linear in what it reads and
+writes (the input, and the decompressed bytes, capped at 4 MiB per batch). An
+input slower than ``--bound-us-per-kib`` microseconds per KiB of input plus
+decompressed bytes (after a fixed ``--bound-base-ms``) is a failure as well;
+the report gives the worst inputs' sizes and times.
+
     python tools/fuzz_records.py --seconds 60 [--seed N]
 """
 
@@ -68,6 +74,11 @@ def make_corpus(rng: random.Random, size: int = 200) -> list[bytes]:
                 compression=rng.choice([0, 1, 2, 3]),
             )
         corpus.append(data)
+    # A few large inputs (hundreds of KiB, every codec): time per input must
+    # grow with the size, not faster.
+    for codec in CompressionType:
+        recs = [NewRecord(value=rng.randbytes(64) * rng.randint(1, 8)) for _ in range(2_000)]
+        corpus.append(build_batch(recs, base_offset=rng.randint(0, 2**40), compression=codec))
     return corpus
 
 
@@ -101,19 +112,23 @@ def mutate(rng: random.Random, data: bytes, corpus: list[bytes]) -> bytes:
     return bytes(buf)
 
 
-def decode_all(data: bytes, check_crcs: bool) -> int:
-    """Decode everything; return the number of records. Raises only unexpected errors."""
+def decode_all(data: bytes, check_crcs: bool) -> tuple[int, int]:
+    """Decode everything; return the number of records and the bytes their
+    keys, values and headers hold. Raises only unexpected errors."""
     n = 0
+    size = 0
     it = iter_batches(data, check_crcs=check_crcs, max_decompressed_bytes=_CAP)
     while True:
         try:
             batch = next(it)
         except StopIteration:
-            return n
+            return n, size
         except CorruptMessageError:
             continue
         try:
-            n += len(batch.records())
+            records = batch.records()
+            n += len(records)
+            size += sum(len(r[2] or b"") + len(r[3] or b"") for r in records)
             if batch.is_control:
                 batch.control_records()
             _ = (batch.timestamp_type, batch.last_offset, batch.leader_epoch, repr(batch))
@@ -125,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to run")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+    parser.add_argument("--bound-base-ms", type=float, default=20.0,
+                        help="fixed time allowed per input (interpreter noise, GC)")
+    parser.add_argument("--bound-us-per-kib", type=float, default=200.0,
+                        help="time allowed per KiB read or produced by an input")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
@@ -135,30 +154,44 @@ def main(argv: list[str] | None = None) -> int:
     inputs = 0
     records = 0
     unexpected = 0
-    slowest = 0.0
+    too_slow = 0
+    #: (seconds, input bytes, decoded bytes) of the slowest inputs
+    worst: list[tuple[float, int, int]] = []
     start = time.perf_counter()
     deadline = start + args.seconds
     while time.perf_counter() < deadline:
         data = mutate(rng, rng.choice(corpus), corpus)
         check = rng.random() < 0.5
         t0 = time.perf_counter()
+        decoded = 0
         try:
-            records += decode_all(data, check)
+            n, decoded = decode_all(data, check)
+            records += n
         except Exception:
             unexpected += 1
             print(f"UNEXPECTED exception (check_crcs={check}) for input {data.hex()}")
             traceback.print_exc()
             if unexpected >= 10:
                 break
-        slowest = max(slowest, time.perf_counter() - t0)
+        took = time.perf_counter() - t0
+        bound = (args.bound_base_ms / 1e3
+                 + args.bound_us_per_kib / 1e6 * (len(data) + decoded) / 1024)
+        if took > bound:
+            too_slow += 1
+            print(f"TOO SLOW: {took * 1e3:.1f} ms (bound {bound * 1e3:.1f} ms) for "
+                  f"{len(data)} B in, {decoded} B decoded: {data.hex()}")
+        worst = sorted([*worst, (took, len(data), decoded)], reverse=True)[:5]
         inputs += 1
     elapsed = time.perf_counter() - start
     print(
         f"seed {seed}: {inputs} inputs in {elapsed:.1f} s ({inputs / elapsed:,.0f} inputs/s), "
-        f"{records} records decoded, slowest input {slowest * 1e3:.1f} ms, "
-        f"unexpected exceptions: {unexpected}"
+        f"{records} records decoded, unexpected exceptions: {unexpected}, "
+        f"slower than the bound: {too_slow}"
     )
-    return 1 if unexpected else 0
+    print("slowest inputs: " + "; ".join(
+        f"{t * 1e3:.1f} ms for {n_in:,} B in, {n_out:,} B decoded" for t, n_in, n_out in worst
+    ))
+    return 1 if unexpected or too_slow else 0
 
 
 if __name__ == "__main__":
