@@ -28,6 +28,28 @@ py="$venv/bin/python"
 "$py" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$py" -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
+# The GSSAPI tests run a real MIT KDC (Debian's krb5-kdc, krb5-admin-server,
+# krb5-user) and build the gssapi extra against libkrb5-dev. Installed here where
+# apt-get can (as root); elsewhere those tests skip and say what is missing.
+install_kerberos() {
+    local packages=(krb5-kdc krb5-admin-server krb5-user libkrb5-dev)
+    if ! command -v krb5-config >/dev/null 2>&1 || [ ! -x /usr/sbin/krb5kdc ]; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "installing ${packages[*]} for the Kerberos tests" >&2
+            export DEBIAN_FRONTEND=noninteractive
+            apt-get update -qq >/dev/null &&
+                apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null ||
+                echo "could not install ${packages[*]}: the Kerberos tests will skip" >&2
+        else
+            echo "not root or no apt-get: install ${packages[*]} for the Kerberos tests" >&2
+        fi
+    fi
+    if command -v krb5-config >/dev/null 2>&1; then
+        "$py" -m pip install --quiet --disable-pip-version-check -e '.[test,gssapi]' ||
+            echo "the gssapi extra did not build: the Kerberos tests will skip" >&2
+    fi
+}
+
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -35,6 +57,7 @@ case "$cmd" in
         exec "$venv/bin/kafka-share" demo "$@"
         ;;
     test)
+        install_kerberos
         # Fetch the broker jars first so a Maven failure is reported on its own.
         "$venv/bin/kafka-share" broker fetch
         "$venv/bin/ruff" check kafka_share tests tools benchmarks examples

@@ -344,6 +344,20 @@ def _parse_str(value: object) -> str:
     return value.strip()
 
 
+def _keytab_problems(keytab: str | None, principal: str | None) -> list[str]:
+    if keytab is None:
+        return []
+    if principal is None:
+        return ["sasl.kerberos.keytab needs sasl.kerberos.principal: the keytab's principal "
+                "to log in as (e.g. client@EXAMPLE.COM)"]
+    try:
+        with open(keytab, "rb"):
+            pass
+    except OSError as exc:
+        return [f"sasl.kerberos.keytab {keytab!r} cannot be read: {exc.strerror or exc}"]
+    return []
+
+
 def _parse_optional_str(value: object) -> str | None:
     """A string where empty means "not set" (Java's default "" for these keys)."""
     return _parse_str(value) or None
@@ -584,6 +598,7 @@ _SPECS: Final[Mapping[str, _Spec]] = {
     "sasl.kerberos.service.name": _Spec(_parse_str),
     "sasl.kerberos.domain.name": _Spec(_parse_optional_str),
     "sasl.kerberos.principal": _Spec(_parse_optional_str),
+    "sasl.kerberos.keytab": _Spec(_parse_optional_str),
     "sasl.oauth.token.provider": _Spec(_parse_token_provider),
     "sasl.oauthbearer.token.endpoint.url": _Spec(_parse_optional_str),
     "sasl.oauthbearer.client.credentials.client.id": _Spec(_parse_optional_str),
@@ -880,6 +895,9 @@ class ShareConsumerConfig:
     sasl_kerberos_service_name: str = "kafka"
     sasl_kerberos_domain_name: str | None = None
     sasl_kerberos_principal: str | None = None
+    #: GSSAPI: log in from this keytab as sasl.kerberos.principal (librdkafka's
+    #: name; None: the ticket cache, KRB5CCNAME or kinit's default)
+    sasl_kerberos_keytab: str | None = None
     #: OAUTHBEARER token source (see kafka_share.credentials).
     sasl_oauth_token_provider: Any = attrs.field(
         default=None, repr=lambda v: _object_repr(v, "token provider")
@@ -1037,6 +1055,9 @@ def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
                     "sasl.oauthbearer.client.credentials.client.id and "
                     "sasl.oauthbearer.client.credentials.client.secret"
                 )
+        if mechanism is SaslMechanism.GSSAPI:
+            problems += _keytab_problems(values["sasl.kerberos.keytab"],
+                                         values["sasl.kerberos.principal"])
     else:
         given = [key for key in sasl_keys if values[key] is not None]
         if given:

@@ -13,9 +13,11 @@ mechanism and the step, never the secret.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 from kafka_share.credentials import OAuthToken
@@ -193,37 +195,73 @@ class OAuthBearerMechanism:
 class GssapiMechanism:
     """Kerberos (RFC 4752) through the optional ``gssapi`` package
     (``pip install 'kafka-share[gssapi]'``). Kafka supports no security layer,
-    so the final message offers "none" with the server's buffer size."""
+    so the final message offers "none" with the server's buffer size.
 
-    def __init__(self, service_name: str, host: str, principal: str | None = None) -> None:
+    Credentials: with ``keytab``, a login from it as ``principal`` into a
+    ticket cache in memory, one per principal and process (so connections share
+    its tickets, and the user's own ticket cache is left alone); else the ticket
+    cache (``KRB5CCNAME``, or the default that ``kinit`` fills), as ``principal``
+    if given. GSSAPI failures (no ticket, an unknown principal, a KDC that does
+    not answer) raise SaslAuthenticationFailedError with the library's words.
+    """
+
+    def __init__(
+        self, service_name: str, host: str, principal: str | None = None,
+        keytab: str | None = None,
+    ) -> None:
         self.name = "GSSAPI"
         gssapi = import_gssapi()
-        target = gssapi.Name(f"{service_name}@{host}", name_type=gssapi.NameType.hostbased_service)
-        creds = None
-        if principal:
-            creds = gssapi.Credentials(
-                name=gssapi.Name(principal, name_type=gssapi.NameType.user), usage="initiate"
-            )
+        self._gss_error: type[Exception] = gssapi.exceptions.GSSError
+        who = principal or "the ticket cache's principal"
+        self._where = f"GSSAPI authentication as {who} to service {service_name}@{host}"
         self._principal = principal or ""
-        self._ctx: Any = gssapi.SecurityContext(name=target, creds=creds, usage="initiate")
+        hint = (
+            f" (is {principal} in the keytab {keytab}? klist -k lists what it holds)"
+            if keytab else " (no ticket? kinit, or set sasl.kerberos.keytab)"
+        )
+        with self._translated(hint):
+            target = gssapi.Name(
+                f"{service_name}@{host}", name_type=gssapi.NameType.hostbased_service
+            )
+            creds = None
+            if principal or keytab:
+                store = None
+                if keytab:
+                    store = {"client_keytab": keytab, "ccache": f"MEMORY:kafka-share-{principal}"}
+                creds = gssapi.Credentials(
+                    name=gssapi.Name(principal, name_type=gssapi.NameType.kerberos_principal)
+                    if principal else None,
+                    usage="initiate", store=store,
+                )
+            self._ctx: Any = gssapi.SecurityContext(name=target, creds=creds, usage="initiate")
         self._negotiated = False
 
+    @contextlib.contextmanager
+    def _translated(self, hint: str = "") -> Iterator[None]:
+        try:
+            yield
+        except self._gss_error as exc:
+            text = " ".join(str(exc).split())
+            raise SaslAuthenticationFailedError(f"{self._where} failed: {text}{hint}") from None
+
     def start(self) -> bytes:
-        return bytes(self._ctx.step(None) or b"")
+        with self._translated():
+            return bytes(self._ctx.step(None) or b"")
 
     def step(self, server_bytes: bytes) -> bytes | None:
-        if not self._ctx.complete:
-            return bytes(self._ctx.step(server_bytes) or b"")
-        if self._negotiated:
-            return None
-        self._negotiated = True
-        layers = self._ctx.unwrap(server_bytes).message
-        if len(layers) != 4 or not layers[0] & 1:
-            raise SaslAuthenticationFailedError(
-                "GSSAPI: the broker does not offer the 'no security layer' option"
-            )
-        reply = b"\x01" + bytes(layers[1:4]) + self._principal.encode()
-        return bytes(self._ctx.wrap(reply, False).message)
+        with self._translated():
+            if not self._ctx.complete:
+                return bytes(self._ctx.step(server_bytes) or b"")
+            if self._negotiated:
+                return None
+            self._negotiated = True
+            layers = self._ctx.unwrap(server_bytes).message
+            if len(layers) != 4 or not layers[0] & 1:
+                raise SaslAuthenticationFailedError(
+                    "GSSAPI: the broker does not offer the 'no security layer' option"
+                )
+            reply = b"\x01" + bytes(layers[1:4]) + self._principal.encode()
+            return bytes(self._ctx.wrap(reply, False).message)
 
 
 def import_gssapi() -> Any:

@@ -120,6 +120,7 @@ class ConnectionSecurity:
     kerberos_service_name: str = "kafka"
     kerberos_domain_name: str | None = None
     kerberos_principal: str | None = None
+    kerberos_keytab: str | None = None
 
     def new_mechanism(self, host: str) -> SaslClientMechanism | None:
         """A fresh mechanism for one (re-)authentication; None while an OAUTHBEARER
@@ -138,7 +139,7 @@ class ConnectionSecurity:
         if mechanism is SaslMechanism.GSSAPI:
             return GssapiMechanism(
                 self.kerberos_service_name, self.kerberos_domain_name or host,
-                self.kerberos_principal,
+                self.kerberos_principal, self.kerberos_keytab,
             )
         raise AuthenticationError(f"no SASL mechanism configured for {self.protocol.value}")
 
@@ -210,4 +211,5 @@ def security_from_config(config: ShareConsumerConfig) -> ConnectionSecurity:
         config.sasl_kerberos_service_name,
         config.sasl_kerberos_domain_name,
         config.sasl_kerberos_principal,
+        config.sasl_kerberos_keytab,
     )

@@ -108,6 +108,7 @@ def config_error(extra: dict[str, object]) -> str:
         ("sasl_kerberos_service_name", "kafka"),
         ("sasl_kerberos_domain_name", None),
         ("sasl_kerberos_principal", None),
+        ("sasl_kerberos_keytab", None),
         ("sasl_oauth_token_provider", None),
         ("sasl_oauthbearer_token_endpoint_url", None),
         ("sasl_oauthbearer_client_credentials_client_id", None),
@@ -141,7 +142,7 @@ def test_defaults_table_covers_every_attribute() -> None:
     names = {field.name for field in attrs.fields(ShareConsumerConfig)}
     properties = parse_config(BASE).to_properties()
     assert {key.replace(".", "_") for key in properties} == names
-    assert len(names) == 76
+    assert len(names) == 77
 
 
 def test_required_values_are_parsed() -> None:
@@ -732,6 +733,18 @@ def test_unsupported_sasl_mechanism(raw: str) -> None:
 def test_sasl_without_mechanism_or_credentials(given: dict[str, object], missing: str) -> None:
     message = config_error({"security.protocol": "SASL_PLAINTEXT", **given})
     assert message.startswith(f"security.protocol=SASL_PLAINTEXT needs {missing}:")
+
+
+def test_a_gssapi_keytab_needs_a_principal_and_must_be_readable(tmp_path: Any) -> None:
+    gssapi = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI"}
+    keytab = tmp_path / "client.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    message = config_error({**gssapi, "sasl.kerberos.keytab": str(keytab)})
+    assert "sasl.kerberos.keytab needs sasl.kerberos.principal" in message
+    missing = str(tmp_path / "missing.keytab")
+    message = config_error({**gssapi, "sasl.kerberos.keytab": missing,
+                            "sasl.kerberos.principal": "client@EXAMPLE.COM"})
+    assert f"sasl.kerberos.keytab {missing!r} cannot be read: No such file" in message
 
 
 def test_sasl_settings_without_sasl_protocol() -> None:
