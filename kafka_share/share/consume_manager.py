@@ -577,14 +577,18 @@ class ShareConsumeManager:
             expiry = self.held.next_expiry_ms()
             if expiry is not None:
                 waits.append(max(1, expiry - now_ms + 1))
-        waits.extend(
-            max(0, s.async_linger_until_ms - now_ms)
-            if not (s.acks_held and now_ms >= s.async_linger_until_ms)
-            # held acks past their window wait for the fetch, then go alone
-            else max(0, s.async_linger_until_ms + ACK_LINGER_MS - now_ms)
-            for s in self._nodes.values()
-            if s.async_acks
-        )
+        for s in self._nodes.values():
+            # A node with a request in flight takes its acks when it answers (or
+            # times out), which wakes the loop; one backing off after an error
+            # takes them when the backoff ends. Until then they are not due: a
+            # response that never completed held the loop in waits of 0 ms,
+            # about a thousand rounds a second, until the request timed out.
+            if not s.async_acks or s.session.in_flight:
+                continue
+            due = s.async_linger_until_ms
+            if s.acks_held and now_ms >= due:
+                due += ACK_LINGER_MS  # held acks past their window wait for the fetch
+            waits.append(max(0, max(due, s.not_before_ms) - now_ms))
         return min(waits) if waits else 5000
 
     def on_disconnect(self, node_id: int) -> None:

@@ -68,6 +68,10 @@ class _Pipe:
     capture_kind: str = ""
     #: ``stall``: nothing more is forwarded to the client on this connection
     stalled: bool = False
+    #: client side: the client id of the connection's first request (None: not
+    #: read yet), and the bytes of it seen so far
+    client_id: str | None = None
+    first_request: bytearray = field(default_factory=bytearray)
 
 
 class TcpProxy:
@@ -125,8 +129,9 @@ class TcpProxy:
         self.refused = 0
         #: Connection pairs cut by :meth:`cut_all` / :meth:`cut_random` / chaos.
         self.cuts = 0
-        #: the tampering armed for the next response frame (see :meth:`tamper`)
-        self._armed: str | None = None
+        #: the tampering armed for the next response frame, and the client id
+        #: prefix of the connections it may hit (see :meth:`tamper`)
+        self._armed: tuple[str, str] | None = None
         #: Response frames tampered with so far.
         self.tampered = 0
 
@@ -252,18 +257,27 @@ class TcpProxy:
     def chaos_running(self) -> bool:
         return self._chaos_thread is not None and self._chaos_thread.is_alive()
 
-    def tamper(self, kind: str) -> None:
-        """Tamper with the next response frame a broker sends through this proxy,
-        on whichever connection it comes (one of :data:`TAMPER_KINDS`).
-        :attr:`tampered` counts the frames done."""
+    def tamper(self, kind: str, *, client_id_prefix: str = "") -> None:
+        """Tamper with the next response frame a broker sends through this proxy
+        (one of :data:`TAMPER_KINDS`), on a connection whose client sent a client
+        id starting with ``client_id_prefix``: a broker that advertises the proxy
+        reaches itself through it too, and must not be hit. :attr:`tampered`
+        counts the frames done."""
         if kind not in TAMPER_KINDS:
             raise ValueError(f"kind must be one of {TAMPER_KINDS}, got {kind!r}")
         with self._lock:
-            self._armed = kind
+            self._armed = (kind, client_id_prefix)
 
-    def _take_armed(self) -> str | None:
+    def _take_armed(self, pipe: _Pipe) -> str | None:
+        client = pipe.peer
         with self._lock:
-            kind, self._armed = self._armed, None
+            armed = self._armed
+            if armed is None or client is None or client.client_id is None:
+                return None
+            kind, prefix = armed
+            if not client.client_id.startswith(prefix):
+                return None
+            self._armed = None
             return kind
 
     # ------------------------------------------------------------------ internals
@@ -373,6 +387,8 @@ class TcpProxy:
             return
         if not pipe.is_client:
             data = self._responses(pipe, data)
+        elif pipe.client_id is None:
+            _note_client_id(pipe, data)
         peer.pending += data
         self._flush(peer)
 
@@ -387,7 +403,7 @@ class TcpProxy:
         while view:
             if len(pipe.head) < 4:
                 if not pipe.head and pipe.capture is None:  # a frame starts
-                    kind = self._take_armed()
+                    kind = self._take_armed(pipe)
                     if kind is not None:
                         pipe.capture, pipe.capture_kind = bytearray(), kind
                 n = min(4 - len(pipe.head), len(view))
@@ -488,6 +504,25 @@ class TcpProxy:
                 s.close()
         with contextlib.suppress(Exception):
             self._selector.close()
+
+
+def _note_client_id(pipe: _Pipe, data: bytes) -> None:
+    """Read the client id of a connection's first request (a request header:
+    size, api key, api version, correlation id, then the client id as an int16
+    length and its bytes)."""
+    first = pipe.first_request
+    first += data[: 4096 - len(first)]
+    if len(first) < 14:
+        return
+    (length,) = struct.unpack_from(">h", first, 12)
+    if length < 0:
+        pipe.client_id = ""
+    elif len(first) >= 14 + length:
+        pipe.client_id = first[14 : 14 + length].decode(errors="replace")
+    elif len(first) >= 4096:
+        pipe.client_id = ""
+    if pipe.client_id is not None:
+        pipe.first_request = bytearray()
 
 
 def _reset(sock: socket.socket) -> None:

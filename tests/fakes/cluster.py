@@ -104,6 +104,9 @@ class FakeCluster:
         #: node -> the leader it claims for every partition it answers for with
         #: NOT_LEADER_OR_FOLLOWER (a lying broker: hints that point in a circle)
         self.false_hints: dict[int, int] = {}
+        #: a ShareFetch sent now gets no answer for this long, then fails as a
+        #: request timeout does (0: answered as usual)
+        self.stall_share_fetch_ms = 0
         self.member_epoch = 0
         self.fence_next_heartbeat = False
         #: (node, member) -> the epoch the next request must carry
@@ -511,6 +514,9 @@ class EngineDriver:
                                 for p in t.partitions)
                 ):
                     delay = max(delay, req.request.max_wait_ms)  # the broker long-polls
+                if isinstance(req.request, ShareFetchRequest) and self.cluster.stall_share_fetch_ms:
+                    delay = self.cluster.stall_share_fetch_ms
+                    response, error = None, NetworkError("no response within the request timeout")
                 heapq.heappush(
                     self._answers, (self.now_ms + delay, next(self._seq), req, response, error)
                 )

@@ -11,19 +11,25 @@ behind a :class:`TcpProxy` advertised as the broker's address.
 
 from __future__ import annotations
 
+import collections
+import os
+import sys
+import threading
 import time
+import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from share_helpers import proxied_cluster
+from share_helpers import poll_until, proxied_cluster
 
 from kafka_share import AcknowledgeType, ShareConsumer, TopicIdPartition
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
 from kafka_share.errors import KafkaError, NetworkError
 from kafka_share.protocol.messages import MetadataRequest, MetadataResponse
 from kafka_share.testing import KafkaAdmin, LocalKafkaCluster, unique_name
-from kafka_share.testing.proxy import TcpProxy
+from kafka_share.testing.proxy import TAMPER_KINDS, TcpProxy
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +108,49 @@ def proxied() -> Iterator[tuple[LocalKafkaCluster, TcpProxy]]:
 @pytest.fixture(scope="module")
 def admin(proxied: tuple[LocalKafkaCluster, TcpProxy]) -> KafkaAdmin:
     return proxied[0].admin()  # closed when the cluster stops
+
+
+class _StackSampler:
+    """Where the main thread spends its time (sampled every 10 ms): a busy loop
+    names itself in a failing assertion."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._stop = threading.Event()
+        self._target = threading.main_thread().ident
+        self._thread = threading.Thread(target=self._run, name="stack-sampler", daemon=True)
+
+    def __enter__(self) -> _StackSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            frame = sys._current_frames().get(self._target)
+            if frame is not None:
+                stack = traceback.extract_stack(frame)[-5:]
+                self.counts[" <- ".join(f"{f.name}:{f.lineno}" for f in reversed(stack))] += 1
+
+    def top(self) -> list[tuple[str, int]]:
+        return self.counts.most_common(3)
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds of each Python thread of this process (by name)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for thread in threading.enumerate():
+        try:
+            fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
+        except OSError:
+            continue
+        utime, stime = fields.rsplit(")", 1)[1].split()[11:13]
+        out[thread.name] = (int(utime) + int(stime)) / tick
+    return out
 
 
 class _Timed:
@@ -217,3 +266,72 @@ def test_random_connection_drops_never_hang_calls_and_lose_nothing(
         if not closed:
             consumer.close(timeout=5)
     print(f"cuts={proxy.cuts} longest={timed.longest} calls={timed.calls}")
+
+
+@pytest.mark.parametrize("kind", TAMPER_KINDS)
+def test_a_broker_that_answers_garbage_gets_a_reconnect_not_a_hang(
+    proxied: tuple[LocalKafkaCluster, TcpProxy], admin: KafkaAdmin, kind: str
+) -> None:
+    """The next response is truncated, carries a wrong correlation id or a 2 GiB
+    size prefix, or never completes: the consumer drops that connection (at once,
+    or at request.timeout.ms for the stall), reconnects and goes on, with every
+    call bounded and no busy loop while it waits."""
+    _, proxy = proxied
+    topic = admin.create_topic(partitions=1)
+    group = unique_name("tamper")
+    admin.set_group_config(group, {"share.auto.offset.reset": "earliest",
+                                   "share.record.lock.duration.ms": "2000"})
+    expected = {p.offset for p in admin.produce(topic, [f"t{i}".encode() for i in range(50)])}
+    request_timeout_s = 4.0
+    consumer: ShareConsumer[Any, Any] = ShareConsumer(
+        bootstrap_servers=proxy.bootstrap, group_id=group, max_poll_records=10,
+        request_timeout_ms=int(request_timeout_s * 1000),
+    )
+    timed = _Timed()
+    errors: list[KafkaError] = []
+    try:
+        consumer.subscribe([topic])
+        seen = {r.offset for r in poll_until(consumer, lambda s: len(s) >= 1, timeout_s=30)}
+        tampered = proxy.tampered
+        # The consumer's next response (not the broker's own: it reaches itself
+        # through the proxy too); new records make one come.
+        proxy.tamper(kind, client_id_prefix="kafka-share-tamper")
+        more = admin.produce(topic, [f"u{i}".encode() for i in range(50)])
+        expected |= {p.offset for p in more}
+        threads_before = _thread_cpu()
+        cpu_before, wall_before = time.process_time(), time.monotonic()
+        deadline = time.monotonic() + request_timeout_s + 30
+        after_produced = False
+        with _StackSampler() as sampler:
+            while not (after_produced and expected <= seen) and time.monotonic() < deadline:
+                if not after_produced and proxy.tampered > tampered:
+                    # Records produced once the broken response went out: the
+                    # consumer must get them over the connection it made again.
+                    after = admin.produce(topic, [f"v{i}".encode() for i in range(20)])
+                    expected |= {p.offset for p in after}
+                    after_produced = True
+                try:
+                    seen |= {r.offset for r in timed.run("poll", POLL_S, consumer.poll, POLL_S)}
+                except KafkaError as exc:  # allowed, if it says what happened
+                    errors.append(exc)
+        cpu_s = time.process_time() - cpu_before
+        wall_s = time.monotonic() - wall_before
+        threads_after = _thread_cpu()
+    finally:
+        consumer.close(timeout=5)
+    assert proxy.running, "the proxy stopped"
+    assert proxy.tampered == tampered + 1, "no response was tampered with"
+    missing = sorted(expected - seen)
+    assert not missing, f"after {kind!r}: {len(missing)} records never came, e.g. {missing[:5]}"
+    assert all(str(e) for e in errors), errors
+    # Waiting for a reconnect (or for the stalled request's timeout) must not spin:
+    # the consumer's threads used a fraction of the time it waited.
+    by_thread = sorted(
+        ((round(cpu - threads_before.get(name, 0.0), 2), name)
+         for name, cpu in threads_after.items()), reverse=True,
+    )[:3]
+    assert cpu_s < 0.5 * wall_s + 0.5, (
+        f"{cpu_s:.2f} s of CPU in {wall_s:.2f} s: {by_thread}; main thread: {sampler.top()}"
+    )
+    print(f"{kind}: {len(errors)} errors, back in {wall_s:.1f} s, cpu {cpu_s:.2f} s, "
+          f"longest poll {timed.longest['poll']:.2f} s, {errors[:1]}")

@@ -212,8 +212,11 @@ def test_tamper_breaks_exactly_the_next_response_frame(echo_server: tuple[str, i
     second, third = _frame(2, b"b" * 100), _frame(3, b"c" * 10)
     with TcpProxy(echo_server) as proxy, _connect(proxy) as c:
         c.settimeout(3)
-        first = _frame(1, b"a" * 100)
+        # The first "request" names the client: client id "bench" (int16 length).
+        first = _frame(1, struct.pack(">hhh", 18, 0, 5) + b"bench" + b"a" * 100)
         assert _echo(c, first) == first  # untouched until armed
+        proxy.tamper("correlation", client_id_prefix="other")
+        assert _echo(c, first) == first  # another client's connection: untouched
         proxy.tamper("correlation")
         got = _echo(c, second + third)
         assert got[:4] == second[:4] and got[8:] == second[8:] + third

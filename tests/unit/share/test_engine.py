@@ -95,6 +95,29 @@ def test_leader_hints_in_a_circle_are_followed_with_backoff_not_in_a_busy_loop()
     assert cluster.all_accepted()
 
 
+def test_acks_waiting_behind_an_unanswered_fetch_do_not_spin_the_loop() -> None:
+    """A ShareFetch whose answer never comes (a truncated or stalled response)
+    holds the node until the request times out; acknowledgements made meanwhile
+    wait for it, and so does the loop, instead of waking every millisecond."""
+    cluster = FakeCluster(brokers=1, leaders={0: 1, 1: 1, 2: 1}, records_per_partition=20)
+    driver = EngineDriver(cluster, ack_type=lambda partition, offset, count: None)
+    driver.subscribe()
+    driver.run_for(2_000, until=lambda: len(driver.withheld) >= 60)
+    cluster.stall_share_fetch_ms = 4_000
+    cluster.produce(0, 10)
+    driver.run_for(600)  # the next ShareFetch goes out, and hangs
+    driver.ack_withheld()  # commit_async while it hangs
+    loops = driver.loops
+    driver.run_for(3_000)
+    assert driver.loops - loops <= 100, f"{driver.loops - loops} engine loops in 3 s"
+    # The broker answers again: every record is accepted in the end (those whose
+    # acks were lost with the session come back when their locks run out).
+    cluster.stall_share_fetch_ms = 0
+    driver.ack_type = lambda partition, offset, count: AcknowledgeType.ACCEPT
+    driver.run_for(60_000, until=cluster.all_accepted)
+    assert cluster.all_accepted()
+
+
 def test_a_broker_restart_resets_the_share_session_and_consumption_goes_on() -> None:
     cluster = FakeCluster(records_per_partition=40)
     driver = EngineDriver(cluster)
