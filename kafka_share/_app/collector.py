@@ -318,6 +318,9 @@ class FetchCollector(Generic[K, V]):
         #: drop records whose lock ran out before delivery (off under share.auto.renew:
         #: the network thread renews them, and reports those it gives up on)
         self._drop_expired = drop_expired
+        #: records whose lock ends within this many ms are not handed out either
+        #: (the consumer sets it per poll: FetchAheadPolicy.hand_out_margin_ms)
+        self.expiry_margin_ms = 0.0
         self._clock = clock
         #: the consumer's logger (its identity on every line), once it has one
         self.log: Logger = logger or log
@@ -484,8 +487,9 @@ class FetchCollector(Generic[K, V]):
                 data = decoded[0]
                 tip = data.partition
                 if self._expired(data.lock_expires_ms, now_ms):
-                    # Its lock ran out while it waited here: the broker has made these
-                    # records available again (probably to another consumer already).
+                    # Its lock ran out while it waited here (or ends before the
+                    # application could acknowledge them): the broker makes these
+                    # records available again (probably to another consumer).
                     # Handing them out would have them worked on twice, and their
                     # acknowledgements (GAPs included) would fail.
                     self._decode_rest(data)
@@ -548,7 +552,12 @@ class FetchCollector(Generic[K, V]):
         return CollectResult(ConsumerRecords(out), error, lock_timeout, size)
 
     def _expired(self, lock_expires_ms: int | None, now_ms: int) -> bool:
-        return self._drop_expired and lock_expires_ms is not None and now_ms >= lock_expires_ms
+        """Whether a record's lock has run out, or ends too soon for the
+        application to process and acknowledge it (``expiry_margin_ms``)."""
+        return (
+            self._drop_expired and lock_expires_ms is not None
+            and now_ms + self.expiry_margin_ms >= lock_expires_ms
+        )
 
     # -- decoding --------------------------------------------------------------
 

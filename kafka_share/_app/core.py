@@ -555,6 +555,10 @@ class ConsumerCore(Generic[K, V]):
         limit: int | None = None,
     ) -> tuple[CollectResult[K, V], AcksByPartition]:
         """Collect the records of this poll; returns them and the acks still to send."""
+        most = self._config.max_poll_records
+        self._collector.expiry_margin_ms = self._ahead.hand_out_margin_ms(
+            most if limit is None else min(limit, most)
+        )
         try:
             batch = self._collector.collect(on_drained, limit=limit)
         except BaseException:

@@ -29,6 +29,14 @@ The rules, each a method below:
   ``batch_optimized`` mode the broker may still round up to a whole producer
   batch; records whose lock ran out before delivery are then dropped by the
   collector, or renewed under ``share.auto.renew``.)
+* **Hand out only what can be acknowledged in time**
+  (:meth:`FetchAheadPolicy.hand_out_margin_ms`): a buffered record is handed to
+  the application only if its lock lasts past the time the application takes
+  for a poll's records, twice over, plus :data:`ACK_ALLOWANCE_MS` for the
+  acknowledgement's way to the broker; one closer to its end is dropped as if it
+  had run out (the broker hands it out again when it does). Otherwise a record
+  handed out just before its lock ends is processed, and its acknowledgement is
+  refused while another consumer already has it.
 * **Once per response** (:meth:`FetchAheadPolicy.ahead_while_delivering`): if
   that fetch comes back empty, the next one waits until the response is drained,
   so an idle consumer does not send an empty ShareFetch per poll.
@@ -40,6 +48,7 @@ allowed); the consumer passes its own clock.
 from __future__ import annotations
 
 __all__ = [
+    "ACK_ALLOWANCE_MS",
     "AHEAD_MAX_HELD",
     "AHEAD_MIN_BYTES",
     "DEFAULT_LOCK_MS",
@@ -67,6 +76,9 @@ PACE_LOCK_FRACTION = 0.5
 #: The broker's default ``group.share.record.lock.duration.ms``, until a
 #: response tells the real one.
 DEFAULT_LOCK_MS = 30_000
+#: Time allowed for an acknowledgement to reach the broker once the application
+#: has made it (the next poll's fetch, or a ShareAcknowledge, and its way there).
+ACK_ALLOWANCE_MS = 100
 
 
 def caught_up(acquired: int, size_bytes: int, max_poll_records: int) -> bool:
@@ -160,6 +172,14 @@ class FetchAheadPolicy:
         if fits >= self._max_poll_records:
             return None
         return max(1, fits)
+
+    def hand_out_margin_ms(self, count: int) -> float:
+        """How long before its lock ends a record is no longer handed out, for a
+        poll of ``count`` records: twice the application's measured time for
+        them, plus :data:`ACK_ALLOWANCE_MS`; at most a quarter of the lock, so a
+        slow application still gets records (``share.auto.renew`` is for those)."""
+        lock_ms = self._lock_timeout_ms or DEFAULT_LOCK_MS
+        return min(lock_ms / 4, 2 * self._ms_per_record * count + ACK_ALLOWANCE_MS)
 
     def may_fetch_ahead(self, acquired: int) -> bool:
         return may_fetch_ahead(

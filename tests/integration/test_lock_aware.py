@@ -29,6 +29,7 @@ _SHORT_LOCK = {"share.record.lock.duration.ms": str(LOCK_MS)}
 TOTAL = 4_000
 
 
+@pytest.mark.parametrize("run", [1, 2, 3])
 @pytest.mark.parametrize("auto_renew", [False, True], ids=["plain", "auto-renew"])
 def test_two_consumers_one_second_lock_half_a_millisecond_per_record(
     kafka_bootstrap: str,
@@ -36,6 +37,7 @@ def test_two_consumers_one_second_lock_half_a_millisecond_per_record(
     share_group_factory: Callable[..., str],
     kafka_produce: Callable[..., object],
     auto_renew: bool,
+    run: int,
     record_property: Callable[[str, object], None],
 ) -> None:
     topic = topic_factory(partitions=1)
@@ -67,14 +69,16 @@ def test_two_consumers_one_second_lock_half_a_millisecond_per_record(
     # Never: a record handed to the application after the broker had already
     # given it to the other consumer.
     assert result.handed_out_after_expiry() == []
+    # No record handed to the application went on to the other consumer, with or
+    # without renewal: what kafka-share hands out it can acknowledge in time (a
+    # buffered record whose lock would end first is not handed out). The other
+    # way round happens: confluent-kafka's consumer acquires whole producer
+    # batches and sometimes lets their locks run out; kafka-share then gets those
+    # records with delivery count 2, as it should.
+    assert from_ours == set(), f"{len(from_ours)} records lost to the other consumer"
+    assert duplicates == from_theirs
+    assert result.ack_errors == []
     if auto_renew:
-        # No record went from kafka-share to the other consumer. (The other way
-        # round happens: confluent-kafka's consumer acquires whole producer
-        # batches and sometimes lets their locks run out; kafka-share then gets
-        # those records with delivery count 2, as it should.)
-        assert from_ours == set(), f"{len(from_ours)} records lost to the other consumer"
-        assert duplicates == from_theirs
-        assert result.ack_errors == []
         assert renewed > 0
         assert dropped == 0
 

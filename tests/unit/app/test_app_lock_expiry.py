@@ -179,3 +179,14 @@ def test_a_partly_decoded_response_whose_lock_ran_out_counts_every_record(sliced
     clock.now_ms = 950
     assert collector.collect().records.count() == 0
     assert _dropped(metrics, "lock-expired") == 10
+
+
+def test_records_whose_lock_ends_within_the_margin_are_not_handed_out() -> None:
+    collector, buffer, _in_flight, clock, metrics = _harness(max_poll_records=3)
+    buffer.add_all([_fetch(0, 6, expires_ms=1_000)])
+    collector.expiry_margin_ms = 200
+    clock.now_ms = 700
+    assert _offsets(collector) == [0, 1, 2]  # 300 ms left: enough
+    clock.now_ms = 800  # 200 ms left: not enough to process and acknowledge
+    assert _offsets(collector) == []
+    assert _dropped(metrics, "lock-expired") == 3

@@ -4,6 +4,7 @@ pace (an injected clock) and the acquisition lock."""
 from __future__ import annotations
 
 from kafka_share.share.fetch_ahead import (
+    ACK_ALLOWANCE_MS,
     AHEAD_MAX_HELD,
     AHEAD_MIN_BYTES,
     FetchAheadPolicy,
@@ -131,3 +132,19 @@ def test_a_slow_application_asks_for_what_it_processes_in_half_the_lock() -> Non
     policy.poll_returned(11_000.0, 1)
     policy.poll_started(111_000.0)
     assert policy.max_records() == 1
+
+
+def test_records_are_handed_out_only_with_time_left_to_process_and_acknowledge_them() -> None:
+    clock = Clock()
+    policy = FetchAheadPolicy(max_poll_records=50)
+    # Pace unknown: only the acknowledgement's way to the broker.
+    assert policy.hand_out_margin_ms(50) == ACK_ALLOWANCE_MS
+    policy.poll_returned(clock.now_ms, 50)
+    policy.poll_started(clock.advance(50.0))  # 1 ms per record: 0.5 on average
+    # Twice the time for a poll's records, plus the allowance.
+    assert policy.hand_out_margin_ms(50) == 2 * 0.5 * 50 + ACK_ALLOWANCE_MS
+    # At most a quarter of the lock, so a slow application still gets records.
+    policy.note_lock_timeout(1_000)
+    policy.poll_returned(clock.now_ms, 50)
+    policy.poll_started(clock.advance(5_000.0))
+    assert policy.hand_out_margin_ms(50) == 250
