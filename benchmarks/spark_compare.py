@@ -305,7 +305,10 @@ def _steady_source(args: argparse.Namespace, spark: Any, bootstrap: str, admin: 
         for rate in args.rates:
             rows_before, p50_before, p99_before = sink.rows, len(sink.p50), len(sink.p99)
             progress_before = len(query.recentProgress)
+            cpu_before = _cpu_by_role()
             produced_per_s = producer.run(rate, args.step_s)
+            cpu_after = _cpu_by_role()
+            read_in_step = sink.rows - rows_before
             behind = producer.produced - sink.rows
             time.sleep(_SETTLE_S)
             behind_after = producer.produced - sink.rows
@@ -313,6 +316,7 @@ def _steady_source(args: argparse.Namespace, spark: Any, bootstrap: str, admin: 
             step = {
                 "rate": rate,
                 "produced_per_s": round(produced_per_s),
+                "cpu_us_per_record_read": _cpu_per_record(cpu_before, cpu_after, read_in_step),
                 **_batch_phases(query.recentProgress[progress_before:]),
                 "consumed_per_s": round((sink.rows - rows_before) / (args.step_s + _SETTLE_S)),
                 "behind_at_end": behind,
@@ -333,6 +337,43 @@ def _steady_source(args: argparse.Namespace, spark: Any, bootstrap: str, admin: 
         query.stop()
     sustained = [s["rate"] for s in steps if s["kept_up"]]
     return {"steps": steps, "highest_sustained_rate": max(sustained) if sustained else None}
+
+
+def _cpu_by_role() -> dict[str, float]:
+    """CPU seconds used so far by the processes of this machine that take part,
+    by role (a process that ended is not counted: Spark's Python workers and
+    the broker live for the whole run)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    me = os.getpid()
+    out = dict.fromkeys(("broker", "spark-jvm", "python-workers", "benchmark"), 0.0)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == me:
+            role = "benchmark"  # the producer, and the driver's foreachBatch calls
+        elif b"kafka.Kafka" in cmd:
+            role = "broker"
+        elif b"org.apache.spark.deploy.SparkSubmit" in cmd:
+            role = "spark-jvm"
+        elif b"pyspark" in cmd and b"python" in cmd:
+            role = "python-workers"
+        else:
+            continue
+        out[role] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out
+
+
+def _cpu_per_record(before: dict[str, float], after: dict[str, float],
+                    records: int) -> dict[str, float]:
+    """Microseconds of CPU per record read, by role."""
+    if records <= 0:
+        return {}
+    return {role: round((after[role] - before[role]) * 1e6 / records, 2) for role in after}
 
 
 def _batch_phases(progress: list[Any]) -> dict[str, Any]:

@@ -138,6 +138,7 @@ class _Worker:
                     continue
                 last_records = time.monotonic()
                 idle_timeout_s = self.idle_timeout_s
+                self._prefetch(consumer, processed + len(records))
                 for record, (outcome, error, result) in self._handle(
                     consumer, records, handlers
                 ):
@@ -151,6 +152,18 @@ class _Worker:
             # Anything not acknowledged (the task is failing) is released at once.
             handlers.shutdown(wait=False, cancel_futures=True)
             consumer.close(timeout=_CLOSE_TIMEOUT_S)
+
+    def _prefetch(self, consumer: ShareConsumer[Any, Any], after: int) -> None:
+        """Fetch the next poll's records while the handlers work on this one's
+        (record_limit acquires nothing between polls otherwise, so every poll
+        paid a round trip to the broker with the handlers idle: 1 task x 4
+        handlers reached 0.71 of the ideal rate). They stay locked meanwhile,
+        renewed like the ones being handled; closing the consumer releases
+        them."""
+        if self.max_records is None:
+            consumer.prefetch()
+        elif after < self.max_records:
+            consumer.prefetch(max_records=self.max_records - after)
 
     def _call(self, record: ConsumerRecord[Any, Any]) -> Outcome:
         try:
@@ -236,7 +249,7 @@ def process_queue(
     ``concurrency`` handlers run at once in each task (threads: for I/O-bound
     handlers), each record acknowledged as its handler finishes; a poll holds
     at least ``4 * concurrency`` records unless ``max.poll.records`` says
-    otherwise.
+    otherwise, and the next poll's records are fetched while the handlers run.
 
     Returns a lazy DataFrame (nothing runs until an action such as ``collect``,
     ``count`` or a write) with one row per handled record: ``topic``,
