@@ -27,7 +27,7 @@ from kafka_share.protocol.messages import (
 from kafka_share.share.ack_deferral import ACK_DEFER_MS
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareCapabilities
-from kafka_share.share.consume_manager import ACK_LINGER_MS, FetchSettings, ShareConsumeManager
+from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share.share.unsent import Channel, UnsentRequest, VersionedRequest
 
@@ -946,14 +946,15 @@ def test_held_acks_go_alone_when_no_fetch_takes_them() -> None:
 
 def test_held_acks_past_their_window_do_not_spin_the_network_loop() -> None:
     """While the fetch that would carry them is in flight past their window,
-    held acks set a deadline ACK_LINGER_MS later, not a wait of 0 (a busy loop);
-    by then, with no fetch taking them, they go on their own."""
+    held acks set no deadline at all, not a wait of 0 (a busy loop): they cannot
+    go before that fetch answers (one request per node), and its answer wakes
+    the loop; then, with no fetch taking them, they go on their own."""
     env = _established_on_node_1()
     _trickle(env, 0, 0, 0)
     env.mgr.on_fetch({TIP0: (1, acks(0))})
     fetch = env.poll(0)[1]
     assert fetch_ack_batches(fetch.request, 0) == []
-    assert env.mgr.time_until_next_ms(ACK_DEFER_MS + 5) == ACK_LINGER_MS - 5
+    assert env.mgr.time_until_next_ms(ACK_DEFER_MS + 5) == 5000  # idle until the answer
     fetch.handler(fetch_response(ShareFetchResponse.PartitionData(partition_index=0)), None)
     env.mgr.fetch_more = False
     reqs = env.poll(ACK_DEFER_MS + 5)
