@@ -14,27 +14,20 @@ Layout under the staging root::
 
     <root>/b<seq>/s<slot>/<chunk>.json
 
-Storage: a file system path (or ``file:`` URI) that every executor and the
-driver see, as Spark requires of checkpoints: a local disk for ``local[N]``, a
-shared POSIX mount (NFS, a cluster file system) for a cluster. "Create if
-absent" is a hard link of a fully written and fsynced temporary file onto the
-chunk's name (``link`` fails if the name exists, atomically, on POSIX and NFS);
-where the file system has no hard links, an exclusive create
-(``O_CREAT|O_EXCL``) with a checksum line that readers verify, so a chunk still
-being written is never taken for a finished one.
+Storage: somewhere every executor and the driver reach, as Spark requires of
+checkpoints: a file system path (a local disk for ``local[N]``, a shared POSIX
+mount for a cluster) or HDFS through ``webhdfs://``. How each makes "create if
+absent" atomic is in ``_storage``. Every chunk ends with a checksum line that
+readers verify, so a chunk still being written (an exclusive create, where a
+file system has no hard links) is never taken for a finished one.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
-import os
-import shutil
 import time
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -43,6 +36,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_share.spark._options import SparkOptionError
+from kafka_share.spark._storage import (
+    PosixStorage,
+    StagingError,
+    Storage,
+    UnsupportedLocationError,
+)
+from kafka_share.spark._webhdfs import WebHdfsStorage
 
 __all__ = ["Chunk", "Span", "StagingError", "StagingStore"]
 
@@ -50,10 +50,6 @@ _FORMAT = 1
 #: How long a reader waits for a chunk another attempt is still writing
 #: (exclusive-create file systems only) before it calls the chunk corrupt.
 _PARTIAL_WAIT_S = 10.0
-
-
-class StagingError(RuntimeError):
-    """The staging location cannot be used, or holds a chunk that is not valid."""
 
 
 #: (topic, partition, first offset, last offset, delivery count): records with
@@ -145,17 +141,37 @@ def _ints(column: Any) -> Any:
     return np.asarray(pa.chunked_array([column]).to_numpy(), dtype=np.int64)
 
 
-def _root_path(location: str) -> Path:
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return Path(parsed.path if parsed.scheme else location)
-    if len(parsed.scheme) == 1:  # a Windows drive letter
-        return Path(location)
-    raise SparkOptionError(
-        f"option stagingLocation {location!r}: only file system paths are supported (a local "
-        "directory for local[N], or a shared POSIX mount every executor and the driver see, "
-        f"such as NFS), not {parsed.scheme}:// storage"
+_OBJECT_STORES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss",
+                  "r2", "az", "adl")
+
+
+def storage_for(location: str) -> Storage:
+    """The backend for ``location``; UnsupportedLocationError names what is supported."""
+    scheme = urlparse(location).scheme.lower()
+    if scheme in ("", "file") or len(scheme) == 1:  # one letter: a Windows drive
+        return PosixStorage(location)
+    if scheme == "webhdfs":
+        return WebHdfsStorage(location)
+    supported = (
+        "a file system path (a local directory for local[N], or a shared POSIX mount every "
+        "executor and the driver see, such as NFS) or webhdfs://<namenode>:<http port>/<path>"
     )
+    if scheme == "hdfs":
+        raise UnsupportedLocationError(
+            f"stagingLocation {location!r}: the executors' Python has no JVM to speak HDFS's "
+            "own protocol; name the same HDFS through its REST interface instead: "
+            "webhdfs://<namenode>:<dfs.namenode.http-address port, 9870 by default>/<path>"
+        )
+    if scheme in _OBJECT_STORES:
+        raise UnsupportedLocationError(
+            f"stagingLocation {location!r}: object stores are not supported for staging "
+            "(what Python reaches of them has no atomic create-if-absent, which two "
+            f"attempts of one read slot need to agree on its records); use {supported}"
+        )
+    raise UnsupportedLocationError(
+        f"stagingLocation {location!r}: {scheme}:// storage is not supported; use {supported}"
+    )
+
 
 
 class StagingStore:
@@ -163,94 +179,36 @@ class StagingStore:
 
     def __init__(self, location: str) -> None:
         self.location = location
-        self.root = _root_path(location)
-        self._links = True
+        try:
+            self.storage: Storage = storage_for(location)
+        except UnsupportedLocationError as exc:
+            raise SparkOptionError(f"option {exc}") from None
 
-    def _slot_dir(self, seq: int, slot: int) -> Path:
-        return self.root / f"b{seq}" / f"s{slot}"
-
-    def _chunk_path(self, seq: int, slot: int, chunk: int) -> Path:
-        return self._slot_dir(seq, slot) / f"{chunk}.json"
+    @staticmethod
+    def _chunk_name(seq: int, slot: int, chunk: int) -> str:
+        return f"b{seq}/s{slot}/{chunk}.json"
 
     def put_if_absent(self, seq: int, slot: int, chunk: int, value: Chunk) -> bool:
         """Write chunk ``chunk`` of slot ``slot`` of batch ``seq`` unless it exists.
         True if this call wrote it; False if another writer did first."""
-        folder = self._slot_dir(seq, slot)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StagingError(
-                f"cannot create {folder} under stagingLocation {self.location!r}: {exc}"
-            ) from exc
-        final = self._chunk_path(seq, slot, chunk)
-        data = value.to_bytes()
-        if self._links:
-            written = self._link_into_place(folder, final, data)
-            if written is not None:
-                return written
-        return self._create_exclusive(final, data)
-
-    def _link_into_place(self, folder: Path, final: Path, data: bytes) -> bool | None:
-        tmp = folder / f".{final.name}.{uuid.uuid4().hex}.tmp"
-        try:
-            with open(tmp, "xb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.link(tmp, final)
-            except FileExistsError:
-                return False
-            except OSError as exc:
-                if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK,
-                                 errno.EXDEV, errno.ENOSYS):
-                    self._links = False  # no hard links here: exclusive create instead
-                    return None
-                raise
-            _fsync_dir(folder)
-            return True
-        except OSError as exc:
-            raise StagingError(f"cannot write {final}: {exc}") from exc
-        finally:
-            try:
-                tmp.unlink()
-            except FileNotFoundError:
-                pass
-
-    @staticmethod
-    def _create_exclusive(final: Path, data: bytes) -> bool:
-        try:
-            fd = os.open(final, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            raise StagingError(f"cannot write {final}: {exc}") from exc
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        _fsync_dir(final.parent)
-        return True
+        return self.storage.put_if_absent(self._chunk_name(seq, slot, chunk), value.to_bytes())
 
     def get(self, seq: int, slot: int, chunk: int) -> Chunk | None:
         """Chunk ``chunk`` of the slot, or None if nobody has written it."""
-        path = self._chunk_path(seq, slot, chunk)
+        name = self._chunk_name(seq, slot, chunk)
         deadline = time.monotonic() + _PARTIAL_WAIT_S
         while True:
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
+            data = self.storage.read(name)
+            if data is None:
                 return None
-            except OSError as exc:
-                raise StagingError(f"cannot read {path}: {exc}") from exc
-            value = Chunk.from_bytes(data, str(path))
+            value = Chunk.from_bytes(data, self.storage.describe(name))
             if value is not None:
                 return value
             if time.monotonic() >= deadline:
                 raise StagingError(
-                    f"staged chunk {path} is incomplete after {_PARTIAL_WAIT_S:.0f} s (a "
-                    "writer died half way?); delete the batch's folder to read it anew"
+                    f"staged chunk {self.storage.describe(name)} is incomplete after "
+                    f"{_PARTIAL_WAIT_S:.0f} s (a writer died half way?); delete the batch's "
+                    "folder to read it anew"
                 )
             time.sleep(0.05)  # another attempt is still writing it (exclusive create)
 
@@ -268,21 +226,10 @@ class StagingStore:
 
     def batches(self) -> list[int]:
         """The batches with staged chunks, in order."""
-        try:
-            names = [p.name for p in self.root.iterdir() if p.is_dir()]
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StagingError(f"cannot list stagingLocation {self.location!r}: {exc}") from exc
-        return sorted(int(n[1:]) for n in names if n.startswith("b") and n[1:].isdigit())
+        return _numbered(self.storage.list_names(""), "b")
 
     def slots(self, seq: int) -> list[int]:
-        folder = self.root / f"b{seq}"
-        try:
-            names = [p.name for p in folder.iterdir()]
-        except FileNotFoundError:
-            return []
-        return sorted(int(n[1:]) for n in names if n.startswith("s") and n[1:].isdigit())
+        return _numbered(self.storage.list_names(f"b{seq}"), "s")
 
     def delete_through(self, seq: int) -> None:
         """Forget every batch up to ``seq`` (Spark has committed them)."""
@@ -291,30 +238,12 @@ class StagingStore:
                 self.delete_batch(b)
 
     def delete_batch(self, seq: int) -> None:
-        shutil.rmtree(self.root / f"b{seq}", ignore_errors=True)
+        self.storage.delete_tree(f"b{seq}")
 
     def check_writable(self) -> None:
         """Create the root now, so that a bad location fails the query at its start."""
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            probe = self.root / f".probe-{uuid.uuid4().hex}"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
-            raise StagingError(
-                f"option stagingLocation {self.location!r} is not a writable directory: {exc}"
-            ) from exc
+        self.storage.check_writable()
 
 
-def _fsync_dir(folder: Path) -> None:
-    # The new name must survive a crash too, not only the file's bytes.
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a directory; the link is as durable as they get
-    finally:
-        os.close(fd)
+def _numbered(names: list[str], prefix: str) -> list[int]:
+    return sorted(int(n[1:]) for n in names if n.startswith(prefix) and n[1:].isdigit())

@@ -34,6 +34,7 @@ __all__ = [
     "BrokerDistribution",
     "cache_root",
     "ensure_kafka_libs",
+    "ensure_maven_libs",
     "render_pom",
 ]
 
@@ -134,33 +135,98 @@ def ensure_kafka_libs(
     )
     root = cache_dir if cache_dir is not None else cache_root()
     home = root / f"kafka_2.13-{version}"
-    dist = BrokerDistribution(version, home)
+
+    def build(scratch: Path, repo: Path | None) -> dict[str, str]:
+        if progress is not None:
+            progress(f"Resolving Apache Kafka {version} broker jars from Maven Central...")
+        log4j_version = _assemble(version, scratch, repo, progress)
+        return {"kafka_version": str(version), "log4j2_version": log4j_version}
+
+    _cached(home, build, maven_repo)
+    return BrokerDistribution(version, home)
+
+
+def ensure_maven_libs(
+    name: str,
+    artifact: str,
+    *,
+    cache_dir: Path | None = None,
+    maven_repo: Path | None = None,
+) -> Path:
+    """The cached runtime classpath of ``artifact`` (``group:artifact:version``)
+    under ``<cache>/<name>/libs``, resolved from Maven Central on first use.
+    Raises :class:`MavenError` as :func:`ensure_kafka_libs` does."""
+    home = (cache_dir if cache_dir is not None else cache_root()) / name
+    group, artifact_id, version = artifact.split(":")
+
+    def build(scratch: Path, repo: Path | None) -> dict[str, str]:
+        libs = scratch / "dist" / "libs"
+        libs.mkdir(parents=True)
+        pom = scratch / "pom.xml"
+        pom.write_text(_single_dependency_pom(group, artifact_id, version), encoding="utf-8")
+        argv = [_mvn(artifact), "-B", "-q", "-f", str(pom)]
+        if repo is not None:
+            argv.append(f"-Dmaven.repo.local={repo}")
+        _run_maven([*argv, f"{_DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
+                    f"-DoutputDirectory={libs}"],
+                   what=f"{artifact} and its runtime dependencies", cwd=scratch)
+        return {"artifact": artifact}
+
+    _cached(home, build, maven_repo)
+    return home / "libs"
+
+
+def _single_dependency_pom(group: str, artifact_id: str, version: str) -> str:
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kafka-share.testing</groupId>
+  <artifactId>{artifact_id}-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>{group}</groupId>
+      <artifactId>{artifact_id}</artifactId>
+      <version>{version}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+def _cached(
+    home: Path,
+    build: Callable[[Path, Path | None], dict[str, str]],
+    maven_repo: Path | None,
+) -> None:
+    """Fill ``home`` (``libs/`` and the marker) with ``build`` unless it is complete.
+
+    Built in a scratch directory and renamed into place under an exclusive
+    lock; the marker is written last (see the module docstring)."""
     if (home / _MARKER).is_file():
-        return dist
+        return
+    root = home.parent
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f".kafka_2.13-{version}.lock"):
+    with _locked(root / f".{home.name}.lock"):
         # Another process may have finished while this one waited for the lock.
         if (home / _MARKER).is_file():
-            return dist
+            return
         if maven_repo is None and os.environ.get("KAFKA_SHARE_MAVEN_REPO"):
             maven_repo = Path(os.environ["KAFKA_SHARE_MAVEN_REPO"]).expanduser()
-        scratch = Path(tempfile.mkdtemp(prefix=f".build-{version}-", dir=root))
+        scratch = Path(tempfile.mkdtemp(prefix=f".build-{home.name}-", dir=root))
         try:
-            if progress is not None:
-                progress(f"Resolving Apache Kafka {version} broker jars from Maven Central...")
-            log4j_version = _assemble(version, scratch, maven_repo, progress)
+            marker: dict[str, object] = dict(build(scratch, maven_repo))
             if home.exists():
                 # A leftover from an interrupted run before the marker was written.
                 shutil.rmtree(home)
             (scratch / "dist").rename(home)
-            jars = sorted(p.name for p in (home / "libs").iterdir())
-            marker = {"kafka_version": str(version), "log4j2_version": log4j_version, "jars": jars}
+            marker["jars"] = sorted(p.name for p in (home / "libs").iterdir())
             tmp_marker = home / f".{_MARKER}.tmp"
             tmp_marker.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
             tmp_marker.rename(home / _MARKER)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    return dist
 
 
 @contextmanager
@@ -181,13 +247,7 @@ def _assemble(
 ) -> str:
     """Fill ``scratch/dist/libs``; return the log4j2 version used. With
     ``progress``, Maven's downloads are reported as they happen."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise MavenError(
-            "the Kafka test broker is assembled from Maven Central jars, but no `mvn` was found "
-            "on PATH: install Apache Maven 3.6+ (or pre-fill the cache with "
-            "`kafka-share broker fetch` on a machine that has it)"
-        )
+    mvn = _mvn("the Kafka test broker")
     libs = scratch / "dist" / "libs"
     libs.mkdir(parents=True)
     pom = scratch / "pom.xml"
@@ -234,6 +294,17 @@ def _assemble(
     if not (libs / f"kafka_2.13-{version}.jar").is_file():
         raise MavenError(f"Maven finished but kafka_2.13-{version}.jar is not in {libs}")
     return log4j_version
+
+
+def _mvn(what: str) -> str:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise MavenError(
+            f"{what} is assembled from Maven Central jars, but no `mvn` was found on PATH: "
+            "install Apache Maven 3.6+ (or pre-fill the cache with `kafka-share broker "
+            "fetch` on a machine that has it)"
+        )
+    return mvn
 
 
 def _log4j_version(libs: Path) -> str | None:

@@ -18,22 +18,29 @@ import pytest
 from kafka_share import ShareConsumer
 from kafka_share.spark._staging import StagingStore
 
+pytest_plugins = ["hdfs_fixtures"]
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 WORKER = Path(__file__).with_name("slot_race_worker.py")
 
 
+@pytest.mark.parametrize("storage", ["posix", "webhdfs"])
 def test_racing_attempts_of_a_slot_yield_the_same_rows_and_lose_nothing(
     kafka_bootstrap: str, topic_factory: Callable[..., str], share_group: str,
-    kafka_produce: Callable[..., Any], tmp_path: Path,
+    kafka_produce: Callable[..., Any], tmp_path: Path, storage: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    # webhdfs: the two processes race on a real HDFS's atomic rename.
+    location = (str(tmp_path / "staging" / "run") if storage == "posix"
+                else request.getfixturevalue("hdfs_location"))
     topic = topic_factory(partitions=2)
     for p in (0, 1):
         for b in range(20):  # small producer batches: acquisitions interleave finely
             kafka_produce(topic, [f"r{p}-{b}-{i}".encode() for i in range(500)], partition=p)
     options = {
         "kafka.bootstrap.servers": kafka_bootstrap, "kafka.group.id": share_group,
-        "subscribe": topic, "stagingLocation": str(tmp_path / "staging" / "run"),
+        "subscribe": topic, "stagingLocation": location,
         "kafka.max.poll.records": "200", "pollTimeoutMs": "2000",
     }
     budget = 12_000
@@ -64,7 +71,7 @@ def test_racing_attempts_of_a_slot_yield_the_same_rows_and_lose_nothing(
     assert all(s["acquired"] > 0 for s in stats), stats
     assert sum(s["acquired"] for s in stats) == len(a)
     assert all(s["acquired"] + s["replayed"] == len(a) for s in stats), stats
-    assert len(list(StagingStore(str(tmp_path / "staging" / "run")).slot_chunks(1, 0))) == (
+    assert len(list(StagingStore(location).slot_chunks(1, 0))) == (
         results[0]["chunks"])
     # Nothing lost: what the slot did not take, released races included, is
     # still in the group; nothing the slot took is.

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from kafka_share import AcknowledgeType, ShareConsumer
+from kafka_share.spark._staging import StagingStore
 
 # The session's SparkSession fixture, `spark`.
-pytest_plugins = ["spark_fixtures"]
+pytest_plugins = ["spark_fixtures", "hdfs_fixtures"]
 
 pytestmark = [
     pytest.mark.integration,
@@ -25,7 +26,8 @@ pytestmark = [
 RUN_TIMEOUT_S = 120
 
 
-def reader(spark: Any, bootstrap: str, group: str, topic: str, staging: Path | None = None,
+def reader(spark: Any, bootstrap: str, group: str, topic: str,
+           staging: Path | str | None = None,
            **options: object) -> Any:
     r = (
         spark.readStream.format("kafka-share")
@@ -220,19 +222,26 @@ def test_available_now_stops_waiting_after_the_idle_timeout(
     assert {r.offset for r in again} == held_offsets
 
 
-def _staged_batches(staging: Path) -> list[str]:
-    return sorted(str(p.relative_to(staging)) for p in staging.glob("*/b*"))
+def _staged_batches(staging: Path | str) -> list[str]:
+    """The batches still staged under every run of the staging location."""
+    runs = StagingStore(str(staging)).storage.list_names("")
+    return sorted(f"{run}/b{b}" for run in runs
+                  for b in StagingStore(f"{str(staging).rstrip('/')}/{run}").batches())
 
 
+@pytest.mark.parametrize("storage", ["posix", "webhdfs"])
 def test_a_failed_batch_is_re_run_with_exactly_its_rows(
     spark: Any, kafka_bootstrap: str, topic_factory: Callable[..., str],
-    share_group: str, kafka_produce: Callable[..., Any], tmp_path: Path,
+    share_group: str, kafka_produce: Callable[..., Any], tmp_path: Path, storage: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     topic = topic_factory(partitions=2)
     for p in (0, 1):
         kafka_produce(topic, [f"r{p}-{i}".encode() for i in range(150)], partition=p)
     ckpt = str(tmp_path / "ckpt")
-    staging = tmp_path / "staging"
+    # webhdfs: staged on a real HDFS, as a cluster whose checkpoints live there would.
+    staging: Path | str = (tmp_path / "staging" if storage == "posix"
+                           else request.getfixturevalue("hdfs_location"))
     options = {"maxRecordsPerTrigger": 100, "kafka.max.poll.records": 50}
     first = Sink(fail_on=1)
     query = (

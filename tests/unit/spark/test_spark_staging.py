@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from kafka_share.spark._options import SparkOptionError
 from kafka_share.spark._staging import Chunk, StagingError, StagingStore, spans_of
+from kafka_share.spark._storage import PosixStorage
+from kafka_share.spark._webhdfs import WebHdfsStorage
 
 
 def test_spans_merge_consecutive_offsets_with_one_delivery_count() -> None:
@@ -125,9 +127,22 @@ def test_delete_through_forgets_committed_batches(tmp_path: Path) -> None:
 
 
 def test_locations(tmp_path: Path) -> None:
-    assert StagingStore(f"file://{tmp_path}").root == tmp_path
-    with pytest.raises(SparkOptionError, match=r"only file system paths.*s3://"):
+    storage = StagingStore(f"file://{tmp_path}").storage
+    assert isinstance(storage, PosixStorage) and storage.root == tmp_path
+    hdfs = StagingStore("webhdfs://alice@nn.example:9871/ckpt/q1/").storage
+    assert isinstance(hdfs, WebHdfsStorage)
+    assert (hdfs.namenode, hdfs.root, hdfs.user) == ("http://nn.example:9871", "/ckpt/q1", "alice")
+    assert hdfs.describe("b1/s0/0.json") == "webhdfs://nn.example:9871/ckpt/q1/b1/s0/0.json"
+    default_port = StagingStore("webhdfs://nn.example/x").storage
+    assert isinstance(default_port, WebHdfsStorage)
+    assert default_port.namenode == "http://nn.example:9870"
+    with pytest.raises(SparkOptionError, match=r"object stores are not supported.*s3://"
+                                               r"|s3://.*object stores are not supported"):
         StagingStore("s3://bucket/stage")
+    with pytest.raises(SparkOptionError, match=r"webhdfs://<namenode>:<dfs.namenode.http-address"):
+        StagingStore("hdfs://nn:8020/stage")
+    with pytest.raises(SparkOptionError, match=r"ftp:// storage is not supported"):
+        StagingStore("ftp://host/stage")
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(StagingError, match="not a writable directory"):
