@@ -64,7 +64,9 @@ def test_racing_attempts_of_a_slot_yield_the_same_rows_and_lose_nothing(
     # Both attempts yield exactly the slot's rows, each record once.
     assert a == b
     assert max(Counter((p, o) for p, o, _ in a).values()) == 1
-    assert budget <= len(a) < budget + 2 * 200
+    # batch_optimized hands out whole producer batches (500 records here), so
+    # the last chunk, or records held from a lost race, can pass the budget.
+    assert budget <= len(a) < budget + 2 * 500
     # Both attempts really raced: each staged chunks of its own, and together
     # exactly the slot's records; the rest each replayed.
     stats = [r["stats"] for r in results]
