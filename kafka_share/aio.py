@@ -35,7 +35,7 @@ from kafka_share._app.core import (
     _State,
     _timeout_ms,
 )
-from kafka_share._app.events import (
+from kafka_share._handoff.events import (
     AcknowledgeOnCloseEvent,
     AcknowledgeSyncEvent,
     AcksByPartition,

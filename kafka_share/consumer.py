@@ -11,7 +11,7 @@ ShareAcknowledge.
 
 They meet at three points only:
 
-* an event queue (app -> network), see :mod:`kafka_share._app.events`;
+* an event queue (app -> network), see :mod:`kafka_share._handoff.events`;
 * the fetch buffer (network -> app), which also carries background events
   (errors to raise, acknowledgement results);
 * futures with deadlines for the calls that wait for an answer
@@ -45,7 +45,7 @@ from kafka_share._app.core import (
     _State,
     _timeout_ms,
 )
-from kafka_share._app.events import (
+from kafka_share._handoff.events import (
     AcknowledgeOnCloseEvent,
     AcknowledgeSyncEvent,
     AcksByPartition,

@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
-from kafka_share._app.events import CompletedShareFetch
-from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import InFlightBatch
+from kafka_share._handoff.events import CompletedShareFetch
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._log import Logger
 from kafka_share.errors import (
     CorruptMessageError,

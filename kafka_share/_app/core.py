@@ -28,7 +28,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kafka_share._app.collector import CollectResult, FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
-from kafka_share._app.events import (
+from kafka_share._app.in_flight import InFlightBatch
+from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
     AcknowledgementCompletion,
     AcknowledgeOnCloseEvent,
@@ -44,8 +45,7 @@ from kafka_share._app.events import (
     PollEvent,
     SubscriptionChangeEvent,
 )
-from kafka_share._app.fetch_buffer import FetchBuffer
-from kafka_share._app.in_flight import InFlightBatch
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._log import ContextLogger, Logger, consumer_log_prefix, offset_ranges
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (

@@ -35,8 +35,8 @@ import socket
 import threading
 from collections.abc import Callable
 
-from kafka_share._app.events import ApplicationEvent, CompletedShareFetch, PollEvent
-from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._handoff.events import ApplicationEvent, CompletedShareFetch, PollEvent
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
 from kafka_share.metrics import ShareConsumerMetrics

@@ -19,7 +19,7 @@ import logging
 import threading
 from typing import Any
 
-from kafka_share._app.events import (
+from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
     AcknowledgementCompletion,
     AcknowledgeOnCloseEvent,
@@ -35,7 +35,7 @@ from kafka_share._app.events import (
     StopEvent,
     SubscriptionChangeEvent,
 )
-from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._log import ContextLogger, Logger, consumer_log_prefix
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError, KafkaTimeoutError

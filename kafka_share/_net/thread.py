@@ -36,7 +36,7 @@ from __future__ import annotations
 import queue
 import threading
 
-from kafka_share._app.events import (
+from kafka_share._handoff.events import (
     ApplicationEvent,
     CompletableEvent,
     CompletedShareFetch,
@@ -44,7 +44,7 @@ from kafka_share._app.events import (
     PollEvent,
     StopEvent,
 )
-from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
 from kafka_share.metrics import ShareConsumerMetrics

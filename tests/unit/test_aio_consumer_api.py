@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kafka_share import AcknowledgeType, IllegalStateError, WakeupError
-from kafka_share._app.events import AcknowledgeSyncEvent, CompletedShareFetch, FetchEvent
+from kafka_share._handoff.events import AcknowledgeSyncEvent, CompletedShareFetch, FetchEvent
 from kafka_share._net import aio as aio_shell
 from kafka_share.aio import AsyncShareConsumer
 from kafka_share.models import TopicIdPartition

@@ -184,7 +184,7 @@ def test_close_from_another_thread_ends_a_poll_without_a_timeout() -> None:
 
 def _inject_fatal(c: ShareConsumer[bytes, bytes]) -> None:
     """What the network thread does when the member becomes FATAL."""
-    from kafka_share._app.events import ErrorEvent
+    from kafka_share._handoff.events import ErrorEvent
     from kafka_share.errors import GroupAuthorizationFailedError
 
     c._fetch_buffer.add_background(
@@ -406,7 +406,7 @@ def test_an_authentication_error_ends_a_waiting_call_at_once(aio: bool) -> None:
     import asyncio
 
     from kafka_share._app.core import _now_ms
-    from kafka_share._app.events import AcknowledgeSyncEvent, ErrorEvent
+    from kafka_share._handoff.events import AcknowledgeSyncEvent, ErrorEvent
     from kafka_share.aio import AsyncShareConsumer
     from kafka_share.errors import KafkaTimeoutError, SaslAuthenticationError
 

@@ -18,7 +18,7 @@ NOWHERE = "127.0.0.1:9"
 _POLL_200 = f"""
 import sys, uuid
 from kafka_share import ShareConsumer
-from kafka_share._app.events import CompletedShareFetch
+from kafka_share._handoff.events import CompletedShareFetch
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import build_batch
 

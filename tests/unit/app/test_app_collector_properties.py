@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 
 from kafka_share._app import collector as collector_module
 from kafka_share._app.collector import FetchCollector
-from kafka_share._app.events import CompletedShareFetch
-from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import GAP, InFlightBatch
+from kafka_share._handoff.events import CompletedShareFetch
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share.models import AcknowledgeType, TopicIdPartition
 from kafka_share.records.builder import (
     NewRecord,

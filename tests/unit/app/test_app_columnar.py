@@ -177,9 +177,9 @@ def test_poll_arrow_decodes_a_one_record_fetch_without_the_vectorised_decoder(
     """At a low rate each poll_arrow gets a record or two; the vectorised
     decoder's fixed cost (about 80 µs) made its latency twice poll()'s."""
     from kafka_share._app.collector import FetchCollector
-    from kafka_share._app.events import CompletedShareFetch
-    from kafka_share._app.fetch_buffer import FetchBuffer
     from kafka_share._app.in_flight import InFlightBatch
+    from kafka_share._handoff.events import CompletedShareFetch
+    from kafka_share._handoff.fetch_buffer import FetchBuffer
     from kafka_share.records import columnar as record_columns
     from kafka_share.records.builder import build_batch
 

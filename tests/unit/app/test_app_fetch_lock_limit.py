@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from kafka_share import ShareConsumer
-from kafka_share._app.events import AcknowledgeAsyncEvent, CompletedShareFetch, FetchEvent
+from kafka_share._handoff.events import AcknowledgeAsyncEvent, CompletedShareFetch, FetchEvent
 from kafka_share.aio import AsyncShareConsumer
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch

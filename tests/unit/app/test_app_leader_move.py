@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kafka_share import ShareConsumer
-from kafka_share._app.events import (
+from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
     AcknowledgeSyncEvent,
     CompletedShareFetch,

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from kafka_share._app.collector import FetchCollector
-from kafka_share._app.events import CompletedShareFetch
-from kafka_share._app.fetch_buffer import FetchBuffer
 from kafka_share._app.in_flight import InFlightBatch
+from kafka_share._handoff.events import CompletedShareFetch
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kafka_share import ShareConsumer
-from kafka_share._app.events import CompletedShareFetch, FetchEvent, PollEvent
+from kafka_share._handoff.events import CompletedShareFetch, FetchEvent, PollEvent
 from kafka_share._net.loop_owner import AWAY_MS, INSIDE_CHECK_MS, LoopOwner
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafka_share._app.events import (
+from kafka_share._handoff.events import (
     AcksByPartition,
     CompletedShareFetch,
     FetchEvent,
     NodeAcknowledgements,
 )
-from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._net.thread import NetworkThread
 from kafka_share.config import parse_config
 from kafka_share.models import AcknowledgeType, TopicIdPartition

@@ -21,6 +21,7 @@ import attrs
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
+from kafka_share.share.unsent import AckResults
 
 if TYPE_CHECKING:
     from kafka_share.share.acknowledgements import Acknowledgements
@@ -42,10 +43,6 @@ __all__ = [
     "StopEvent",
     "SubscriptionChangeEvent",
 ]
-
-#: Per-partition outcome of a commit: ``None`` for success, else the error.
-AckResults = dict[TopicIdPartition, KafkaError | None]
-
 
 @attrs.frozen
 class NodeAcknowledgements:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from kafka_share._app.fetch_buffer import FetchBuffer
+from kafka_share._handoff.fetch_buffer import FetchBuffer
 
 
 def timed_wait(buffer: FetchBuffer[int], timeout_s: float) -> tuple[bool, float]:

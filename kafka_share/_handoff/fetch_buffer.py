@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
-from kafka_share._app.wake import WakePipe
+from kafka_share._handoff.wake import WakePipe
 
 __all__ = ["FetchBuffer"]
 
