@@ -3,11 +3,11 @@
 """One exception class per Kafka error code (Java's ``Errors`` enum, NONE excepted).
 
 Import them from :mod:`kafka_share.errors`, which re-exports them; ``__module__``
-names that public module so that reprs, tracebacks and pickles do too. This module
-is imported by ``kafka_share.errors`` once its base classes exist.
+names that public module so that reprs, tracebacks and pickles do too. Their base
+classes are the hand-written ones of ``kafka_share._error_base``.
 """
 
-from kafka_share.errors import AuthenticationError, BrokerError, KafkaTimeoutError
+from kafka_share._error_base import AuthenticationError, BrokerError, KafkaTimeoutError
 
 __all__: list[str] = [
     "BrokerIdNotRegisteredError",

@@ -45,6 +45,7 @@ from kafka_share._handoff.events import (
     SubscriptionChangeEvent,
 )
 from kafka_share._net.aio import AsyncEngineShell
+from kafka_share._net.security import validate_supported
 from kafka_share.errors import IllegalStateError, KafkaError, WakeupError
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 
@@ -109,7 +110,8 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                 "coroutine); use ShareConsumer outside asyncio"
             ) from None
         super().__init__(
-            config, key_deserializer, value_deserializer, kwargs, sliced_decoding=True
+            config, key_deserializer, value_deserializer, kwargs,
+            validate=validate_supported, sliced_decoding=True,
         )
         self._loop = loop
         self._loop_thread = threading.get_ident()

@@ -980,22 +980,6 @@ class ShareConsumerConfig:
             properties[key] = value
         return properties
 
-    def validate_supported(self) -> None:
-        """Raise ConfigError for settings that parse but cannot be used here: a
-        protocol not implemented, TLS files that do not load, GSSAPI without its
-        optional package."""
-        if self.security_protocol not in IMPLEMENTED_SECURITY_PROTOCOLS:
-            implemented = ", ".join(sorted(p.value for p in IMPLEMENTED_SECURITY_PROTOCOLS))
-            raise ConfigError(
-                f"security.protocol={self.security_protocol.value} is not implemented by "
-                f"this client yet; implemented: {implemented}"
-            )
-        if self.security_protocol is not SecurityProtocol.PLAINTEXT:
-            # The network layer builds its TLS context and credentials from the config.
-            from kafka_share._net.security import security_from_config  # noqa: PLC0415
-
-            security_from_config(self)
-
 
 def _missing_message(key: str) -> str:
     if key == "group.id":

@@ -54,6 +54,7 @@ from kafka_share._handoff.events import (
     LeaveGroupEvent,
     SubscriptionChangeEvent,
 )
+from kafka_share._net.security import validate_supported
 from kafka_share._net.thread import NetworkThread
 from kafka_share.errors import KafkaError
 from kafka_share.models import ConsumerRecords, TopicIdPartition
@@ -99,7 +100,8 @@ class ShareConsumer(ConsumerCore[K, V]):
         value_deserializer: Callable[[bytes], V] | None = None,
         **kwargs: object,
     ) -> None:
-        super().__init__(config, key_deserializer, value_deserializer, kwargs)
+        super().__init__(config, key_deserializer, value_deserializer, kwargs,
+                         validate=validate_supported)
         cfg = self._config
         self._thread: NetworkThread = NetworkThread(
             config=cfg,

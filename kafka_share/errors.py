@@ -16,8 +16,8 @@ Every exception carries ``retriable``: whether retrying the same operation
 may succeed. Broker error classes also carry ``code``, Kafka's numeric code,
 and ``name``, Kafka's name for it.
 
-The classes above are written by hand here. The per-code classes are generated
-from the table ``errors.toml`` (one row per code: Kafka's name, the class, Java's
+The top of the tree is written by hand (in ``_error_base``). The per-code classes
+are generated from the table ``errors.toml`` (one row per code: Kafka's name, the class, Java's
 exception, retriable) by ``tools/gen_errors.py`` into ``_error_codes.py``, and
 re-exported from this module, which is where to import them from.
 """
@@ -26,6 +26,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+
+# The hand-written base classes, and one class per Kafka error code generated
+# from the table errors.toml by tools/gen_errors.py.
+from kafka_share import _error_codes
+from kafka_share._error_base import (
+    AuthenticationError,
+    BrokerError,
+    ConfigError,
+    CorruptMessageError,
+    IllegalStateError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordDeserializationError,
+    SslAuthenticationError,
+    WakeupError,
+)
+from kafka_share._error_codes import *  # noqa: F403
 
 __all__ = [
     "ERROR_CODES",
@@ -44,108 +61,6 @@ __all__ = [
 ]
 
 
-class KafkaError(Exception):
-    """Base class of every error kafka-share raises."""
-
-    retriable: bool = False
-
-    @property
-    def message(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class ConfigError(KafkaError, ValueError):
-    """A configuration key or value is invalid. The message names the key and the fix."""
-
-
-class IllegalStateError(KafkaError, RuntimeError):
-    """The API was used in a way the consumer's current state does not allow."""
-
-
-class WakeupError(KafkaError):
-    """A blocking call was interrupted by ``ShareConsumer.wakeup()``."""
-
-
-class KafkaTimeoutError(KafkaError, TimeoutError):
-    """An operation did not complete within its timeout."""
-
-    retriable = True
-
-
-class AuthenticationError(KafkaError):
-    """The client could not authenticate to a broker (SASL or TLS).
-
-    Not retriable: the same credentials fail again. The consumer backs off
-    (``reconnect.backoff.max.ms``) before its next attempt and raises this from
-    the call that is waiting (``poll``, ``commit_sync``, ...). The message never
-    contains a secret.
-    """
-
-
-class SslAuthenticationError(AuthenticationError):
-    """The TLS handshake failed: an untrusted or mismatched certificate, a client
-    certificate the broker refused, or a TLS listener mismatch. The message says
-    what failed to verify."""
-
-
-class CorruptMessageError(KafkaError, ValueError):
-    """Bytes received from the wire could not be decoded.
-
-    The message says what was being decoded, where, and why it failed.
-    """
-
-
-class RecordDeserializationError(KafkaError):
-    """A key or value deserializer raised for a delivered record.
-
-    The record has been released back to the share group (and may be
-    redelivered). In explicit mode it can be rejected with
-    ``ShareConsumer.acknowledge_offset(topic, partition, offset, REJECT)``.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None,
-        value: bytes | None,
-        is_key: bool,
-    ) -> None:
-        super().__init__(message)
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.key = key
-        self.value = value
-        self.is_key = is_key
-
-
-class BrokerError(KafkaError):
-    """An error code returned by a broker. Subclasses exist for every code.
-
-    ``code`` is Kafka's numeric error code, ``name`` its upper-case name (as in
-    Java's ``Errors`` enum) and ``retriable`` matches Java's
-    ``RetriableException`` hierarchy. Use :func:`error_for_code` to turn a code
-    from a response into an exception. Subclasses may also be raised
-    client-side with a custom message (e.g. :class:`UnsupportedVersionError`
-    when version negotiation fails).
-    """
-
-    code: int = -1
-    name: str = "UNKNOWN_SERVER_ERROR"
-
-    def __init__(self, message: str | None = None) -> None:
-        super().__init__(message if message else f"{self.name} (error code {self.code})")
-
-
-# One class per Kafka error code, generated from the table errors.toml by
-# tools/gen_errors.py. Imported only now because those classes derive from the ones
-# above: _error_codes imports them from this module while it is still initialising.
-from kafka_share import _error_codes  # noqa: E402
-from kafka_share._error_codes import *  # noqa: E402, F403
 
 __all__ += _error_codes.__all__
 

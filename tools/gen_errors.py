@@ -45,7 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "kafka_share" / "errors.toml"
 OUTPUT = ROOT / "kafka_share" / "_error_codes.py"
 # The hand-written module the generated classes derive from (and that re-exports them).
-BASE_MODULE = ROOT / "kafka_share" / "errors.py"
+BASE_MODULE = ROOT / "kafka_share" / "_error_base.py"
+#: the module the generated classes import their bases from (no import cycle)
+BASE_IMPORT = "kafka_share._error_base"
 PUBLIC_MODULE = "kafka_share.errors"
 
 _LINE_LIMIT = 100  # ruff's line-length for the project
@@ -176,8 +178,8 @@ HEADER = '''\
 """One exception class per Kafka error code (Java's ``Errors`` enum, NONE excepted).
 
 Import them from :mod:`kafka_share.errors`, which re-exports them; ``__module__``
-names that public module so that reprs, tracebacks and pickles do too. This module
-is imported by ``kafka_share.errors`` once its base classes exist.
+names that public module so that reprs, tracebacks and pickles do too. Their base
+classes are the hand-written ones of ``kafka_share._error_base``.
 """
 
 '''
@@ -186,7 +188,7 @@ is imported by ``kafka_share.errors`` once its base classes exist.
 def render(rows: list[Row]) -> str:
     bases_used = sorted({"BrokerError", *(b for row in rows for b in row.bases)})
     parts = [HEADER]
-    parts.append(f"from {PUBLIC_MODULE} import {', '.join(bases_used)}\n\n")
+    parts.append(f"from {BASE_IMPORT} import {', '.join(bases_used)}\n\n")
     names = sorted(row.cls for row in rows)
     parts.append("__all__: list[str] = [\n" + "".join(f'    "{n}",\n' for n in names) + "]\n")
     for row in rows:

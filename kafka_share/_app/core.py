@@ -176,8 +176,12 @@ class ConsumerCore(Generic[K, V]):
         value_deserializer: Callable[[bytes], V] | None,
         kwargs: dict[str, object],
         *,
+        validate: Callable[[ShareConsumerConfig], None],
         sliced_decoding: bool = False,
     ) -> None:
+        # ``validate``: the I/O shell's check that the settings can be used (TLS
+        # files load, SASL mechanisms exist); the facade passes it in, so this
+        # layer never imports the shell.
 
         # Set first so __del__/close work even if parsing fails.
         self._state = _State.CLOSED
@@ -187,7 +191,7 @@ class ConsumerCore(Generic[K, V]):
             kwargs["value_deserializer"] = value_deserializer
         self._config: ShareConsumerConfig = parse_config(config, **kwargs)
         cfg = self._config
-        cfg.validate_supported()  # e.g. SSL/SASL: refuse rather than connect in plaintext
+        validate(cfg)  # e.g. SSL/SASL: refuse rather than connect in plaintext
         self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
         self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
         # record_limit never locks records before the application asks for them;

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
+from kafka_share._net.security import validate_supported
 from kafka_share.admin import requests as rq
 from kafka_share.admin.calls import AdminRpc, Route, Routing
 from kafka_share.admin.types import (
@@ -95,7 +96,7 @@ class Admin:
 
     def __init__(self, config: Mapping[str, object] | None = None, /, **kwargs: object) -> None:
         cfg = parse_admin_config(config, **kwargs)
-        cfg.validate_supported()
+        validate_supported(cfg)
         self._config = cfg
         self._client_id = cfg.client_id or f"kafka-share-admin-{next(_admin_numbers)}"
         self._cluster = ClusterMetadata(

@@ -14,6 +14,7 @@ from typing import Final
 
 import attrs
 
+from kafka_share._net.security import validate_supported
 from kafka_share.config import parse_config
 from kafka_share.errors import ConfigError
 
@@ -214,7 +215,7 @@ def check_consumer_config(config: Mapping[str, object], prefix: str) -> None:
     so that the error names the option the user actually wrote.
     """
     try:
-        parse_config(dict(config)).validate_supported()
+        validate_supported(parse_config(dict(config)))
     except ConfigError as exc:
         note = f" (options {prefix}* are passed to the consumer without the prefix)"
         raise SparkOptionError(f"invalid consumer option: {exc}{note if prefix else ''}") from None

@@ -9,7 +9,6 @@ import attrs
 import pytest
 
 from kafka_share.config import (
-    IMPLEMENTED_SECURITY_PROTOCOLS,
     REJECTED_KEYS,
     AcknowledgementMode,
     AcquireMode,
@@ -790,26 +789,6 @@ def test_ssl_files() -> None:
 )
 def test_ssl_file_dependencies(extra: dict[str, object], problem: str) -> None:
     assert problem in config_error({"security.protocol": "SSL", **extra})
-
-
-def test_validate_supported(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert SecurityProtocol.PLAINTEXT in IMPLEMENTED_SECURITY_PROTOCOLS
-    parse_config(BASE).validate_supported()  # PLAINTEXT is implemented: no error
-    config = parse_dotted({"security.protocol": "SSL"})
-    monkeypatch.setattr(
-        "kafka_share.config.IMPLEMENTED_SECURITY_PROTOCOLS",
-        frozenset({SecurityProtocol.PLAINTEXT}),
-    )
-    with pytest.raises(ConfigError) as info:
-        config.validate_supported()
-    assert str(info.value) == (
-        "security.protocol=SSL is not implemented by this client yet; implemented: PLAINTEXT"
-    )
-    monkeypatch.setattr(
-        "kafka_share.config.IMPLEMENTED_SECURITY_PROTOCOLS",
-        frozenset({SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL}),
-    )
-    config.validate_supported()
 
 
 # ---------------------------------------------------------------- sasl.jaas.config

@@ -9,9 +9,14 @@ from typing import Any
 import pytest
 
 from kafka_share._net.sasl import OAuthBearerMechanism, PlainMechanism, ScramMechanism
-from kafka_share._net.security import security_from_config
+from kafka_share._net.security import security_from_config, validate_supported
 from kafka_share._net.tls import TlsSession, build_ssl_context, describe_ssl_error
-from kafka_share.config import SaslMechanism, SecurityProtocol, parse_config
+from kafka_share.config import (
+    IMPLEMENTED_SECURITY_PROTOCOLS,
+    SaslMechanism,
+    SecurityProtocol,
+    parse_config,
+)
 from kafka_share.credentials import OAuthToken, as_token_provider, jwt_claims
 from kafka_share.errors import ConfigError, SaslAuthenticationError
 
@@ -260,7 +265,7 @@ def test_gssapi_without_the_package_names_the_extra() -> None:
         pytest.skip("gssapi is installed")
     config = parse_config(BASE, security_protocol="SASL_SSL", sasl_mechanism="GSSAPI")
     with pytest.raises(ConfigError, match=r"kafka-share\[gssapi\]"):
-        config.validate_supported()
+        validate_supported(config)
 
 
 def test_tls_minimum_version_and_verification_defaults() -> None:
@@ -496,3 +501,23 @@ def test_credentials_over_a_plaintext_listener_warn_once_per_client(
     with caplog.at_level("WARNING", logger="kafka_share"):
         NetworkClient.from_config(tls, client_id="c", address_of=lambda n: None).close()
     assert not [r for r in caplog.records if "SASL_PLAINTEXT" in r.getMessage()]
+
+
+def test_validate_supported(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert SecurityProtocol.PLAINTEXT in IMPLEMENTED_SECURITY_PROTOCOLS
+    validate_supported(parse_config(BASE))  # PLAINTEXT is implemented: no error
+    config = parse_config(BASE, security_protocol="SSL")
+    monkeypatch.setattr(
+        "kafka_share._net.security.IMPLEMENTED_SECURITY_PROTOCOLS",
+        frozenset({SecurityProtocol.PLAINTEXT}),
+    )
+    with pytest.raises(ConfigError) as info:
+        validate_supported(config)
+    assert str(info.value) == (
+        "security.protocol=SSL is not implemented by this client yet; implemented: PLAINTEXT"
+    )
+    monkeypatch.setattr(
+        "kafka_share._net.security.IMPLEMENTED_SECURITY_PROTOCOLS",
+        frozenset({SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL}),
+    )
+    validate_supported(config)
