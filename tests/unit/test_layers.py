@@ -54,7 +54,8 @@ def _imports(path: Path, *, module_level_only: bool = False) -> list[tuple[int, 
     tree = ast.parse(path.read_text(encoding="utf-8"))
     nodes = tree.body if module_level_only else list(ast.walk(tree))
     found: list[tuple[int, str]] = []
-    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in nodes:
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
