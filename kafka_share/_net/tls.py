@@ -231,9 +231,6 @@ class TlsSession:
     def feed(self, data: bytes) -> None:
         self._incoming.write(data)
 
-    def feed_eof(self) -> None:
-        self._incoming.write_eof()
-
     def read_into(self, buf: memoryview) -> int:
         """Decrypt into ``buf``; 0 when no complete record is buffered.
         Raises ssl.SSLZeroReturnError on close_notify, ssl.SSLError on failure."""

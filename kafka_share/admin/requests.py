@@ -86,7 +86,6 @@ V = TypeVar("V")
 _OffsetsTopic = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic
 
 #: DescribeConfigs / IncrementalAlterConfigs resource types.
-RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
 

@@ -431,10 +431,3 @@ def decode_api_versions_unsupported(
             continue
     return ApiVersionsResponse(error_code=_UNSUPPORTED_VERSION)
 
-
-def is_api_versions_fallback(response: object) -> bool:
-    """True if ``response`` is an ApiVersions v0 fallback body (error 35)."""
-    return (
-        isinstance(response, ApiVersionsResponse)
-        and response.error_code == _UNSUPPORTED_VERSION
-    )

@@ -65,12 +65,7 @@ _COMMIT_TIMEOUT_S: Final = 30.0
 _ACK_EVERY_S: Final = 0.2
 _CLOSE_TIMEOUT_S: Final = 10.0
 
-Key = tuple[str, int, int]
 Outcome = tuple[str, str | None, str | None]  # outcome, error, result
-
-
-def _key(record: ConsumerRecord[Any, Any]) -> Key:
-    return (record.topic, record.partition, record.offset)
 
 
 class _Worker:
