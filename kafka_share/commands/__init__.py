@@ -103,9 +103,9 @@ def cli(verbose: int) -> None:
 
 def _register() -> None:
     from kafka_share.commands.consume import consume
+    from kafka_share.commands.demo import demo
     from kafka_share.commands.groups import groups
     from kafka_share.commands.top import top
-    from kafka_share.demo import demo
     from kafka_share.testing.cli import broker
 
     cli.add_command(groups)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from kafka_share.demo import DemoOptions, make_value, record_number, run_demo
+from kafka_share.commands.demo import DemoOptions, make_value, record_number, run_demo
 
 pytestmark = pytest.mark.integration
 
