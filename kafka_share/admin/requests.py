@@ -46,6 +46,7 @@ from kafka_share.errors import (
 )
 from kafka_share.models import TopicPartition
 from kafka_share.protocol.api_keys import ApiKey
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsResponse,
@@ -89,7 +90,6 @@ _OffsetsTopic = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsReques
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
 
-_UNKNOWN_TOPIC_OR_PARTITION = 3
 
 #: Share-group configs whose allowed range is set by broker configs (Kafka's
 #: GroupConfig): group key -> (broker config of the minimum, of the maximum).
@@ -210,7 +210,7 @@ def topic_descriptions(view: MetadataView, names: Sequence[str]) -> dict[str, To
     out: dict[str, TopicDescription] = {}
     for name in names:
         t = by_name.get(name)
-        if t is None or t.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
+        if t is None or t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             raise UnknownTopicOrPartitionError(
                 f"UNKNOWN_TOPIC_OR_PARTITION (error code 3): topic {name!r} does not exist"
             )
@@ -237,7 +237,7 @@ def group_by_leader(
     out: dict[int, dict[TopicPartition, V]] = {}
     for tp, spec in specs.items():
         t = by_name.get(tp.topic)
-        if t is None or t.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
+        if t is None or t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             raise UnknownTopicOrPartitionError(
                 f"UNKNOWN_TOPIC_OR_PARTITION (error code 3): topic {tp.topic!r} does not exist"
             )
@@ -440,7 +440,7 @@ def _raise_first(failures: Sequence[tuple[object, int, str | None]], what: str) 
     )
     first = failures[0][1]
     error = error_for_code(first, f"{what} failed for {listed}")
-    if first == _UNKNOWN_TOPIC_OR_PARTITION:
+    if first == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         raise DoNotRetry(error)  # naming a missing topic: retrying cannot help
     raise error
 
@@ -603,7 +603,8 @@ def delete_topics(names: Sequence[str], *, deadline_ms: int) -> Call[None]:
     def parse(response: DeleteTopicsResponse) -> None:
         failures = [
             (f"topic {t.name!r}", t.error_code,
-             t.error_message or ("it does not exist" if t.error_code == 3 else None))
+             t.error_message or ("it does not exist"
+                                 if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else None))
             for t in response.responses
             if t.error_code
         ]

@@ -22,6 +22,7 @@ import enum
 from collections.abc import Mapping
 
 from kafka_share.errors import UnsupportedVersionError
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import ApiVersionsResponse
 
 __all__ = [
@@ -246,7 +247,7 @@ def api_versions_retry_version(response: ApiVersionsResponse, sent_version: int)
             rejected v0, or the range it lists has nothing in common with the
             client's. The message names both ranges.
     """
-    if response.error_code != 35:
+    if response.error_code != ErrorCode.UNSUPPORTED_VERSION:
         return None
     client_min, client_max = CLIENT_VERSIONS[ApiKey.API_VERSIONS]
     client_txt = f"v{client_min}-v{client_max}"

@@ -46,6 +46,7 @@ from typing import Any, Final, NoReturn, Protocol
 import attrs
 
 from kafka_share.errors import CorruptMessageError, UnsupportedVersionError
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.headers import (
     RequestHeader,
     ResponseHeader,
@@ -67,7 +68,6 @@ __all__ = [
 _SIZE = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _API_VERSIONS_KEY = 18
-_UNSUPPORTED_VERSION = 35
 _MAX_CORRELATION_ID = 0x7FFFFFFF
 #: Scratch buffer for size prefixes and small frames; one socket read at most.
 _SCRATCH_BYTES = 64 * 1024
@@ -370,7 +370,7 @@ class KafkaCodec:
         if (
             req.api_key == _API_VERSIONS_KEY
             and len(body) >= 2
-            and _INT16.unpack_from(body, 0)[0] == _UNSUPPORTED_VERSION
+            and _INT16.unpack_from(body, 0)[0] == ErrorCode.UNSUPPORTED_VERSION
         ):
             response = decode_api_versions_unsupported(body, req.api_version)
         else:
@@ -429,5 +429,5 @@ def decode_api_versions_unsupported(
             return ApiVersionsResponse.decode(body, version)
         except (CorruptMessageError, UnsupportedVersionError):
             continue
-    return ApiVersionsResponse(error_code=_UNSUPPORTED_VERSION)
+    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION)
 

@@ -49,13 +49,13 @@ from kafka_share.errors import (
     error_for_code,
 )
 from kafka_share.models import AcknowledgeType, TopicIdPartition
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import (
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
     ShareFetchRequest,
     ShareFetchResponse,
 )
-from kafka_share.share import _codes
 from kafka_share.share.ack_deferral import AckDeferral
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
 from kafka_share.share.backoff import ExponentialBackoff
@@ -79,12 +79,6 @@ __all__ = ["FetchSettings", "ShareConsumeManager"]
 
 log = logging.getLogger("kafka_share.fetch")
 
-_NOT_LEADER = 6
-_FENCED_LEADER_EPOCH = 74
-_UNKNOWN_TOPIC_OR_PARTITION = 3
-_UNKNOWN_TOPIC_ID = 100
-_INCONSISTENT_TOPIC_ID = 103
-_CORRUPT_MESSAGE = 2
 #: Lock duration assumed when a response does not say (ShareFetch v0)
 _UNKNOWN_LOCK_MS = 30_000
 #: How long acknowledgements waiting for a ShareFetch to ride on may wait for one
@@ -92,24 +86,29 @@ _UNKNOWN_LOCK_MS = 30_000
 ACK_LINGER_MS = 50
 _REFRESH_METADATA_ERRORS = frozenset(
     {
-        _NOT_LEADER,
-        _FENCED_LEADER_EPOCH,
-        _UNKNOWN_TOPIC_OR_PARTITION,
-        _UNKNOWN_TOPIC_ID,
-        _INCONSISTENT_TOPIC_ID,
-        9,
-        56,
-        78,  # REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, OFFSET_NOT_AVAILABLE
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
     }
 )
+#: The partition's topic id is not (or no longer) the topic's: forget it.
+_TOPIC_ID_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              ErrorCode.INCONSISTENT_TOPIC_ID})
+#: The partition's leader moved: the response may name the new one.
+_LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 #: Partition errors that are never retried: the locks are gone or the topic is.
 _NO_RETRY = frozenset(
     {
-        _NOT_LEADER,
-        _FENCED_LEADER_EPOCH,
-        _UNKNOWN_TOPIC_OR_PARTITION,
-        _UNKNOWN_TOPIC_ID,
-        _codes.INVALID_RECORD_STATE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INVALID_RECORD_STATE,
     }
 )
 
@@ -781,7 +780,7 @@ class ShareConsumeManager:
     def _top_level_ack_error(self, node_id: int, code: int, message: str | None) -> KafkaError:
         if code in SESSION_RESET_ERRORS:
             return _session_lost(node_id)
-        if code in (_codes.GROUP_AUTHORIZATION_FAILED, _codes.UNSUPPORTED_VERSION):
+        if code in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION):
             err = error_for_code(code, message)
             self._sink.error(err)
             return err
@@ -1076,15 +1075,15 @@ class ShareConsumeManager:
 
     def _partition_fetch_error(self, tip: TopicIdPartition, code: int, message: str | None) -> None:
         if code in _REFRESH_METADATA_ERRORS:
-            if code in (_UNKNOWN_TOPIC_ID, _UNKNOWN_TOPIC_OR_PARTITION, _INCONSISTENT_TOPIC_ID):
+            if code in _TOPIC_ID_ERRORS:
                 self._cluster.forget_topic_id(tip.topic_id)
             self._cluster.request_update()
             self._log.debug("ShareFetch for %s: error %s; refreshing metadata", tip, code)
             return
-        if code == _codes.TOPIC_AUTHORIZATION_FAILED:
+        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             self._sink.error(error_for_code(code, message or f"not authorized to read {tip.topic}"))
             return
-        if code == _CORRUPT_MESSAGE:
+        if code == ErrorCode.CORRUPT_MESSAGE:
             self._sink.error(
                 CorruptRecordError(
                     f"Encountered corrupt message when fetching {tip.topic}-{tip.partition}"
@@ -1098,7 +1097,7 @@ class ShareConsumeManager:
         for topic in topics:
             name = self._cluster.topic_names.get(topic.topic_id)
             for p in topic.partitions:
-                if p.error_code in (_NOT_LEADER, _FENCED_LEADER_EPOCH) and name is not None:
+                if p.error_code in _LEADER_MOVED and name is not None:
                     leader = p.current_leader
                     self._cluster.update_leader(
                         name,

@@ -19,8 +19,8 @@ import attrs
 
 from kafka_share._log import Logger
 from kafka_share.protocol.api_keys import ApiKey
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
-from kafka_share.share import _codes
 from kafka_share.share.backoff import ExponentialBackoff, RequestState
 from kafka_share.share.unsent import VersionedRequest
 
@@ -40,7 +40,7 @@ COORDINATOR_KEY_TYPE_GROUP: Final = 0
 
 #: Errors after which the lookup cannot succeed by retrying; the consumer raises them.
 _FATAL_LOOKUP_ERRORS: Final = frozenset(
-    {_codes.GROUP_AUTHORIZATION_FAILED, _codes.INVALID_REQUEST, _codes.UNSUPPORTED_VERSION}
+    {ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION}
 )
 _NO_LOOKUP_DUE_MS: Final = 2**31 - 1
 
@@ -164,7 +164,7 @@ class CoordinatorManager:
         errors (COORDINATOR_NOT_AVAILABLE while the group topic is created, ...)
         are retried after the backoff.
         """
-        if error_code == _codes.NONE:
+        if error_code == ErrorCode.NONE:
             if node_id < 0 or not host or not 0 < port < 65536:
                 self._log.warning(
                     "FindCoordinator returned an unusable coordinator %d at %s:%d; retrying",

@@ -42,6 +42,7 @@ from kafka_share.errors import (
     error_for_code,
 )
 from kafka_share.models import TopicIdPartition
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import (
     FindCoordinatorResponse,
     MetadataRequest,
@@ -49,7 +50,6 @@ from kafka_share.protocol.messages import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
-from kafka_share.share import _codes
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareCapabilities, ShareFeature
 from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
@@ -80,7 +80,8 @@ NodeAcks = Mapping[TopicIdPartition, tuple[int, Acknowledgements]]
 
 #: Longest the driver sleeps without a reason to wake (Java: MAX_POLL_TIMEOUT_MS).
 MAX_WAIT_MS = 5000
-_INVALID_TOPIC_EXCEPTION = 17
+#: Topic errors of a Metadata response the application hears about (once per topic)
+_TOPIC_ERRORS = frozenset({ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.TOPIC_AUTHORIZATION_FAILED})
 _UNSUPPORTED_SHARE = (
     "The cluster does not support the share group protocol. To use share groups, the "
     "cluster must have the share group protocol enabled: Apache Kafka 4.1+ with the "
@@ -377,11 +378,12 @@ class ConsumerEngine:
         topics = []
         for t in response.topics:
             name = t.name or ""
-            if t.error_code in (_INVALID_TOPIC_EXCEPTION, _codes.TOPIC_AUTHORIZATION_FAILED):
+            if t.error_code in _TOPIC_ERRORS:
                 key = (name, t.error_code)
                 if key not in self._reported_topic_errors:
                     self._reported_topic_errors.add(key)
-                    err_cls = (InvalidTopicError if t.error_code == _INVALID_TOPIC_EXCEPTION
+                    err_cls = (InvalidTopicError
+                               if t.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
                                else TopicAuthorizationFailedError)
                     self._sink.error(err_cls(f"{err_cls.name}: topic {name!r}"))
             partitions = {
@@ -458,7 +460,7 @@ class ConsumerEngine:
                     for tp in response.assignment.topic_partitions
                 ]
             message = response.error_message
-            if response.error_code == _codes.UNSUPPORTED_VERSION:
+            if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
                 message = _UNSUPPORTED_SHARE
             outcome = self.membership.on_heartbeat_response(
                 now_ms, response.error_code, message, response.member_epoch,
@@ -481,19 +483,19 @@ class ConsumerEngine:
         return UnsentRequest(coordinator.node_id, Channel.CONTROL, request, handle)
 
     def _membership_error(self, err: MembershipError) -> KafkaError:
-        if err.error_code == _codes.UNSUPPORTED_VERSION:
+        if err.error_code == ErrorCode.UNSUPPORTED_VERSION:
             return UnsupportedVersionError(_UNSUPPORTED_SHARE)
         return error_for_code(err.error_code, self._name_resource(err.error_code, err.message))
 
     def _name_resource(self, code: int, message: str | None) -> str | None:
         """Authorization errors name the group or topics they are about (the broker's
         message often does not), as Java's GroupAuthorizationException does."""
-        if code == _codes.GROUP_AUTHORIZATION_FAILED:
+        if code == ErrorCode.GROUP_AUTHORIZATION_FAILED:
             group = self._config.group_id
             if not message or group not in message:
                 return f"not authorized to access group {group!r}" + (
                     f": {message}" if message else "")
-        elif code == _codes.TOPIC_AUTHORIZATION_FAILED:
+        elif code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             topics = sorted(self._subscription)
             if topics and (not message or not any(t in message for t in topics)):
                 return f"not authorized to access topic(s) {', '.join(topics)}" + (
@@ -504,7 +506,7 @@ class ConsumerEngine:
         """A request that cannot be encoded for this broker (no common version)."""
         if isinstance(error, UnsupportedVersionError):
             self._sink.error(error, fatal=True)
-            self.membership.fail(_codes.UNSUPPORTED_VERSION, str(error))
+            self.membership.fail(ErrorCode.UNSUPPORTED_VERSION, str(error))
             return True
         return False
 

@@ -50,7 +50,7 @@ import attrs
 from kafka_share._log import Logger
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import TopicIdPartition
-from kafka_share.share import _codes
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.share.backoff import ExponentialBackoff, RequestState
 
 __all__ = [
@@ -85,12 +85,12 @@ SHARE_GROUP_NOT_ENABLED_MESSAGE: Final = (
 
 _FATAL_ERRORS: Final = frozenset(
     {
-        _codes.GROUP_AUTHORIZATION_FAILED,
-        _codes.INVALID_REQUEST,
-        _codes.GROUP_MAX_SIZE_REACHED,
-        _codes.UNSUPPORTED_ASSIGNOR,
-        _codes.UNSUPPORTED_VERSION,
-        _codes.GROUP_ID_NOT_FOUND,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.GROUP_MAX_SIZE_REACHED,
+        ErrorCode.UNSUPPORTED_ASSIGNOR,
+        ErrorCode.UNSUPPORTED_VERSION,
+        ErrorCode.GROUP_ID_NOT_FOUND,
     }
 )
 
@@ -515,7 +515,7 @@ class MembershipManager:
             assignment: ``Assignment.TopicPartitions`` as ``(topic_id,
                 partitions)`` pairs, or None when the broker sent no assignment.
         """
-        if error_code == _codes.NONE:
+        if error_code == ErrorCode.NONE:
             return self._on_success(now_ms, member_epoch, heartbeat_interval_ms, assignment)
         return self._on_error(now_ms, error_code, error_message)
 
@@ -582,7 +582,7 @@ class MembershipManager:
             return HeartbeatOutcome()
         message = error_message or f"ShareGroupHeartbeat failed with error code {error_code}"
 
-        if error_code in (_codes.NOT_COORDINATOR, _codes.COORDINATOR_NOT_AVAILABLE):
+        if error_code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
             # Retry as soon as the coordinator is found again.
             self._log.info(
                 "Member %s: coordinator unavailable (error %d); rediscovering",
@@ -593,19 +593,19 @@ class MembershipManager:
             self._next_heartbeat_ms = now_ms
             return HeartbeatOutcome(coordinator_unknown=True)
 
-        if error_code == _codes.COORDINATOR_LOAD_IN_PROGRESS:
+        if error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             self._retry_after_backoff(now_ms)
             return HeartbeatOutcome()
 
-        if error_code in (_codes.FENCED_MEMBER_EPOCH, _codes.UNKNOWN_MEMBER_ID):
+        if error_code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
             return self._on_fenced(now_ms, error_code, message)
 
-        if error_code == _codes.TOPIC_AUTHORIZATION_FAILED:
+        if error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
             # Raised from poll but the member stays; it recovers once ACLs are fixed.
             self._retry_after_backoff(now_ms)
             return HeartbeatOutcome(error=MembershipError(error_code, message, fatal=False))
 
-        if error_code == _codes.UNSUPPORTED_VERSION:
+        if error_code == ErrorCode.UNSUPPORTED_VERSION:
             message = SHARE_GROUP_NOT_ENABLED_MESSAGE
         self._request.on_failure(now_ms)
         return HeartbeatOutcome(error=self._to_fatal(error_code, message))

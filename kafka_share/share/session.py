@@ -46,7 +46,7 @@ import attrs
 from kafka_share._log import Logger
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import TopicIdPartition, TopicPartition
-from kafka_share.share import _codes
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
 
 __all__ = [
@@ -70,9 +70,9 @@ _MAX_EPOCH: Final = 2**31 - 1
 #: Top-level error codes after which the next request opens a new session.
 SESSION_RESET_ERRORS: Final = frozenset(
     {
-        _codes.SHARE_SESSION_NOT_FOUND,
-        _codes.INVALID_SHARE_SESSION_EPOCH,
-        _codes.SHARE_SESSION_LIMIT_REACHED,
+        ErrorCode.SHARE_SESSION_NOT_FOUND,
+        ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+        ErrorCode.SHARE_SESSION_LIMIT_REACHED,
     }
 )
 
@@ -380,8 +380,8 @@ class ShareSession:
         if self._closing:
             self.closed = True
             self._closing = False
-            return error_code == _codes.NONE
-        if error_code == _codes.NONE:
+            return error_code == ErrorCode.NONE
+        if error_code == ErrorCode.NONE:
             self._epoch = next_epoch(self._epoch)
             return True
         if error_code in SESSION_RESET_ERRORS:

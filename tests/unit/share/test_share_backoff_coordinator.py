@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_share.share import _codes
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.share.backoff import ExponentialBackoff, RequestState
 from kafka_share.share.coordinator import (
     COORDINATOR_KEY_TYPE_GROUP,
@@ -102,7 +102,7 @@ def test_lookup_once_then_known() -> None:
 def test_retriable_error_backs_off() -> None:
     c = coordinator()
     c.poll(0)
-    assert c.on_response(0, _codes.COORDINATOR_NOT_AVAILABLE, -1, "", -1) is None
+    assert c.on_response(0, ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1) is None
     assert not c.known
     assert c.time_until_next_lookup_ms(40) == 60
     assert c.poll(99) is False
@@ -115,8 +115,8 @@ def test_retriable_error_backs_off() -> None:
 def test_fatal_lookup_error_is_returned() -> None:
     c = coordinator()
     c.poll(0)
-    assert c.on_response(0, _codes.GROUP_AUTHORIZATION_FAILED, -1, "", -1) == (
-        _codes.GROUP_AUTHORIZATION_FAILED
+    assert c.on_response(0, ErrorCode.GROUP_AUTHORIZATION_FAILED, -1, "", -1) == (
+        ErrorCode.GROUP_AUTHORIZATION_FAILED
     )
     assert not c.known
 

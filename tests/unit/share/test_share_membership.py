@@ -10,7 +10,7 @@ import pytest
 
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import TopicIdPartition
-from kafka_share.share import _codes
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.share.membership import (
     ALLOWED_PREVIOUS,
     NO_HEARTBEAT_DUE_MS,
@@ -253,7 +253,7 @@ def test_resolve_assignment_keeps_unknown_ids_pending() -> None:
 # -- fencing -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code", [_codes.FENCED_MEMBER_EPOCH, _codes.UNKNOWN_MEMBER_ID])
+@pytest.mark.parametrize("code", [ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID])
 def test_fenced_member_rejoins_with_same_id(code: int) -> None:
     m = joined(manager(rack_id="r"))
     member_id = m.member_id
@@ -275,7 +275,7 @@ def test_fenced_member_rejoins_with_same_id(code: int) -> None:
 # -- errors --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code", [_codes.NOT_COORDINATOR, _codes.COORDINATOR_NOT_AVAILABLE])
+@pytest.mark.parametrize("code", [ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE])
 def test_coordinator_errors_ask_for_rediscovery(code: int) -> None:
     m = joined()
     outcome = m.on_heartbeat_response(10, code, None, 0, 0, None)
@@ -290,12 +290,12 @@ def test_load_in_progress_backs_off_exponentially() -> None:
     m.subscribe(["a"])
     m.on_poll(0)
     m.poll(0, coordinator_known=True)
-    m.on_heartbeat_response(0, _codes.COORDINATOR_LOAD_IN_PROGRESS, None, 0, 0, None)
+    m.on_heartbeat_response(0, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None, 0, 0, None)
     assert m.state is S.JOINING
     assert m.time_until_next_heartbeat_ms(0) == 100
     assert m.poll(99, coordinator_known=True) is None
     assert m.poll(100, coordinator_known=True) is not None
-    m.on_heartbeat_response(100, _codes.COORDINATOR_LOAD_IN_PROGRESS, None, 0, 0, None)
+    m.on_heartbeat_response(100, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None, 0, 0, None)
     assert m.time_until_next_heartbeat_ms(100) == 200
     assert m.poll(299, coordinator_known=True) is None
     assert m.poll(300, coordinator_known=True) is not None
@@ -315,12 +315,12 @@ def test_transport_failure_backs_off_and_resends_fields() -> None:
 @pytest.mark.parametrize(
     "code",
     [
-        _codes.GROUP_AUTHORIZATION_FAILED,
-        _codes.INVALID_REQUEST,
-        _codes.GROUP_MAX_SIZE_REACHED,
-        _codes.UNSUPPORTED_ASSIGNOR,
-        _codes.GROUP_ID_NOT_FOUND,
-        _codes.UNKNOWN_SERVER_ERROR,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.GROUP_MAX_SIZE_REACHED,
+        ErrorCode.UNSUPPORTED_ASSIGNOR,
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        ErrorCode.UNKNOWN_SERVER_ERROR,
     ],
 )
 def test_fatal_errors(code: int) -> None:
@@ -343,7 +343,7 @@ def test_unsupported_version_explains_how_to_enable() -> None:
     m.subscribe(["a"])
     m.on_poll(0)
     m.poll(0, coordinator_known=True)
-    outcome = m.on_heartbeat_response(0, _codes.UNSUPPORTED_VERSION, None, 0, 0, None)
+    outcome = m.on_heartbeat_response(0, ErrorCode.UNSUPPORTED_VERSION, None, 0, 0, None)
     assert outcome.error is not None
     assert outcome.error.message == SHARE_GROUP_NOT_ENABLED_MESSAGE
     assert outcome.error.message.startswith(
@@ -356,7 +356,7 @@ def test_unsupported_version_explains_how_to_enable() -> None:
 
 def test_topic_authorization_is_raised_but_member_stays() -> None:
     m = joined()
-    outcome = m.on_heartbeat_response(10, _codes.TOPIC_AUTHORIZATION_FAILED, "no", 0, 0, None)
+    outcome = m.on_heartbeat_response(10, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "no", 0, 0, None)
     assert outcome.error is not None
     assert not outcome.error.fatal
     assert m.state is S.STABLE
@@ -368,10 +368,10 @@ def test_topic_authorization_is_raised_but_member_stays() -> None:
 
 def test_fail_from_outside_a_response() -> None:
     m = manager()
-    error = m.fail(_codes.UNSUPPORTED_VERSION, "no ShareGroupHeartbeat v1")
+    error = m.fail(ErrorCode.UNSUPPORTED_VERSION, "no ShareGroupHeartbeat v1")
     assert error.fatal
     assert m.state is S.FATAL
-    assert m.fail(_codes.INVALID_REQUEST, "again") == error  # the first one sticks
+    assert m.fail(ErrorCode.INVALID_REQUEST, "again") == error  # the first one sticks
 
 
 # -- leaving -------------------------------------------------------------------
@@ -394,7 +394,7 @@ def test_unsubscribe_sends_one_leave_heartbeat() -> None:
     assert m.poll(2, coordinator_known=True) is None
     # Its response (and the late one of the ack heartbeat) changes nothing.
     assert m.on_heartbeat_response(3, 0, None, -1, INTERVAL, None).error is None
-    assert m.on_heartbeat_response(3, _codes.GROUP_ID_NOT_FOUND, None, -1, 0, None).error is None
+    assert m.on_heartbeat_response(3, ErrorCode.GROUP_ID_NOT_FOUND, None, -1, 0, None).error is None
     assert m.state is S.UNSUBSCRIBED
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import AcknowledgeType, TopicIdPartition
-from kafka_share.share import _codes
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
 from kafka_share.share.session import (
     FINAL_EPOCH,
@@ -37,7 +37,7 @@ def acks(*offsets: int, t: AcknowledgeType = AcknowledgeType.ACCEPT) -> Acknowle
 def established(*partitions: TopicIdPartition) -> ShareSession:
     session = ShareSession(node_id=1)
     session.build_fetch(partitions)
-    assert session.handle_response(_codes.NONE)
+    assert session.handle_response(ErrorCode.NONE)
     return session
 
 
@@ -80,7 +80,7 @@ def test_epoch_advances_on_success() -> None:
     assert plan.epoch == 1
     assert plan.topics == {}
     assert plan.is_empty
-    assert session.handle_response(_codes.NONE)
+    assert session.handle_response(ErrorCode.NONE)
     assert session.epoch == 2
 
 
@@ -88,7 +88,7 @@ def test_epoch_wraps_to_one() -> None:
     session = established(foo0)
     session._epoch = 2**31 - 1
     session.build_fetch([foo0])
-    session.handle_response(_codes.NONE)
+    session.handle_response(ErrorCode.NONE)
     assert session.epoch == 1
 
 
@@ -156,9 +156,9 @@ def test_renew_sets_is_renew_ack() -> None:
 @pytest.mark.parametrize(
     "code",
     [
-        _codes.SHARE_SESSION_NOT_FOUND,
-        _codes.INVALID_SHARE_SESSION_EPOCH,
-        _codes.SHARE_SESSION_LIMIT_REACHED,
+        ErrorCode.SHARE_SESSION_NOT_FOUND,
+        ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+        ErrorCode.SHARE_SESSION_LIMIT_REACHED,
     ],
 )
 def test_session_errors_reset_to_new_session(code: int) -> None:
@@ -176,7 +176,7 @@ def test_session_errors_reset_to_new_session(code: int) -> None:
 def test_other_top_level_error_still_advances() -> None:
     session = established(foo0)
     session.build_fetch([foo0])
-    assert session.handle_response(_codes.GROUP_AUTHORIZATION_FAILED) is False
+    assert session.handle_response(ErrorCode.GROUP_AUTHORIZATION_FAILED) is False
     assert session.epoch == 2
 
 
@@ -201,9 +201,9 @@ def test_one_request_in_flight() -> None:
         session.build_acknowledge({foo0: acks(1)})
     with pytest.raises(IllegalStateError, match="already in flight"):
         session.build_close()
-    session.handle_response(_codes.NONE)
+    session.handle_response(ErrorCode.NONE)
     with pytest.raises(IllegalStateError, match="no share request"):
-        session.handle_response(_codes.NONE)
+        session.handle_response(ErrorCode.NONE)
 
 
 def test_acknowledge_never_at_epoch_zero() -> None:
@@ -222,7 +222,7 @@ def test_acknowledge_uses_and_advances_the_epoch() -> None:
     assert plan.acknowledgements == {foo0: a}
     assert not plan.is_close
     assert session.in_flight
-    session.handle_response(_codes.NONE)
+    session.handle_response(ErrorCode.NONE)
     assert session.epoch == 2
     # Nothing to send: no request, nothing in flight.
     assert session.build_acknowledge({foo0: Acknowledgements()}) is None
@@ -235,7 +235,7 @@ def test_close_uses_final_epoch_and_ends_the_session() -> None:
     assert plan.epoch == FINAL_EPOCH
     assert plan.is_close
     assert plan.topics == {foo0: [AckBatch(4, 4, (2,))]}
-    assert session.handle_response(_codes.NONE)
+    assert session.handle_response(ErrorCode.NONE)
     assert session.closed
     with pytest.raises(IllegalStateError, match="closed"):
         session.build_fetch([foo0])
@@ -246,7 +246,7 @@ def test_close_on_new_session_is_still_sent() -> None:
     plan = session.build_close()
     assert plan.epoch == FINAL_EPOCH
     assert plan.topics == {}
-    assert session.handle_response(_codes.SHARE_SESSION_NOT_FOUND) is False
+    assert session.handle_response(ErrorCode.SHARE_SESSION_NOT_FOUND) is False
     assert session.closed
 
 
@@ -265,7 +265,7 @@ def test_would_be_empty() -> None:
     # On a new session acks cannot go, so they do not make it non-empty.
     assert session.would_be_empty([], {foo0: acks(1)})
     session.build_fetch([foo0])
-    session.handle_response(_codes.NONE)
+    session.handle_response(ErrorCode.NONE)
     assert session.would_be_empty([foo0])
     assert session.would_be_empty([foo0], {foo0: Acknowledgements()})
     assert not session.would_be_empty([foo0], {foo0: acks(1)})
