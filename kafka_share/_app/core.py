@@ -61,7 +61,7 @@ from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
-from kafka_share.share.consume_manager import ACK_LINGER_MS
+from kafka_share.share.consume import ACK_LINGER_MS
 from kafka_share.share.fetch_ahead import FetchAheadPolicy
 from kafka_share.share.results import LocksLost, SessionReplaced
 

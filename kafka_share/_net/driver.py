@@ -43,7 +43,7 @@ from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.protocol.api_keys import ApiKey
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
-from kafka_share.share.consume_manager import ACK_LINGER_MS
+from kafka_share.share.consume import ACK_LINGER_MS
 from kafka_share.share.engine import MAX_WAIT_MS, ConsumerEngine
 from kafka_share.share.membership import generate_member_id
 from kafka_share.share.results import LocksLost, SessionReplaced

@@ -52,7 +52,7 @@ from kafka_share.protocol.messages import (
 )
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareCapabilities, ShareFeature
-from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
+from kafka_share.share.consume import FetchSettings, ShareConsumeManager
 from kafka_share.share.coordinator import (
     CoordinatorManager,
     coordinator_answer,

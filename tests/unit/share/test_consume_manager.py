@@ -27,7 +27,7 @@ from kafka_share.protocol.messages import (
 from kafka_share.share.ack_deferral import ACK_DEFER_MS
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareCapabilities
-from kafka_share.share.consume_manager import FetchSettings, ShareConsumeManager
+from kafka_share.share.consume import FetchSettings, ShareConsumeManager
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
 from kafka_share.share.unsent import Channel, UnsentRequest, VersionedRequest
 

@@ -33,7 +33,7 @@ import logging
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -57,9 +57,19 @@ from kafka_share.protocol.messages import (
     ShareFetchResponse,
 )
 from kafka_share.share.ack_deferral import AckDeferral
-from kafka_share.share.acknowledgements import AckBatch, Acknowledgements
+from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.backoff import ExponentialBackoff
 from kafka_share.share.capabilities import ShareCapabilities, ShareFeature
+from kafka_share.share.consume.errors import (
+    LEADER_MOVED,
+    REFRESH_METADATA_ERRORS,
+    TOPIC_ID_ERRORS,
+    retriable,
+    session_lost,
+    transport_failure,
+)
+from kafka_share.share.consume.nodes import NodeState, SyncCommit, merge_into, queue_async
+from kafka_share.share.consume.wire import ack_topics, fetch_topics, forgotten, guard_v2_features
 from kafka_share.share.held import HeldRecords, HeldSpan, lock_expiry_ms
 from kafka_share.share.renewal import RenewalSchedule
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch, LocksLost
@@ -69,7 +79,6 @@ from kafka_share.share.unsent import (
     ResponseHandler,
     Sink,
     UnsentRequest,
-    VersionedRequest,
 )
 
 if TYPE_CHECKING:
@@ -84,35 +93,6 @@ _UNKNOWN_LOCK_MS = 30_000
 #: How long acknowledgements waiting for a ShareFetch to ride on may wait for one
 #: before they go as a ShareAcknowledge of their own.
 ACK_LINGER_MS = 50
-_REFRESH_METADATA_ERRORS = frozenset(
-    {
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.INCONSISTENT_TOPIC_ID,
-        ErrorCode.REPLICA_NOT_AVAILABLE,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-        ErrorCode.OFFSET_NOT_AVAILABLE,
-    }
-)
-#: The partition's topic id is not (or no longer) the topic's: forget it.
-_TOPIC_ID_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                              ErrorCode.INCONSISTENT_TOPIC_ID})
-#: The partition's leader moved: the response may name the new one.
-_LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
-#: Partition errors that are never retried: the locks are gone or the topic is.
-_NO_RETRY = frozenset(
-    {
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.INVALID_RECORD_STATE,
-    }
-)
-
-
 @attrs.frozen
 class FetchSettings:
     group_id: str
@@ -132,50 +112,6 @@ class FetchSettings:
     auto_renew: bool = False
     auto_renew_max_ms: int = 300_000
 
-
-@attrs.define(eq=False)
-class _SyncCommit:
-    """One ``commit_sync`` (or close) call spanning several nodes."""
-
-    deadline_ms: int
-    #: the driver's handle for the waiting call (None: nobody waits, e.g. a leave)
-    token: object | None
-    #: node -> acks still to send to that node
-    per_node: dict[int, dict[TopicIdPartition, Acknowledgements]]
-    results: dict[TopicIdPartition, KafkaError | None] = attrs.field(factory=dict)
-    #: node -> acks sent and not answered yet
-    in_flight: dict[int, dict[TopicIdPartition, Acknowledgements]] = attrs.field(factory=dict)
-    #: the outcome went to the sink (or nobody waits for one)
-    resolved: bool = False
-
-    def done(self) -> bool:
-        return not self.per_node and not self.in_flight
-
-
-@attrs.define(eq=False)
-class _NodeState:
-    session: ShareSession
-    #: acks to piggyback on the next ShareFetch to this node
-    piggyback: dict[TopicIdPartition, Acknowledgements] = attrs.field(factory=dict)
-    #: merged asynchronous acks and their deadline
-    async_acks: dict[TopicIdPartition, Acknowledgements] = attrs.field(factory=dict)
-    async_deadline_ms: int = 0
-    #: the async acks may wait until then for a ShareFetch to ride on (0: send now)
-    async_linger_until_ms: int = 0
-    sync_queue: deque[_SyncCommit] = attrs.field(factory=deque)
-    close: _SyncCommit | None = None
-    not_before_ms: int = 0
-    #: consecutive failed share requests (transport errors) to this node
-    failures: int = 0
-    #: counts the share sessions opened with this node; records carry the one
-    #: that acquired them, and their acknowledgements are refused by any other
-    generation: int = 0
-    #: the close is a leave (not the consumer closing): open a new session afterwards
-    reopen_after_close: bool = False
-    #: whether acks wait for a later fetch while this node's answers are a trickle
-    deferral: AckDeferral | None = None
-    #: the async acks are ones held back from a fetch (they ride on the next one)
-    acks_held: bool = False
 
 
 class ShareConsumeManager:
@@ -205,13 +141,13 @@ class ShareConsumeManager:
         self._member_id = member_id
         #: node -> what its negotiated share protocol can do (None while unknown)
         self._capabilities = capabilities
-        self._nodes: dict[int, _NodeState] = {}
+        self._nodes: dict[int, NodeState] = {}
         self.assigned: list[TopicIdPartition] = []
         self.fetch_more = False
         #: the wanted round is a fetch ahead: max_wait_ms 0, one shot
         self._ahead = False
         self.member_ready = False
-        self._closing: _SyncCommit | None = None
+        self._closing: SyncCommit | None = None
         self._record_limit_cursor = 0
         self._reported_v1_limit = False
         self._now_ms = 0
@@ -234,10 +170,10 @@ class ShareConsumeManager:
 
     # -- inputs from the application ------------------------------------------------
 
-    def _node(self, node_id: int) -> _NodeState:
+    def _node(self, node_id: int) -> NodeState:
         state = self._nodes.get(node_id)
         if state is None:
-            state = _NodeState(
+            state = NodeState(
                 ShareSession(node_id, self._log),
                 deferral=AckDeferral(),
             )
@@ -283,7 +219,7 @@ class ShareConsumeManager:
         self._round_fetched = False
         self.fetch_more = True
         for tip, (node_id, a) in self._current(acks, None).items():
-            _merge_into(self._node(node_id).piggyback, tip, a)
+            merge_into(self._node(node_id).piggyback, tip, a)
 
     def on_async(
         self,
@@ -295,7 +231,7 @@ class ShareConsumeManager:
         """Acknowledgements to send as a ShareAcknowledge; with ``linger_until_ms``
         they may wait until then for a ShareFetch to the same node to carry them."""
         for tip, (node_id, a) in self._current(acks, None).items():
-            _queue_async(self._node(node_id), {tip: a}, deadline_ms, linger_until_ms)
+            queue_async(self._node(node_id), {tip: a}, deadline_ms, linger_until_ms)
 
     def on_sync(
         self,
@@ -309,12 +245,12 @@ class ShareConsumeManager:
         for node_id, state in self._nodes.items():
             for source in (state.async_acks, state.piggyback):
                 for tip, a in source.items():
-                    _merge_into(per_node.setdefault(node_id, {}), tip, a)
+                    merge_into(per_node.setdefault(node_id, {}), tip, a)
             state.async_acks = {}
             state.piggyback = {}
-        commit = _SyncCommit(deadline_ms, token, per_node)
+        commit = SyncCommit(deadline_ms, token, per_node)
         for tip, (node_id, a) in self._current(acks, commit).items():
-            _merge_into(per_node.setdefault(node_id, {}), tip, a)
+            merge_into(per_node.setdefault(node_id, {}), tip, a)
         for node_id in per_node:
             self._node(node_id).sync_queue.append(commit)
         if commit.done():
@@ -329,14 +265,14 @@ class ShareConsumeManager:
         """Final acks and a closing ShareAcknowledge (epoch -1) to every node with a session."""
         self.fetch_more = False
         per_node: dict[int, dict[TopicIdPartition, Acknowledgements]] = {}
-        commit = _SyncCommit(deadline_ms, token, per_node)
+        commit = SyncCommit(deadline_ms, token, per_node)
         for tip, (node_id, a) in self._current(acks, commit).items():
             per_node.setdefault(node_id, {})[tip] = a
         for node_id, state in self._nodes.items():
             pending = per_node.setdefault(node_id, {})
             for source in (state.piggyback, state.async_acks):
                 for tip, a in source.items():
-                    _merge_into(pending, tip, a)
+                    merge_into(pending, tip, a)
             state.piggyback = {}
             state.async_acks = {}
             if not pending and state.session.is_new:
@@ -350,7 +286,7 @@ class ShareConsumeManager:
     def _current(
         self,
         acks: Mapping[TopicIdPartition, tuple[int, Acknowledgements]],
-        commit: _SyncCommit | None,
+        commit: SyncCommit | None,
     ) -> Mapping[TopicIdPartition, tuple[int, Acknowledgements]]:
         """``acks`` less those of records acquired by a share session with their node
         that has since been replaced: a new session holds none of the old one's
@@ -374,7 +310,7 @@ class ShareConsumeManager:
             return acks
         for tip in stale:
             node_id, a = acks[tip]
-            self._complete_error(tip, a, _session_lost(node_id), commit)
+            self._complete_error(tip, a, session_lost(node_id), commit)
         return {tip: na for tip, na in acks.items() if tip not in stale}
 
     def block_fetching(self) -> None:
@@ -397,10 +333,10 @@ class ShareConsumeManager:
             pending: dict[TopicIdPartition, Acknowledgements] = {}
             for source in (state.piggyback, state.async_acks):
                 for tip, a in source.items():
-                    _merge_into(pending, tip, a)
+                    merge_into(pending, tip, a)
             state.piggyback = {}
             state.async_acks = {}
-            state.close = _SyncCommit(
+            state.close = SyncCommit(
                 self._now_ms + self._settings.close_timeout_ms, None, {node_id: pending}
             )
             state.reopen_after_close = True
@@ -599,7 +535,7 @@ class ShareConsumeManager:
     # -- acknowledgements ---------------------------------------------------------------
 
     def _next_ack_request(
-        self, node_id: int, state: _NodeState, now_ms: int
+        self, node_id: int, state: NodeState, now_ms: int
     ) -> UnsentRequest | None:
         if (
             state.async_acks
@@ -633,14 +569,14 @@ class ShareConsumeManager:
             if state.session.is_new:
                 # Never established (or lost): there is nothing to close, and acks
                 # cannot open a session.
-                self._fail(acks_for_node, _session_lost(node_id), commit)
+                self._fail(acks_for_node, session_lost(node_id), commit)
                 self._maybe_resolve(commit)
                 return None
             plan = state.session.build_close(acks_for_node)
             return self._share_acknowledge(node_id, state, plan, commit, close=True)
         return None
 
-    def _fetch_takes_held(self, state: _NodeState, now_ms: int) -> bool:
+    def _fetch_takes_held(self, state: NodeState, now_ms: int) -> bool:
         """Whether acks held back from a fetch (whose window has ended) may wait
         for the fetch this round builds instead of going as a ShareAcknowledge
         that the fetch would queue behind. Bounded: past ``ACK_LINGER_MS`` after
@@ -655,9 +591,9 @@ class ShareConsumeManager:
     def _share_acknowledge(
         self,
         node_id: int,
-        state: _NodeState,
+        state: NodeState,
         plan: SessionAcknowledgePlan,
-        commit: _SyncCommit | None,
+        commit: SyncCommit | None,
         *,
         close: bool,
     ) -> UnsentRequest:
@@ -670,17 +606,17 @@ class ShareConsumeManager:
             member_id=self._member_id,
             share_session_epoch=plan.epoch,
             is_renew_ack=plan.is_renew_ack,
-            topics=_ack_topics(plan.topics),
+            topics=ack_topics(plan.topics),
         )
         handler = self._ack_handler(node_id, state, plan.acknowledgements, commit, close=close)
-        return UnsentRequest(node_id, Channel.SHARE, _guard_v2_features(request), handler)
+        return UnsentRequest(node_id, Channel.SHARE, guard_v2_features(request), handler)
 
     def _ack_request(
         self,
         node_id: int,
-        state: _NodeState,
+        state: NodeState,
         acks: dict[TopicIdPartition, Acknowledgements],
-        commit: _SyncCommit | None,
+        commit: SyncCommit | None,
         now_ms: int,
     ) -> UnsentRequest | None:
         missing = self._missing(node_id, ShareFeature.RENEW)
@@ -690,7 +626,7 @@ class ShareConsumeManager:
             return None
         plan = state.session.build_acknowledge(acks)
         if plan is None:
-            self._fail(acks, _session_lost(node_id), commit)
+            self._fail(acks, session_lost(node_id), commit)
             self._maybe_resolve(commit)
             return None
         return self._share_acknowledge(node_id, state, plan, commit, close=False)
@@ -698,9 +634,9 @@ class ShareConsumeManager:
     def _ack_handler(
         self,
         node_id: int,
-        state: _NodeState,
+        state: NodeState,
         acks: dict[TopicIdPartition, Acknowledgements],
-        commit: _SyncCommit | None,
+        commit: SyncCommit | None,
         *,
         close: bool,
     ) -> ResponseHandler:
@@ -722,7 +658,7 @@ class ShareConsumeManager:
                 state.reopen_after_close = False
                 state.session = ShareSession(node_id, self._log)
             if error is not None:
-                self._fail(acks, _transport_failure(node_id, error), commit)
+                self._fail(acks, transport_failure(node_id, error), commit)
                 self._maybe_resolve(commit)
                 return
             if response.error_code != 0:
@@ -750,7 +686,7 @@ class ShareConsumeManager:
                         p.error_code != 0
                         and commit is not None
                         and not close
-                        and _retriable(p.error_code)
+                        and retriable(p.error_code)
                     ):
                         retry[tip] = a
                         continue
@@ -767,7 +703,7 @@ class ShareConsumeManager:
                     )
             if retry and commit is not None and commit.resolved:
                 # The commit already timed out: retry these on their own.
-                _queue_async(state, retry, now_ms + self._settings.ack_timeout_ms, 0)
+                queue_async(state, retry, now_ms + self._settings.ack_timeout_ms, 0)
                 state.not_before_ms = now_ms + self._settings.retry_backoff_ms
             elif retry and commit is not None:
                 commit.per_node.setdefault(node_id, {}).update(retry)
@@ -779,7 +715,7 @@ class ShareConsumeManager:
 
     def _top_level_ack_error(self, node_id: int, code: int, message: str | None) -> KafkaError:
         if code in SESSION_RESET_ERRORS:
-            return _session_lost(node_id)
+            return session_lost(node_id)
         if code in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_VERSION):
             err = error_for_code(code, message)
             self._sink.error(err)
@@ -835,7 +771,7 @@ class ShareConsumeManager:
                 # Waiting acknowledgements ride on this fetch instead of costing
                 # a ShareAcknowledge of their own.
                 for tip, a in state.async_acks.items():
-                    _merge_into(acks, tip, a)
+                    merge_into(acks, tip, a)
                 state.async_acks = {}
                 state.acks_held = False
             missing_renew = self._missing(node_id, ShareFeature.RENEW)
@@ -847,7 +783,7 @@ class ShareConsumeManager:
             s = self._settings
             hold_until = self._hold_acks_until(state, acks, fetch_records, now_ms)
             if hold_until is not None:
-                _queue_async(state, acks, now_ms + s.ack_timeout_ms, hold_until)
+                queue_async(state, acks, now_ms + s.ack_timeout_ms, hold_until)
                 state.acks_held = True
                 acks = {}
             plan = state.session.build_fetch(parts, acks)
@@ -857,7 +793,7 @@ class ShareConsumeManager:
                 if state.generation > 1:
                     self._sink.session_replaced(node_id, state.generation)
             if plan.unsendable:
-                self._fail(plan.unsendable, _session_lost(node_id), None)
+                self._fail(plan.unsendable, session_lost(node_id), None)
             if plan.is_renew_ack or not fetch_records:
                 max_wait = min_bytes = max_bytes = max_records = batch_size = 0
             else:
@@ -890,10 +826,10 @@ class ShareConsumeManager:
                 batch_size=batch_size,
                 share_acquire_mode=1 if s.record_limit else 0,
                 is_renew_ack=plan.is_renew_ack,
-                topics=_fetch_topics(plan.topics),
-                forgotten_topics_data=_forgotten(plan.forgotten),
+                topics=fetch_topics(plan.topics),
+                forgotten_topics_data=forgotten(plan.forgotten),
             )
-            wire_request = _guard_v2_features(request)
+            wire_request = guard_v2_features(request)
             known = {tip.topic_id: tip.topic for tip in state.session.partitions}
             known.update({tip.topic_id: tip.topic for tip in plan.forgotten})
             known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
@@ -908,7 +844,7 @@ class ShareConsumeManager:
 
     def _hold_acks_until(
         self,
-        state: _NodeState,
+        state: NodeState,
         acks: Mapping[TopicIdPartition, Acknowledgements],
         fetch_records: bool,
         now_ms: int,
@@ -930,7 +866,7 @@ class ShareConsumeManager:
     def _fetch_handler(
         self,
         node_id: int,
-        state: _NodeState,
+        state: NodeState,
         acks: dict[TopicIdPartition, Acknowledgements],
         topic_names: dict[uuid.UUID, str],
         sent_ms: int,
@@ -956,7 +892,7 @@ class ShareConsumeManager:
                         self._reported_v1_limit = True
                         self._sink.error(error)
                     self.fetch_more = False
-                self._fail(acks, _transport_failure(node_id, error), None)
+                self._fail(acks, transport_failure(node_id, error), None)
                 self._cluster.request_update()
                 return
             assert isinstance(response, ShareFetchResponse)
@@ -1068,14 +1004,14 @@ class ShareConsumeManager:
         for state in self._nodes.values():
             if state.piggyback:
                 acks, state.piggyback = state.piggyback, {}
-                _queue_async(
+                queue_async(
                     state, acks, self._now_ms + self._settings.ack_timeout_ms,
                     self._now_ms + ACK_LINGER_MS,
                 )
 
     def _partition_fetch_error(self, tip: TopicIdPartition, code: int, message: str | None) -> None:
-        if code in _REFRESH_METADATA_ERRORS:
-            if code in _TOPIC_ID_ERRORS:
+        if code in REFRESH_METADATA_ERRORS:
+            if code in TOPIC_ID_ERRORS:
                 self._cluster.forget_topic_id(tip.topic_id)
             self._cluster.request_update()
             self._log.debug("ShareFetch for %s: error %s; refreshing metadata", tip, code)
@@ -1097,7 +1033,7 @@ class ShareConsumeManager:
         for topic in topics:
             name = self._cluster.topic_names.get(topic.topic_id)
             for p in topic.partitions:
-                if p.error_code in _LEADER_MOVED and name is not None:
+                if p.error_code in LEADER_MOVED and name is not None:
                     leader = p.current_leader
                     self._cluster.update_leader(
                         name,
@@ -1114,7 +1050,7 @@ class ShareConsumeManager:
         acks: Acknowledgements,
         code: int,
         message: str | None,
-        commit: _SyncCommit | None,
+        commit: SyncCommit | None,
         lock_ms: int | None,
     ) -> None:
         if acks.is_completed:
@@ -1133,7 +1069,7 @@ class ShareConsumeManager:
         tip: TopicIdPartition,
         acks: Acknowledgements,
         error: KafkaError,
-        commit: _SyncCommit | None,
+        commit: SyncCommit | None,
     ) -> None:
         if acks.is_completed:
             return
@@ -1144,7 +1080,7 @@ class ShareConsumeManager:
         self,
         acks: Mapping[TopicIdPartition, Acknowledgements],
         error: KafkaError,
-        commit: _SyncCommit | None,
+        commit: SyncCommit | None,
     ) -> None:
         for tip, a in acks.items():
             self._complete_error(tip, a, error, commit)
@@ -1154,7 +1090,7 @@ class ShareConsumeManager:
         tip: TopicIdPartition,
         acks: Acknowledgements,
         error: KafkaError | None,
-        commit: _SyncCommit | None,
+        commit: SyncCommit | None,
         renewed: frozenset[int],
         lock_ms: int | None,
     ) -> None:
@@ -1222,7 +1158,7 @@ class ShareConsumeManager:
         if self._closing is not None and now_ms >= self._closing.deadline_ms:
             self._expire_close(self._closing)
 
-    def _expire_commit(self, commit: _SyncCommit, now_ms: int) -> None:
+    def _expire_commit(self, commit: SyncCommit, now_ms: int) -> None:
         """A ``commit_sync`` ran out of time: the caller gets a timeout, but no
         acknowledgement is thrown away. Those not sent yet stay pending (they ride on
         the next ShareFetch to their node or go with the next commit, as Java's
@@ -1230,14 +1166,14 @@ class ShareConsumeManager:
         callback when it comes. Throwing them away would redeliver records the
         application has processed."""
         for node_id, acks in list(commit.per_node.items()):
-            _queue_async(
+            queue_async(
                 self._node(node_id), acks, now_ms + self._settings.ack_timeout_ms,
                 now_ms + ACK_LINGER_MS,
             )
         commit.per_node.clear()
         self._resolve(commit, timed_out=True)
 
-    def _expire_close(self, commit: _SyncCommit) -> None:
+    def _expire_close(self, commit: SyncCommit) -> None:
         """A close (or a leave's session close) ran out of time: the consumer is
         going away, so what was not answered fails; the broker releases those
         records when the session or the lock ends."""
@@ -1256,158 +1192,17 @@ class ShareConsumeManager:
         commit.in_flight.clear()
         self._resolve(commit, timed_out=True)
 
-    def _resolve(self, commit: _SyncCommit, *, timed_out: bool = False) -> None:
+    def _resolve(self, commit: SyncCommit, *, timed_out: bool = False) -> None:
         if commit.resolved:
             return
         commit.resolved = True
         if commit.token is not None:
             self._sink.commit_completed(commit.token, dict(commit.results), timed_out=timed_out)
 
-    def _maybe_resolve(self, commit: _SyncCommit | None) -> None:
+    def _maybe_resolve(self, commit: SyncCommit | None) -> None:
         if commit is not None and commit.done():
             self._resolve(commit)
 
     @property
     def close_done(self) -> bool:
         return self._closing is None or self._closing.resolved or self._closing.token is None
-
-
-def _merge_into(
-    target: dict[TopicIdPartition, Acknowledgements], tip: TopicIdPartition, a: Acknowledgements
-) -> None:
-    existing = target.get(tip)
-    if existing is None:
-        target[tip] = a
-    else:
-        existing.merge(a)
-
-
-def _retriable(code: int) -> bool:
-    if code in _NO_RETRY:
-        return False
-    return error_for_code(code).retriable
-
-
-def _session_lost(node_id: int) -> NetworkError:
-    return NetworkError(
-        f"the share session with node {node_id} was lost (disconnect or broker restart); "
-        "the acknowledgements could not be sent and the records will be redelivered after "
-        "their acquisition lock expires"
-    )
-
-
-def _transport_failure(node_id: int, error: KafkaError) -> KafkaError:
-    if isinstance(error, NetworkError | UnsupportedVersionError):
-        return error
-    err = NetworkError(f"request to node {node_id} failed: {error}")
-    err.__cause__ = error
-    return err
-
-
-def _guard_v2_features(
-    request: ShareFetchRequest | ShareAcknowledgeRequest,
-) -> ShareFetchRequest | ShareAcknowledgeRequest | VersionedRequest:
-    """Refuse to send KIP-1222/KIP-1206 features at v1 instead of dropping them.
-
-    ``ShareAcquireMode`` is an ignorable field, so encoding a record_limit fetch
-    at v1 would silently fetch in batch_optimized mode. The version is only known
-    once the connection has negotiated it, hence the deferred check.
-    """
-    renew = request.is_renew_ack
-    record_limit = isinstance(request, ShareFetchRequest) and request.share_acquire_mode == 1
-    if not (renew or record_limit):
-        return request
-
-    def build(version: int) -> ShareFetchRequest | ShareAcknowledgeRequest:
-        caps = ShareCapabilities(version)
-        caps.require(ShareFeature.RECORD_LIMIT if record_limit else ShareFeature.RENEW)
-        return request
-
-    return VersionedRequest(request.API_KEY, build)
-
-
-
-
-
-
-_T = TypeVar("_T")
-
-
-def _by_topic(items: Iterable[tuple[TopicIdPartition, _T]]) -> dict[uuid.UUID, list[_T]]:
-    """Group per-partition wire entries under their topic id, in first-seen order."""
-    grouped: dict[uuid.UUID, list[_T]] = {}
-    for tip, item in items:
-        grouped.setdefault(tip.topic_id, []).append(item)
-    return grouped
-
-
-def _queue_async(
-    state: _NodeState,
-    acks: Mapping[TopicIdPartition, Acknowledgements],
-    deadline_ms: int,
-    linger_until_ms: int,
-) -> None:
-    """Add ``acks`` to a node's asynchronous acks. The first to arrive set the
-    linger; acks that must go now (``linger_until_ms`` 0) end it for all."""
-    state.acks_held = False
-    if not state.async_acks:
-        state.async_linger_until_ms = linger_until_ms
-    elif linger_until_ms == 0:
-        state.async_linger_until_ms = 0
-    for tip, a in acks.items():
-        _merge_into(state.async_acks, tip, a)
-    state.async_deadline_ms = max(state.async_deadline_ms, deadline_ms)
-
-
-def _fetch_topics(
-    topics: Mapping[TopicIdPartition, list[AckBatch]],
-) -> list[ShareFetchRequest.FetchTopic]:
-    grouped = _by_topic(
-        (
-            tip,
-            ShareFetchRequest.FetchPartition(
-                partition_index=tip.partition,
-                acknowledgement_batches=[
-                    ShareFetchRequest.AcknowledgementBatch(
-                        first_offset=b.first_offset,
-                        last_offset=b.last_offset,
-                        acknowledge_types=list(b.acknowledge_types),
-                    )
-                    for b in batches
-                ],
-            ),
-        )
-        for tip, batches in topics.items()
-    )
-    return [ShareFetchRequest.FetchTopic(topic_id=t, partitions=p) for t, p in grouped.items()]
-
-
-def _forgotten(tips: Iterable[TopicIdPartition]) -> list[ShareFetchRequest.ForgottenTopic]:
-    grouped = _by_topic((tip, tip.partition) for tip in tips)
-    return [ShareFetchRequest.ForgottenTopic(topic_id=t, partitions=p) for t, p in grouped.items()]
-
-
-def _ack_topics(
-    topics: Mapping[TopicIdPartition, list[AckBatch]],
-) -> list[ShareAcknowledgeRequest.AcknowledgeTopic]:
-    grouped = _by_topic(
-        (
-            tip,
-            ShareAcknowledgeRequest.AcknowledgePartition(
-                partition_index=tip.partition,
-                acknowledgement_batches=[
-                    ShareAcknowledgeRequest.AcknowledgementBatch(
-                        first_offset=b.first_offset,
-                        last_offset=b.last_offset,
-                        acknowledge_types=list(b.acknowledge_types),
-                    )
-                    for b in batches
-                ],
-            ),
-        )
-        for tip, batches in topics.items()
-    )
-    return [
-        ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=t, partitions=p)
-        for t, p in grouped.items()
-    ]
