@@ -69,6 +69,13 @@ from kafka_share.share.consume.errors import (
     transport_failure,
 )
 from kafka_share.share.consume.nodes import NodeState, SyncCommit, merge_into, queue_async
+from kafka_share.share.consume.responses import (
+    AckAnswer,
+    FetchAnswer,
+    PartitionFetch,
+    read_acknowledge,
+    read_fetch,
+)
 from kafka_share.share.consume.wire import ack_topics, fetch_topics, forgotten, guard_v2_features
 from kafka_share.share.held import HeldRecords, HeldSpan, lock_expiry_ms
 from kafka_share.share.renewal import RenewalSchedule
@@ -659,59 +666,52 @@ class ShareConsumeManager:
                 state.session = ShareSession(node_id, self._log)
             if error is not None:
                 self._fail(acks, transport_failure(node_id, error), commit)
-                self._maybe_resolve(commit)
-                return
-            if response.error_code != 0:
+            elif response.error_code != 0:
                 err = self._top_level_ack_error(
                     node_id, response.error_code, response.error_message
                 )
                 self._fail(acks, err, commit)
-                self._maybe_resolve(commit)
-                return
-            lock_ms = response.acquisition_lock_timeout_ms or None
-            self._apply_leader_hints(response.responses, response.node_endpoints)
-            names = {tip.topic_id: tip for tip in acks}
-            retry: dict[TopicIdPartition, Acknowledgements] = {}
-            answered: set[TopicIdPartition] = set()
-            by_key = {(tip.topic_id, tip.partition): tip for tip in names.values()}
-            by_key.update({(tip.topic_id, tip.partition): tip for tip in acks})
-            for topic in response.responses:
-                for p in topic.partitions:
-                    tip = by_key.get((topic.topic_id, p.partition_index))
-                    if tip is None or tip not in acks:
-                        continue
-                    answered.add(tip)
-                    a = acks[tip]
-                    if (
-                        p.error_code != 0
-                        and commit is not None
-                        and not close
-                        and retriable(p.error_code)
-                    ):
-                        retry[tip] = a
-                        continue
-                    self._complete(tip, a, p.error_code, p.error_message, commit, lock_ms)
-            for tip, a in acks.items():
-                if tip not in answered:
-                    self._complete_error(
-                        tip,
-                        a,
-                        InvalidRecordStateError(
-                            "Acknowledgement not successful due to invalid response from broker"
-                        ),
-                        commit,
-                    )
-            if retry and commit is not None and commit.resolved:
-                # The commit already timed out: retry these on their own.
-                queue_async(state, retry, now_ms + self._settings.ack_timeout_ms, 0)
-                state.not_before_ms = now_ms + self._settings.retry_backoff_ms
-            elif retry and commit is not None:
-                commit.per_node.setdefault(node_id, {}).update(retry)
-                state.sync_queue.appendleft(commit)
-                state.not_before_ms = now_ms + self._settings.retry_backoff_ms
+            else:
+                self._apply_leader_hints(response.responses, response.node_endpoints)
+                self._take_ack_answer(
+                    node_id, state, acks, commit, read_acknowledge(response, acks),
+                    response.acquisition_lock_timeout_ms or None, close=close, now_ms=now_ms,
+                )
             self._maybe_resolve(commit)
 
         return handle
+
+    def _take_ack_answer(
+        self,
+        node_id: int,
+        state: NodeState,
+        acks: dict[TopicIdPartition, Acknowledgements],
+        commit: SyncCommit | None,
+        answer: AckAnswer,
+        lock_ms: int | None,
+        *,
+        close: bool,
+        now_ms: int,
+    ) -> None:
+        """Complete each acknowledged partition as answered; a commit's
+        retriable failures are sent again (after the backoff)."""
+        retry: dict[TopicIdPartition, Acknowledgements] = {}
+        for tip, code, message in answer.answered:
+            a = acks[tip]
+            if code != 0 and commit is not None and not close and retriable(code):
+                retry[tip] = a
+                continue
+            self._complete(tip, a, code, message, commit, lock_ms)
+        for tip in answer.unanswered:
+            self._complete_error(tip, acks[tip], _unanswered(), commit)
+        if retry and commit is not None and commit.resolved:
+            # The commit already timed out: retry these on their own.
+            queue_async(state, retry, now_ms + self._settings.ack_timeout_ms, 0)
+            state.not_before_ms = now_ms + self._settings.retry_backoff_ms
+        elif retry and commit is not None:
+            commit.per_node.setdefault(node_id, {}).update(retry)
+            state.sync_queue.appendleft(commit)
+            state.not_before_ms = now_ms + self._settings.retry_backoff_ms
 
     def _top_level_ack_error(self, node_id: int, code: int, message: str | None) -> KafkaError:
         if code in SESSION_RESET_ERRORS:
@@ -765,82 +765,103 @@ class ShareConsumeManager:
                     self._reported_v1_limit = True
                     self._sink.error(missing_limit)
                 continue
-            acks = state.piggyback
-            state.piggyback = {}
-            if state.async_acks:
-                # Waiting acknowledgements ride on this fetch instead of costing
-                # a ShareAcknowledge of their own.
-                for tip, a in state.async_acks.items():
-                    merge_into(acks, tip, a)
-                state.async_acks = {}
-                state.acks_held = False
-            missing_renew = self._missing(node_id, ShareFeature.RENEW)
-            if missing_renew is not None and any(a.has_renew for a in acks.values()):
-                renew = {t: a for t, a in acks.items() if a.has_renew}
-                self._fail(renew, missing_renew, None)
-                acks = {t: a for t, a in acks.items() if not a.has_renew}
             fetch_records = bool(parts) and (record_node is None or record_node == node_id)
-            s = self._settings
-            hold_until = self._hold_acks_until(state, acks, fetch_records, now_ms)
-            if hold_until is not None:
-                queue_async(state, acks, now_ms + s.ack_timeout_ms, hold_until)
-                state.acks_held = True
-                acks = {}
-            plan = state.session.build_fetch(parts, acks)
-            if plan.epoch == 0:
-                state.generation += 1  # a new session: what it acquires is its own
-                self.held.session_replaced(node_id, state.generation)
-                if state.generation > 1:
-                    self._sink.session_replaced(node_id, state.generation)
-            if plan.unsendable:
-                self._fail(plan.unsendable, session_lost(node_id), None)
-            if plan.is_renew_ack or not fetch_records:
-                max_wait = min_bytes = max_bytes = max_records = batch_size = 0
-            else:
-                max_wait, min_bytes, max_bytes = s.max_wait_ms, s.min_bytes, s.max_bytes
-                max_records = batch_size = s.max_records
-                if self._max_records_cap is not None:
-                    max_records = batch_size = max(1, min(max_records, self._max_records_cap))
-                if self._ahead:
-                    max_wait = 0
-                if self._fetch_until_ms is not None:
-                    max_wait = max(0, min(max_wait, self._fetch_until_ms - now_ms))
-                if hold_until is not None:
-                    # The held acks go with the next fetch, at the latest when
-                    # this one comes back empty at the end of their window.
-                    max_wait = max(0, min(max_wait, hold_until - now_ms))
-                if self._renewal is not None:
-                    # A long-polling fetch would hold back the next renewal to
-                    # this node (one share request per node is in flight).
-                    renew_at = self._renewal.next_due_for_node(self.held, node_id)
-                    if renew_at is not None:
-                        max_wait = max(0, min(max_wait, renew_at - now_ms))
-            request = ShareFetchRequest(
-                group_id=s.group_id,
-                member_id=self._member_id,
-                share_session_epoch=plan.epoch,
-                max_wait_ms=max_wait,
-                min_bytes=min_bytes,
-                max_bytes=max_bytes,
-                max_records=max_records,
-                batch_size=batch_size,
-                share_acquire_mode=1 if s.record_limit else 0,
-                is_renew_ack=plan.is_renew_ack,
-                topics=fetch_topics(plan.topics),
-                forgotten_topics_data=forgotten(plan.forgotten),
-            )
-            wire_request = guard_v2_features(request)
-            known = {tip.topic_id: tip.topic for tip in state.session.partitions}
-            known.update({tip.topic_id: tip.topic for tip in plan.forgotten})
-            known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
-            self._count_sent(plan.acknowledgements)
-            handler = self._fetch_handler(
-                node_id, state, plan.acknowledgements, known, now_ms, self._ahead,
-                state.generation, max_records,
-            )
-            out.append(UnsentRequest(node_id, Channel.SHARE, wire_request, handler))
+            out.append(self._fetch_request(node_id, state, parts, fetch_records, now_ms))
             self._round_fetched = self._round_fetched or fetch_records
         return out
+
+    def _fetch_request(
+        self, node_id: int, state: NodeState, parts: list[TopicIdPartition],
+        fetch_records: bool, now_ms: int,
+    ) -> UnsentRequest:
+        """The ShareFetch to one node: its session's partitions, the acks that
+        ride on it, and (``fetch_records``) how many records it asks for."""
+        acks = self._riding_acks(node_id, state)
+        s = self._settings
+        hold_until = self._hold_acks_until(state, acks, fetch_records, now_ms)
+        if hold_until is not None:
+            queue_async(state, acks, now_ms + s.ack_timeout_ms, hold_until)
+            state.acks_held = True
+            acks = {}
+        plan = state.session.build_fetch(parts, acks)
+        if plan.epoch == 0:
+            state.generation += 1  # a new session: what it acquires is its own
+            self.held.session_replaced(node_id, state.generation)
+            if state.generation > 1:
+                self._sink.session_replaced(node_id, state.generation)
+        if plan.unsendable:
+            self._fail(plan.unsendable, session_lost(node_id), None)
+        if plan.is_renew_ack or not fetch_records:
+            max_wait = min_bytes = max_bytes = max_records = 0
+        else:
+            min_bytes, max_bytes = s.min_bytes, s.max_bytes
+            max_wait, max_records = self._fetch_limits(node_id, hold_until, now_ms)
+        request = ShareFetchRequest(
+            group_id=s.group_id,
+            member_id=self._member_id,
+            share_session_epoch=plan.epoch,
+            max_wait_ms=max_wait,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            max_records=max_records,
+            batch_size=max_records,
+            share_acquire_mode=1 if s.record_limit else 0,
+            is_renew_ack=plan.is_renew_ack,
+            topics=fetch_topics(plan.topics),
+            forgotten_topics_data=forgotten(plan.forgotten),
+        )
+        known = {tip.topic_id: tip.topic for tip in state.session.partitions}
+        known.update({tip.topic_id: tip.topic for tip in plan.forgotten})
+        known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
+        self._count_sent(plan.acknowledgements)
+        handler = self._fetch_handler(
+            node_id, state, plan.acknowledgements, known, now_ms, self._ahead,
+            state.generation, max_records,
+        )
+        return UnsentRequest(node_id, Channel.SHARE, guard_v2_features(request), handler)
+
+    def _riding_acks(
+        self, node_id: int, state: NodeState,
+    ) -> dict[TopicIdPartition, Acknowledgements]:
+        """The acks that ride on the next ShareFetch to ``node_id`` (taken from
+        its queues); RENEWs fail here if the node cannot take them."""
+        acks = state.piggyback
+        state.piggyback = {}
+        if state.async_acks:
+            # Waiting acknowledgements ride on this fetch instead of costing
+            # a ShareAcknowledge of their own.
+            for tip, a in state.async_acks.items():
+                merge_into(acks, tip, a)
+            state.async_acks = {}
+            state.acks_held = False
+        missing_renew = self._missing(node_id, ShareFeature.RENEW)
+        if missing_renew is not None and any(a.has_renew for a in acks.values()):
+            renew = {t: a for t, a in acks.items() if a.has_renew}
+            self._fail(renew, missing_renew, None)
+            acks = {t: a for t, a in acks.items() if not a.has_renew}
+        return acks
+
+    def _fetch_limits(self, node_id: int, hold_until: int | None, now_ms: int) -> tuple[int, int]:
+        """(max_wait_ms, max_records) of a fetch that asks for records."""
+        s = self._settings
+        max_wait, max_records = s.max_wait_ms, s.max_records
+        if self._max_records_cap is not None:
+            max_records = max(1, min(max_records, self._max_records_cap))
+        if self._ahead:
+            max_wait = 0
+        if self._fetch_until_ms is not None:
+            max_wait = max(0, min(max_wait, self._fetch_until_ms - now_ms))
+        if hold_until is not None:
+            # The held acks go with the next fetch, at the latest when
+            # this one comes back empty at the end of their window.
+            max_wait = max(0, min(max_wait, hold_until - now_ms))
+        if self._renewal is not None:
+            # A long-polling fetch would hold back the next renewal to
+            # this node (one share request per node is in flight).
+            renew_at = self._renewal.next_due_for_node(self.held, node_id)
+            if renew_at is not None:
+                max_wait = max(0, min(max_wait, renew_at - now_ms))
+        return max_wait, max_records
 
     def _hold_acks_until(
         self,
@@ -879,21 +900,7 @@ class ShareConsumeManager:
         def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
             self._now_ms = max(self._now_ms, now_ms)
             if error is not None:
-                if state.deferral is not None:
-                    state.deferral.on_failure()
-                session.handle_error()
-                # Back off before the next request to this node: a broker that is
-                # down (or a leader that moved) would otherwise be asked again on
-                # every loop, each failure also asking for new metadata.
-                state.not_before_ms = now_ms + self._backoff.backoff_ms(state.failures)
-                state.failures += 1
-                if isinstance(error, UnsupportedVersionError):
-                    if not self._reported_v1_limit:
-                        self._reported_v1_limit = True
-                        self._sink.error(error)
-                    self.fetch_more = False
-                self._fail(acks, transport_failure(node_id, error), None)
-                self._cluster.request_update()
+                self._fetch_failed(node_id, state, session, acks, error, now_ms)
                 return
             assert isinstance(response, ShareFetchResponse)
             session.handle_response(response.error_code)
@@ -907,95 +914,106 @@ class ShareConsumeManager:
                     self._log.warning("ShareFetch to node %s failed: %s", node_id, err)
                 return
             self._apply_leader_hints(response.responses, response.node_endpoints)
-            lock_ms = response.acquisition_lock_timeout_ms
-            completed: list[CompletedShareFetch] = []
-            answered: set[TopicIdPartition] = set()
-            for topic in response.responses:
-                name = topic_names.get(topic.topic_id) or self._cluster.topic_names.get(
-                    topic.topic_id
-                )
-                if name is None:
-                    continue
-                for p in topic.partitions:
-                    tip = TopicIdPartition(topic.topic_id, name, p.partition_index)
-                    a = acks.get(tip)
-                    if a is not None:
-                        answered.add(tip)
-                        self._complete(
-                            tip,
-                            a,
-                            p.acknowledge_error_code,
-                            p.acknowledge_error_message,
-                            None,
-                            None,
-                        )
-                    if p.error_code != 0:
-                        self._partition_fetch_error(tip, p.error_code, p.error_message)
-                        continue
-                    if p.acquired_records:
-                        acquired, resent = self.held.acquire(
-                            tip, node_id, generation,
-                            [
-                                (r.first_offset, r.last_offset, r.delivery_count)
-                                for r in p.acquired_records
-                            ],
-                            now_ms, lock_ms if lock_ms > 0 else _UNKNOWN_LOCK_MS,
-                        )
-                        if resent:
-                            # The same acquisition sent again (same node, session and
-                            # delivery count): delivering it again would hand the
-                            # application a record twice and acknowledge it twice.
-                            self._log.debug(
-                                "dropped %d record(s) of %s-%s that node %s sent again "
-                                "while this consumer holds them", resent, tip.topic,
-                                tip.partition, node_id,
-                            )
-                            if self._metrics is not None:
-                                self._metrics.record_dropped("resent", resent, now_ms)
-                        if not acquired:
-                            continue
-                        completed.append(
-                            CompletedShareFetch(
-                                node_id,
-                                tip,
-                                p.records,
-                                acquired,
-                                lock_ms if lock_ms > 0 else None,
-                                generation,
-                                lock_expiry_ms(now_ms, lock_ms) if lock_ms > 0 else None,
-                            )
-                        )
-            for tip, a in acks.items():
-                if tip not in answered:
-                    self._complete_error(
-                        tip,
-                        a,
-                        InvalidRecordStateError(
-                            "Acknowledgement not successful due to invalid response from broker"
-                        ),
-                        None,
-                    )
-            size_bytes = sum(len(f.records) for f in completed)
-            acquired_count = sum(b - a + 1 for f in completed for a, b, _ in f.acquired)
-            if state.deferral is not None:
-                state.deferral.on_response(acquired_count, size_bytes, max_records)
-            if self._metrics is not None:
-                self._metrics.record_fetch(
-                    now_ms,
-                    latency_ms=now_ms - sent_ms,
-                    size_bytes=size_bytes,
-                    records=acquired_count,
-                    throttle_time_ms=response.throttle_time_ms,
-                )
-            if completed or (ahead and self._ahead):
-                # An empty answer to a fetch ahead ends that round too, unless the
-                # application asked for a normal fetch in the meantime.
-                self.fetch_more = False
-                self._unstrand_piggyback()
-            if completed:
-                self._sink.add_fetches(completed)
+            answer = read_fetch(response, acks, topic_names, self._cluster.topic_names)
+            completed = self._take_fetch_answer(
+                node_id, generation, acks, answer, response.acquisition_lock_timeout_ms, now_ms
+            )
+            self._fetch_done(state, completed, response.throttle_time_ms,
+                             sent_ms=sent_ms, ahead=ahead, max_records=max_records, now_ms=now_ms)
 
         return handle
+
+    def _fetch_failed(
+        self, node_id: int, state: NodeState, session: ShareSession,
+        acks: dict[TopicIdPartition, Acknowledgements], error: KafkaError, now_ms: int,
+    ) -> None:
+        """A ShareFetch got no answer (transport failure, unsupported version)."""
+        if state.deferral is not None:
+            state.deferral.on_failure()
+        session.handle_error()
+        # Back off before the next request to this node: a broker that is
+        # down (or a leader that moved) would otherwise be asked again on
+        # every loop, each failure also asking for new metadata.
+        state.not_before_ms = now_ms + self._backoff.backoff_ms(state.failures)
+        state.failures += 1
+        if isinstance(error, UnsupportedVersionError):
+            if not self._reported_v1_limit:
+                self._reported_v1_limit = True
+                self._sink.error(error)
+            self.fetch_more = False
+        self._fail(acks, transport_failure(node_id, error), None)
+        self._cluster.request_update()
+
+    def _take_fetch_answer(
+        self, node_id: int, generation: int, acks: dict[TopicIdPartition, Acknowledgements],
+        answer: FetchAnswer, lock_ms: int, now_ms: int,
+    ) -> list[CompletedShareFetch]:
+        """Per partition, in the response's order: complete the acks it carried,
+        act on its error, or take what it acquired. Returns the partitions'
+        data for the application."""
+        completed: list[CompletedShareFetch] = []
+        for p in answer.partitions:
+            if p.acks is not None:
+                self._complete(p.partition, p.acks, p.ack_error_code, p.ack_error_message,
+                               None, None)
+            if p.error_code != 0:
+                self._partition_fetch_error(p.partition, p.error_code, p.error_message)
+            elif p.acquired:
+                fetch = self._acquired(node_id, generation, p, lock_ms, now_ms)
+                if fetch is not None:
+                    completed.append(fetch)
+        for tip in answer.unanswered:
+            self._complete_error(tip, acks[tip], _unanswered(), None)
+        return completed
+
+    def _acquired(
+        self, node_id: int, generation: int, p: PartitionFetch, lock_ms: int, now_ms: int,
+    ) -> CompletedShareFetch | None:
+        """Hold what a partition acquired; its data for the application (None if
+        all of it was an acquisition sent again)."""
+        tip = p.partition
+        acquired, resent = self.held.acquire(
+            tip, node_id, generation, p.acquired,
+            now_ms, lock_ms if lock_ms > 0 else _UNKNOWN_LOCK_MS,
+        )
+        if resent:
+            # The same acquisition sent again (same node, session and delivery
+            # count): delivering it again would hand the application a record
+            # twice and acknowledge it twice.
+            self._log.debug(
+                "dropped %d record(s) of %s-%s that node %s sent again while this "
+                "consumer holds them", resent, tip.topic, tip.partition, node_id,
+            )
+            if self._metrics is not None:
+                self._metrics.record_dropped("resent", resent, now_ms)
+        if not acquired:
+            return None
+        return CompletedShareFetch(
+            node_id, tip, p.records, acquired, lock_ms if lock_ms > 0 else None, generation,
+            lock_expiry_ms(now_ms, lock_ms) if lock_ms > 0 else None,
+        )
+
+    def _fetch_done(
+        self, state: NodeState, completed: list[CompletedShareFetch], throttle_time_ms: int,
+        *, sent_ms: int, ahead: bool, max_records: int, now_ms: int,
+    ) -> None:
+        """Pace, measure, and hand over what a fetch brought; end its round."""
+        size_bytes = sum(len(f.records) for f in completed)
+        acquired_count = sum(b - a + 1 for f in completed for a, b, _ in f.acquired)
+        if state.deferral is not None:
+            state.deferral.on_response(acquired_count, size_bytes, max_records)
+        if self._metrics is not None:
+            self._metrics.record_fetch(
+                now_ms, latency_ms=now_ms - sent_ms, size_bytes=size_bytes,
+                records=acquired_count, throttle_time_ms=throttle_time_ms,
+            )
+        if completed or (ahead and self._ahead):
+            # An empty answer to a fetch ahead ends that round too, unless the
+            # application asked for a normal fetch in the meantime.
+            self.fetch_more = False
+            self._unstrand_piggyback()
+        if completed:
+            self._sink.add_fetches(completed)
 
     def _unstrand_piggyback(self) -> None:
         """The fetch round ended: acks queued to ride on a fetch since that round's
@@ -1206,3 +1224,10 @@ class ShareConsumeManager:
     @property
     def close_done(self) -> bool:
         return self._closing is None or self._closing.resolved or self._closing.token is None
+
+
+def _unanswered() -> InvalidRecordStateError:
+    # Java's words for acknowledgements a response does not mention.
+    return InvalidRecordStateError(
+        "Acknowledgement not successful due to invalid response from broker"
+    )
