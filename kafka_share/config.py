@@ -1001,6 +1001,13 @@ def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
             "would time out first; lower fetch.max.wait.ms or raise request.timeout.ms"
         )
     protocol: SecurityProtocol = values["security.protocol"]
+    problems += _sasl_problems(values, protocol)
+    problems += _ssl_problems(values, protocol)
+    return problems
+
+
+def _sasl_problems(values: Mapping[str, Any], protocol: SecurityProtocol) -> list[str]:
+    problems: list[str] = []
     sasl_keys = ("sasl.mechanism", "sasl.username", "sasl.password")
     mechanism = values["sasl.mechanism"]
     if protocol.uses_sasl:
@@ -1016,29 +1023,7 @@ def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
                 "or sasl.jaas.config"
             )
         if mechanism is SaslMechanism.OAUTHBEARER:
-            provider = values["sasl.oauth.token.provider"]
-            url = values["sasl.oauthbearer.token.endpoint.url"]
-            if provider is None and url is None:
-                problems.append(
-                    "sasl.mechanism=OAUTHBEARER needs a token source: pass "
-                    "sasl_oauth_token_provider= (a callable returning a token) or set "
-                    "sasl.oauthbearer.token.endpoint.url with "
-                    "sasl.oauthbearer.client.credentials.client.id and .client.secret"
-                )
-            elif provider is not None and url is not None:
-                problems.append(
-                    "sasl_oauth_token_provider and sasl.oauthbearer.token.endpoint.url are "
-                    "both set; give one token source"
-                )
-            elif url is not None and (
-                values["sasl.oauthbearer.client.credentials.client.id"] is None
-                or values["sasl.oauthbearer.client.credentials.client.secret"] is None
-            ):
-                problems.append(
-                    "sasl.oauthbearer.token.endpoint.url needs "
-                    "sasl.oauthbearer.client.credentials.client.id and "
-                    "sasl.oauthbearer.client.credentials.client.secret"
-                )
+            problems += _oauth_problems(values)
         if mechanism is SaslMechanism.GSSAPI:
             problems += _keytab_problems(values["sasl.kerberos.keytab"],
                                          values["sasl.kerberos.principal"])
@@ -1049,6 +1034,38 @@ def _cross_field_problems(values: Mapping[str, Any]) -> list[str]:
                 f"{', '.join(given)} set but security.protocol={protocol.value} does not use "
                 "SASL; set security.protocol to SASL_PLAINTEXT or SASL_SSL"
             )
+    return problems
+
+
+def _oauth_problems(values: Mapping[str, Any]) -> list[str]:
+    provider = values["sasl.oauth.token.provider"]
+    url = values["sasl.oauthbearer.token.endpoint.url"]
+    if provider is None and url is None:
+        return [
+            "sasl.mechanism=OAUTHBEARER needs a token source: pass "
+            "sasl_oauth_token_provider= (a callable returning a token) or set "
+            "sasl.oauthbearer.token.endpoint.url with "
+            "sasl.oauthbearer.client.credentials.client.id and .client.secret"
+        ]
+    if provider is not None and url is not None:
+        return [
+            "sasl_oauth_token_provider and sasl.oauthbearer.token.endpoint.url are "
+            "both set; give one token source"
+        ]
+    if url is not None and (
+        values["sasl.oauthbearer.client.credentials.client.id"] is None
+        or values["sasl.oauthbearer.client.credentials.client.secret"] is None
+    ):
+        return [
+            "sasl.oauthbearer.token.endpoint.url needs "
+            "sasl.oauthbearer.client.credentials.client.id and "
+            "sasl.oauthbearer.client.credentials.client.secret"
+        ]
+    return []
+
+
+def _ssl_problems(values: Mapping[str, Any], protocol: SecurityProtocol) -> list[str]:
+    problems: list[str] = []
     ssl_keys = (
         "ssl.cafile", "ssl.certfile", "ssl.keyfile", "ssl.key.password", "ssl.cadata",
         "ssl.certdata", "ssl.keydata", "ssl.crlfile", "ssl.ciphers", "ssl.context",
@@ -1157,6 +1174,39 @@ def parse_config(
             how to fix it.
     """
     problems: list[str] = []
+    given = _given_keys(config, kwargs, problems)
+    problems.extend(_resolve_aliases(given))
+    rejected = [key for key in given if key in REJECTED_KEYS]
+    if rejected:
+        problems.append(
+            f"{', '.join(rejected)} cannot be set when using a share group:\n"
+            + "\n".join(f"    {key}: {REJECTED_KEYS[key]}" for key in rejected)
+        )
+    for key, (written, _) in given.items():
+        if key not in REJECTED_KEYS and key not in _SPECS and key != _JAAS_KEY:
+            problems.append(_unknown_key_message(written, key))
+
+    typed = _typed_values(given, problems)
+
+    for key in _REQUIRED_KEYS:
+        if key not in typed and given.get(key, ("", None))[1] is None:
+            problems.append(_missing_message(key))
+    if problems:
+        raise ConfigError(_join(problems))
+
+    # Java: reconnect.backoff.ms without reconnect.backoff.max.ms disables the
+    # exponential reconnect backoff.
+    if "reconnect.backoff.ms" in typed and "reconnect.backoff.max.ms" not in typed:
+        typed["reconnect.backoff.max.ms"] = typed["reconnect.backoff.ms"]
+    return ShareConsumerConfig(**{_attr(key): value for key, value in typed.items()})
+
+
+def _given_keys(
+    config: Mapping[str, object] | None, kwargs: Mapping[str, object], problems: list[str]
+) -> dict[str, tuple[str, object]]:
+    """normalised key -> (key as written, value), from both ways of giving
+    settings; keys that are not usable or given twice differently go to
+    ``problems``."""
     given: dict[str, tuple[str, object]] = {}  # normalised key -> (key as written, value)
     sources: list[Iterable[tuple[object, object]]] = []
     if config is not None:
@@ -1192,17 +1242,12 @@ def parse_config(
                 continue
             given[key] = (written, value)
 
-    problems.extend(_resolve_aliases(given))
-    rejected = [key for key in given if key in REJECTED_KEYS]
-    if rejected:
-        problems.append(
-            f"{', '.join(rejected)} cannot be set when using a share group:\n"
-            + "\n".join(f"    {key}: {REJECTED_KEYS[key]}" for key in rejected)
-        )
-    for key, (written, _) in given.items():
-        if key not in REJECTED_KEYS and key not in _SPECS and key != _JAAS_KEY:
-            problems.append(_unknown_key_message(written, key))
+    return given
 
+
+def _typed_values(given: Mapping[str, tuple[str, object]], problems: list[str]) -> dict[str, Any]:
+    """Each known key's value parsed (and ``sasl.jaas.config`` merged in);
+    invalid values go to ``problems``."""
     typed: dict[str, Any] = {}
     for key, (_, value) in given.items():
         spec = _SPECS.get(key)
@@ -1221,18 +1266,7 @@ def parse_config(
             problems.append(_invalid_message(_JAAS_KEY, jaas, str(exc)))
         else:
             problems.extend(_merge_jaas(login, typed))
-
-    for key in _REQUIRED_KEYS:
-        if key not in typed and given.get(key, ("", None))[1] is None:
-            problems.append(_missing_message(key))
-    if problems:
-        raise ConfigError(_join(problems))
-
-    # Java: reconnect.backoff.ms without reconnect.backoff.max.ms disables the
-    # exponential reconnect backoff.
-    if "reconnect.backoff.ms" in typed and "reconnect.backoff.max.ms" not in typed:
-        typed["reconnect.backoff.max.ms"] = typed["reconnect.backoff.ms"]
-    return ShareConsumerConfig(**{_attr(key): value for key, value in typed.items()})
+    return typed
 
 
 def _resolve_aliases(given: dict[str, tuple[str, object]]) -> list[str]:
@@ -1275,47 +1309,58 @@ def _resolve_aliases(given: dict[str, tuple[str, object]]) -> list[str]:
                     + ", ".join(choices)
                 )
     for kind, target in (("truststore", "ssl.cafile"), ("keystore", "ssl.certfile")):
-        type_entry = given.pop(f"ssl.{kind}.type", None)
-        location_entry = given.pop(f"ssl.{kind}.location", None)
-        password_entry = given.pop(f"ssl.{kind}.password", None)
-        store_type = str(type_entry[1]).strip().upper() if type_entry and type_entry[1] else None
-        if store_type is None and location_entry is not None and str(
-            location_entry[1]
-        ).lower().endswith((".p12", ".pfx")):
-            store_type = "PKCS12"  # librdkafka's ssl.keystore.location is always PKCS#12
-        inline = (
-            "ssl.cadata" if kind == "truststore" else "ssl.certdata"
-        ) in given
-        if store_type == "PKCS12" and location_entry is not None:
-            put(f"ssl.{kind}.pkcs12", location_entry[0], location_entry[1])
-            if password_entry is not None:
-                put(f"ssl.{kind}.pkcs12.password", password_entry[0], password_entry[1])
-            continue
-        if store_type == "PKCS12":
-            problems.append(f"ssl.{kind}.type=PKCS12 needs ssl.{kind}.location (the .p12 file)")
-            continue
+        problems += _resolve_store(given, kind, target, put)
+    return problems
+
+
+def _resolve_store(
+    given: dict[str, tuple[str, object]], kind: str, target: str,
+    put: Callable[[str, str, object], None],
+) -> list[str]:
+    """Java's ssl.<kind>.type/location/password (``kind``: truststore or
+    keystore) as our keys: a PKCS12 store, or PEM files (``target``)."""
+    problems: list[str] = []
+    type_entry = given.pop(f"ssl.{kind}.type", None)
+    location_entry = given.pop(f"ssl.{kind}.location", None)
+    password_entry = given.pop(f"ssl.{kind}.password", None)
+    store_type = str(type_entry[1]).strip().upper() if type_entry and type_entry[1] else None
+    if store_type is None and location_entry is not None and str(
+        location_entry[1]
+    ).lower().endswith((".p12", ".pfx")):
+        store_type = "PKCS12"  # librdkafka's ssl.keystore.location is always PKCS#12
+    inline = (
+        "ssl.cadata" if kind == "truststore" else "ssl.certdata"
+    ) in given
+    if store_type == "PKCS12" and location_entry is not None:
+        put(f"ssl.{kind}.pkcs12", location_entry[0], location_entry[1])
         if password_entry is not None:
-            problems.append(
-                f"Unknown configuration {password_entry[0]!r}: "
-                + _UNKNOWN_KEY_HINTS[f"ssl.{kind}.password"]
-            )
-        if store_type is None and location_entry is None:
-            continue
-        if store_type == "JKS" or (store_type is None and not inline):
-            what = store_type or "JKS (Java's default ssl." + kind + ".type)"
-            problems.append(f"ssl.{kind}.type {what} is not supported: {_KEYTOOL_HINT}")
-            continue
-        if store_type != "PEM":
-            problems.append(
-                f"Invalid value {store_type!r} for configuration ssl.{kind}.type: "
-                "use PEM or PKCS12"
-            )
-            continue
-        if location_entry is not None:
-            put(target, location_entry[0], location_entry[1])
-            if kind == "keystore":
-                # Java's PEM key store: the private key and the chain in one file.
-                put("ssl.keyfile", location_entry[0], location_entry[1])
+            put(f"ssl.{kind}.pkcs12.password", password_entry[0], password_entry[1])
+        return problems
+    if store_type == "PKCS12":
+        problems.append(f"ssl.{kind}.type=PKCS12 needs ssl.{kind}.location (the .p12 file)")
+        return problems
+    if password_entry is not None:
+        problems.append(
+            f"Unknown configuration {password_entry[0]!r}: "
+            + _UNKNOWN_KEY_HINTS[f"ssl.{kind}.password"]
+        )
+    if store_type is None and location_entry is None:
+        return problems
+    if store_type == "JKS" or (store_type is None and not inline):
+        what = store_type or "JKS (Java's default ssl." + kind + ".type)"
+        problems.append(f"ssl.{kind}.type {what} is not supported: {_KEYTOOL_HINT}")
+        return problems
+    if store_type != "PEM":
+        problems.append(
+            f"Invalid value {store_type!r} for configuration ssl.{kind}.type: "
+            "use PEM or PKCS12"
+        )
+        return problems
+    if location_entry is not None:
+        put(target, location_entry[0], location_entry[1])
+        if kind == "keystore":
+            # Java's PEM key store: the private key and the chain in one file.
+            put("ssl.keyfile", location_entry[0], location_entry[1])
     return problems
 
 

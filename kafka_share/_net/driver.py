@@ -223,20 +223,7 @@ class EngineDriver:
         if isinstance(event, PollEvent):
             engine.on_app_poll(event.now_ms)
         elif isinstance(event, FetchEvent):
-            if event.ahead and not self._buffer.is_empty():
-                # A response arrived after the application asked: fetching more
-                # now would put a third response's records under lock.
-                if event.acks:
-                    engine.acknowledge_async(
-                        _node_acks(event.acks), event.ack_deadline_ms, now_ms + ACK_LINGER_MS
-                    )
-            else:
-                engine.fetch(
-                    _node_acks(event.acks), ahead=event.ahead, max_records=event.max_records,
-                    until_ms=event.until_ms,
-                )
-            if event.sent is not None:
-                self._fetch_waiters.append(event.sent)
+            self._apply_fetch(event, now_ms)
         elif isinstance(event, AcknowledgeAsyncEvent):
             engine.acknowledge_async(
                 _node_acks(event.acks), event.deadline_ms,
@@ -252,13 +239,33 @@ class EngineDriver:
             engine.subscribe(event.topics)
             event.future.set_result(None)
         elif isinstance(event, LeaveGroupEvent):
-            if engine.unsubscribe():
-                self._leave_events.append(event)
-                self._pending.append(event)
-            else:
-                event.future.set_result(None)
+            self._apply_leave(event)
         elif isinstance(event, StopEvent):
             self._on_stop()
+
+    def _apply_fetch(self, event: FetchEvent, now_ms: int) -> None:
+        engine = self._engine
+        if event.ahead and not self._buffer.is_empty():
+            # A response arrived after the application asked: fetching more
+            # now would put a third response's records under lock.
+            if event.acks:
+                engine.acknowledge_async(
+                    _node_acks(event.acks), event.ack_deadline_ms, now_ms + ACK_LINGER_MS
+                )
+        else:
+            engine.fetch(
+                _node_acks(event.acks), ahead=event.ahead, max_records=event.max_records,
+                until_ms=event.until_ms,
+            )
+        if event.sent is not None:
+            self._fetch_waiters.append(event.sent)
+
+    def _apply_leave(self, event: LeaveGroupEvent) -> None:
+        if self._engine.unsubscribe():
+            self._leave_events.append(event)
+            self._pending.append(event)
+        else:
+            event.future.set_result(None)
 
     def _complete_leaves(self) -> None:
         leaves, self._leave_events = self._leave_events, []

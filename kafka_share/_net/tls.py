@@ -56,6 +56,22 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
     versions = sorted(_VERSIONS[v] for v in (config.ssl_enabled_protocols or "").split(","))
     context.minimum_version = versions[0]
     context.maximum_version = versions[-1]
+    _load_trust(context, config)
+    _load_client_identity(context, config)
+    if config.ssl_ciphers is not None:
+        try:
+            context.set_ciphers(config.ssl_ciphers)
+        except ssl.SSLError:
+            raise ConfigError(
+                f"ssl.ciphers={config.ssl_ciphers!r} selects no cipher: give an OpenSSL "
+                "cipher list (e.g. 'ECDHE+AESGCM'), not Java's IANA names"
+            ) from None
+    _set_verification(context, config)
+    return context
+
+
+def _load_trust(context: ssl.SSLContext, config: ShareConsumerConfig) -> None:
+    """The CAs (system, file, directory, PEM data, PKCS12 trust store) and CRLs."""
     try:
         if config.ssl_cafile is None and config.ssl_cadata is None:
             context.load_default_certs(ssl.Purpose.SERVER_AUTH)
@@ -92,6 +108,10 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
                 f"cannot load the CRL of ssl.crlfile={config.ssl_crlfile!r}: {exc}"
             ) from None
         context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
+
+
+def _load_client_identity(context: ssl.SSLContext, config: ShareConsumerConfig) -> None:
+    """The client's certificate and key (PEM files, PEM data, PKCS12 key store)."""
     password = config.ssl_key_password
     try:
         if config.ssl_certfile is not None:
@@ -125,14 +145,9 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
             )
         with _private_file(key + "".join(chain) + "".join(extra)) as path:
             context.load_cert_chain(path, password=passphrase)
-    if config.ssl_ciphers is not None:
-        try:
-            context.set_ciphers(config.ssl_ciphers)
-        except ssl.SSLError:
-            raise ConfigError(
-                f"ssl.ciphers={config.ssl_ciphers!r} selects no cipher: give an OpenSSL "
-                "cipher list (e.g. 'ECDHE+AESGCM'), not Java's IANA names"
-            ) from None
+
+
+def _set_verification(context: ssl.SSLContext, config: ShareConsumerConfig) -> None:
     context.check_hostname = config.ssl_check_hostname and config.ssl_verify
     if not config.ssl_verify:
         log.warning(
@@ -146,7 +161,6 @@ def build_ssl_context(config: ShareConsumerConfig) -> ssl.SSLContext:
             "broker's certificate is verified but not its host name; any certificate the "
             "CA signed, for any host, is accepted as this broker's"
         )
-    return context
 
 
 def _load_pkcs12(

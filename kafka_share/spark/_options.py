@@ -228,35 +228,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         SparkOptionError: an option is missing, unknown, not applicable to share
             groups, or has a bad value; the message names it.
     """
-    lowered: dict[str, str] = {}
-    for key, value in options.items():
-        lowered[key.lower()] = "" if value is None else str(value)
-
-    consumer: dict[str, str] = {}
-    own: dict[str, str] = {}
-    for key, value in lowered.items():
-        if key.startswith("kafka."):
-            kafka_key = key[len("kafka.") :]
-            if kafka_key in _FIXED_KAFKA:
-                raise SparkOptionError(
-                    f"option kafka.{kafka_key} cannot be set: {_FIXED_KAFKA[kafka_key]}"
-                )
-            consumer[kafka_key] = value
-        elif key in _KAFKA_SOURCE_ONLY:
-            raise SparkOptionError(
-                f"option {key} of Spark's Kafka source is not supported by kafka-share: "
-                f"{_KAFKA_SOURCE_ONLY[key]}"
-            )
-        elif key in _LOWER:
-            own[_LOWER[key]] = value
-        else:
-            close = difflib.get_close_matches(key, list(_LOWER), n=1)
-            hint = f"; did you mean {_LOWER[close[0]]}?" if close else ""
-            known = ", ".join(sorted(SOURCE_OPTIONS))
-            raise SparkOptionError(
-                f"unknown option {key!r} for the kafka-share source{hint} "
-                f"(known: {known}, and kafka.* consumer settings)"
-            )
+    consumer, own = _split_options(options)
 
     if "bootstrap.servers" not in consumer:
         raise SparkOptionError("option kafka.bootstrap.servers is required")
@@ -264,23 +236,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         raise SparkOptionError("option kafka.group.id (the share group) is required")
     topics = parse_topics("subscribe", own.get("subscribe"))
 
-    max_per_trigger = (
-        _positive_int("maxRecordsPerTrigger", own["maxRecordsPerTrigger"])
-        if "maxRecordsPerTrigger" in own
-        else None
-    )
-    min_per_trigger = (
-        _positive_int("minRecordsPerTrigger", own["minRecordsPerTrigger"])
-        if "minRecordsPerTrigger" in own
-        else None
-    )
-    if min_per_trigger is not None and max_per_trigger is not None and (
-        min_per_trigger > max_per_trigger
-    ):
-        raise SparkOptionError(
-            f"option minRecordsPerTrigger ({min_per_trigger}) is above maxRecordsPerTrigger "
-            f"({max_per_trigger})"
-        )
+    max_per_trigger, min_per_trigger = _trigger_limits(own)
     staging = own.get("stagingLocation", "").strip()
     if not staging:
         raise SparkOptionError(
@@ -289,30 +245,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             "local[N], a shared mount every executor and the driver see for a cluster; one "
             "per query, like its checkpoint)"
         )
-    if "max.poll.records" in consumer:
-        _positive_int("kafka.max.poll.records", consumer["max.poll.records"])
-    else:
-        consumer["max.poll.records"] = str(min(DEFAULT_MAX_POLL_RECORDS,
-                                               max_per_trigger or DEFAULT_MAX_POLL_RECORDS))
-    # A slot fetches only what it still wants (fetch.ahead=manual: for its polls,
-    # and ahead while it wants more), so a worker's consumer holds no record
-    # between tasks. A record fetched past the end of a slot would stay locked in
-    # that worker until its next slot; if the next slots ran elsewhere, its lock
-    # would run out and it would come back with a higher delivery count, again
-    # and again (measured: delivery counts of 3 in one availableNow query),
-    # towards the group's delivery limit, after which the broker archives it.
-    #
-    # batch_optimized by default: the broker hands out whole producer batches,
-    # so a slot can pass its share by part of one (it takes those records too),
-    # and answers a fetch 2-4x sooner than record_limit, which splits batches
-    # and tracks every record's state (a read slot took 367,000-479,000 records/s
-    # against 143,000-206,000). With maxRecordsPerTrigger, record_limit keeps
-    # each batch within the cap exactly.
-    consumer.setdefault(
-        "share.acquire.mode", "record_limit" if max_per_trigger else "batch_optimized"
-    )
-    consumer["share.acknowledgement.mode"] = "explicit"
-    consumer["fetch.ahead"] = "manual"
+    _slot_consumer_settings(consumer, max_per_trigger)
     check_consumer_config(consumer, "kafka.")
 
     return SourceOptions(
@@ -343,3 +276,89 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             minimum=0,
         ),
     )
+
+
+def _split_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(consumer settings without ``kafka.``, the source's own options by their
+    canonical names); unknown or inapplicable options are refused by name."""
+    lowered: dict[str, str] = {}
+    for key, value in options.items():
+        lowered[key.lower()] = "" if value is None else str(value)
+
+    consumer: dict[str, str] = {}
+    own: dict[str, str] = {}
+    for key, value in lowered.items():
+        if key.startswith("kafka."):
+            kafka_key = key[len("kafka.") :]
+            if kafka_key in _FIXED_KAFKA:
+                raise SparkOptionError(
+                    f"option kafka.{kafka_key} cannot be set: {_FIXED_KAFKA[kafka_key]}"
+                )
+            consumer[kafka_key] = value
+        elif key in _KAFKA_SOURCE_ONLY:
+            raise SparkOptionError(
+                f"option {key} of Spark's Kafka source is not supported by kafka-share: "
+                f"{_KAFKA_SOURCE_ONLY[key]}"
+            )
+        elif key in _LOWER:
+            own[_LOWER[key]] = value
+        else:
+            close = difflib.get_close_matches(key, list(_LOWER), n=1)
+            hint = f"; did you mean {_LOWER[close[0]]}?" if close else ""
+            known = ", ".join(sorted(SOURCE_OPTIONS))
+            raise SparkOptionError(
+                f"unknown option {key!r} for the kafka-share source{hint} "
+                f"(known: {known}, and kafka.* consumer settings)"
+            )
+
+    return consumer, own
+
+
+def _trigger_limits(own: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """(maxRecordsPerTrigger, minRecordsPerTrigger), checked against each other."""
+    max_per_trigger = (
+        _positive_int("maxRecordsPerTrigger", own["maxRecordsPerTrigger"])
+        if "maxRecordsPerTrigger" in own
+        else None
+    )
+    min_per_trigger = (
+        _positive_int("minRecordsPerTrigger", own["minRecordsPerTrigger"])
+        if "minRecordsPerTrigger" in own
+        else None
+    )
+    if min_per_trigger is not None and max_per_trigger is not None and (
+        min_per_trigger > max_per_trigger
+    ):
+        raise SparkOptionError(
+            f"option minRecordsPerTrigger ({min_per_trigger}) is above maxRecordsPerTrigger "
+            f"({max_per_trigger})"
+        )
+    return max_per_trigger, min_per_trigger
+
+
+def _slot_consumer_settings(consumer: dict[str, str], max_per_trigger: int | None) -> None:
+    """The settings every read slot's consumer runs with (set in ``consumer``)."""
+    if "max.poll.records" in consumer:
+        _positive_int("kafka.max.poll.records", consumer["max.poll.records"])
+    else:
+        consumer["max.poll.records"] = str(min(DEFAULT_MAX_POLL_RECORDS,
+                                               max_per_trigger or DEFAULT_MAX_POLL_RECORDS))
+    # A slot fetches only what it still wants (fetch.ahead=manual: for its polls,
+    # and ahead while it wants more), so a worker's consumer holds no record
+    # between tasks. A record fetched past the end of a slot would stay locked in
+    # that worker until its next slot; if the next slots ran elsewhere, its lock
+    # would run out and it would come back with a higher delivery count, again
+    # and again (measured: delivery counts of 3 in one availableNow query),
+    # towards the group's delivery limit, after which the broker archives it.
+    #
+    # batch_optimized by default: the broker hands out whole producer batches,
+    # so a slot can pass its share by part of one (it takes those records too),
+    # and answers a fetch 2-4x sooner than record_limit, which splits batches
+    # and tracks every record's state (a read slot took 367,000-479,000 records/s
+    # against 143,000-206,000). With maxRecordsPerTrigger, record_limit keeps
+    # each batch within the cap exactly.
+    consumer.setdefault(
+        "share.acquire.mode", "record_limit" if max_per_trigger else "batch_optimized"
+    )
+    consumer["share.acknowledgement.mode"] = "explicit"
+    consumer["fetch.ahead"] = "manual"
