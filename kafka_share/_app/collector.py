@@ -435,7 +435,10 @@ class FetchCollector(Generic[K, V]):
         """
         return self._decoded[0].acquired_count if self._decoded else None
 
-    def collect(
+    # Size rules waived for now: not split yet (issue 28:
+
+    # the collector into decoding and delivery policy).
+    def collect(  # noqa: PLR0912, PLR0915
         self, on_drained: Callable[[int, int], None] | None = None, *, limit: int | None = None
     ) -> CollectResult[K, V]:
         """Take up to ``max.poll.records`` records (or ``limit``, if fewer) from the
@@ -610,7 +613,10 @@ class FetchCollector(Generic[K, V]):
             return self._decoding_columns(data, data.fetch, data.walk)
         return self._decoding(data, data.fetch, data.walk)
 
-    def _decoding(
+    # Size rules waived for now: not split yet (issue 28:
+
+    # the collector into decoding and delivery policy).
+    def _decoding(  # noqa: PLR0912, PLR0915
         self, data: _PartitionData, fetch: CompletedShareFetch, walk: _Walk
     ) -> Iterator[int]:
         """Decode ``fetch`` into ``data`` a piece at a time: yield how many records

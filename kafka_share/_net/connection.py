@@ -366,7 +366,10 @@ class BrokerConnection:
             self._send_api_versions(now_ms)
         self._flush()
 
-    def on_readable(self, now_ms: int) -> bool:
+    # Size rules waived for now: not split yet (issue 28:
+
+    # the read path's steps).
+    def on_readable(self, now_ms: int) -> bool:  # noqa: PLR0912
         """Read what the socket has and run the handlers of the responses it
         completes.
 

@@ -594,74 +594,91 @@ def run_demo(options: DemoOptions, console: Console | None = None) -> DemoResult
         raise ValueError("records and consumers must be at least 1")
     console = console or Console()
     reporter = _Reporter(console, options.live)
-    from kafka_share.testing.errors import HarnessError
-
     cluster: Any = None
     broker_start_s: float | None = None
     bootstrap = options.bootstrap_servers
     try:
         if bootstrap is None:
-            from kafka_share.testing.local import LocalKafkaCluster
-
-            started = time.monotonic()
-            try:
-                cluster = LocalKafkaCluster()
-                reporter.step(f"Starting an embedded Kafka {cluster.kafka_version} broker...")
-                cluster.start()
-            except (HarnessError, OSError) as exc:
-                cluster = None  # start() cleans up after itself
-                raise DemoError(f"the local Kafka broker could not start: {exc}") from exc
-            broker_start_s = time.monotonic() - started
+            cluster, broker_start_s = _start_broker(reporter)
             bootstrap = cluster.bootstrap_servers
-            reporter.step(f"Broker up at {bootstrap} in {broker_start_s:.1f} s")
         else:
             reporter.step(f"Using the Kafka cluster at {bootstrap}")
-        from kafka_share.testing.admin import KafkaAdmin
-
-        admin = KafkaAdmin(bootstrap)
-        topic: str | None = None
-        try:
-            try:
-                topic, group, produce_s = _prepare(admin, options, reporter)
-            except HarnessError as exc:
-                raise DemoError(str(exc)) from exc
-            try:
-                tally, workers, consume_s, timed_out = _consume(
-                    bootstrap, topic, group, options, reporter
-                )
-                result = _result(options, tally, workers, consume_s, timed_out)
-                result.broker_start_s = broker_start_s
-                result.produce_seconds = produce_s
-                if options.verify_s > 0 and result.ok:
-                    reporter.step(
-                        f"Checking that a fresh consumer of the group gets nothing "
-                        f"({options.verify_s:g} s)"
-                    )
-                    result.verify_received = _verify_nothing_left(
-                        bootstrap, topic, group, options.verify_s
-                    )
-                    if result.verify_received:
-                        result.problems.append(
-                            f"a fresh consumer still received {result.verify_received} "
-                            "record(s): acknowledgements did not all reach the broker"
-                        )
-            finally:
-                if cluster is None and topic is not None:
-                    try:
-                        admin.delete_topic(topic)  # leave an external cluster clean
-                    except HarnessError:
-                        pass
-        finally:
-            admin.close()
-            # Destroy the admin client now: once the broker stops, a live
-            # librdkafka client would log connection errors to stderr.
-            del admin
-            gc.collect()
+        result = _run_on(bootstrap, options, reporter, own_cluster=cluster is not None)
+        result.broker_start_s = broker_start_s
     finally:
         if cluster is not None:
             cluster.stop()
     _print_summary(reporter, result)
     return result
+
+
+def _start_broker(reporter: _Reporter) -> tuple[Any, float]:
+    """An embedded broker, started; and how long that took."""
+    from kafka_share.testing.errors import HarnessError
+    from kafka_share.testing.local import LocalKafkaCluster
+
+    started = time.monotonic()
+    try:
+        cluster = LocalKafkaCluster()
+        reporter.step(f"Starting an embedded Kafka {cluster.kafka_version} broker...")
+        cluster.start()
+    except (HarnessError, OSError) as exc:
+        # start() cleans up after itself
+        raise DemoError(f"the local Kafka broker could not start: {exc}") from exc
+    broker_start_s = time.monotonic() - started
+    reporter.step(f"Broker up at {cluster.bootstrap_servers} in {broker_start_s:.1f} s")
+    return cluster, broker_start_s
+
+
+def _run_on(
+    bootstrap: str, options: DemoOptions, reporter: _Reporter, *, own_cluster: bool,
+) -> DemoResult:
+    """Produce, consume with the workers, check: the demo on a running cluster.
+    An external cluster (``own_cluster`` false) is left without the demo's topic."""
+    from kafka_share.testing.admin import KafkaAdmin
+    from kafka_share.testing.errors import HarnessError
+
+    admin = KafkaAdmin(bootstrap)
+    topic: str | None = None
+    try:
+        try:
+            topic, group, produce_s = _prepare(admin, options, reporter)
+        except HarnessError as exc:
+            raise DemoError(str(exc)) from exc
+        try:
+            tally, workers, consume_s, timed_out = _consume(
+                bootstrap, topic, group, options, reporter
+            )
+            result = _result(options, tally, workers, consume_s, timed_out)
+            result.produce_seconds = produce_s
+            if options.verify_s > 0 and result.ok:
+                _verify(bootstrap, topic, group, options, reporter, result)
+        finally:
+            if not own_cluster and topic is not None:
+                try:
+                    admin.delete_topic(topic)  # leave an external cluster clean
+                except HarnessError:
+                    pass
+    finally:
+        admin.close()
+        # Destroy the admin client now: once the broker stops, a live
+        # librdkafka client would log connection errors to stderr.
+        del admin
+        gc.collect()
+    return result
+
+
+def _verify(bootstrap: str, topic: str, group: str, options: DemoOptions,
+            reporter: _Reporter, result: DemoResult) -> None:
+    reporter.step(
+        f"Checking that a fresh consumer of the group gets nothing ({options.verify_s:g} s)"
+    )
+    result.verify_received = _verify_nothing_left(bootstrap, topic, group, options.verify_s)
+    if result.verify_received:
+        result.problems.append(
+            f"a fresh consumer still received {result.verify_received} "
+            "record(s): acknowledgements did not all reach the broker"
+        )
 
 
 def _result(

@@ -842,7 +842,11 @@ def decode_columns(batch: RecordBatch) -> RecordColumns:
         raise batch._corrupt(f"{why} (record section byte {where - start})") from None
 
 
-def _decode(
+# Size rules waived for now: not split yet (issue 28:
+
+
+# the columnar decoder's steps).
+def _decode(  # noqa: PLR0912, PLR0915
     batch: RecordBatch,
     buf: bytes | memoryview,
     start: int,

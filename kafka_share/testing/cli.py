@@ -152,12 +152,7 @@ def start(
             f"a dev broker is already running at {running['bootstrap_servers']} "
             f"(pid {running['pid']}); run `kafka-share broker stop` first"
         )
-    extra: dict[str, str] = {}
-    for item in configs:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--config")
-        extra[key.strip()] = value.strip()
+    extra = _key_values(configs)
     state_dir = _state_dir()
     state_dir.mkdir(parents=True, exist_ok=True)
     _fetch_with_progress(kafka_version)
@@ -194,7 +189,37 @@ def start(
             cluster.start()
         except HarnessError as exc:
             raise click.ClickException(str(exc)) from exc
-    state = {
+    state = _write_state(cluster, secured)
+    if not foreground:
+        cluster.detach()
+        click.echo(cluster.bootstrap_servers)
+        return
+    click.echo(f"{cluster.bootstrap_servers}  (Ctrl+C to stop; log: {state['log']})")
+    try:
+        while cluster.pids:
+            time.sleep(0.5)
+        click.echo("The broker exited:\n" + cluster.log_tail(40), err=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+        _state_file().unlink(missing_ok=True)
+
+
+def _key_values(configs: tuple[str, ...]) -> dict[str, str]:
+    """``--config KEY=VALUE`` options as a dict."""
+    extra: dict[str, str] = {}
+    for item in configs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--config")
+        extra[key.strip()] = value.strip()
+    return extra
+
+
+def _write_state(cluster: Any, secured: Any) -> dict[str, Any]:
+    """Record the running broker for ``broker stop``/``status`` (atomically)."""
+    state: dict[str, Any] = {
         "pid": cluster.pids[1],
         "bootstrap_servers": cluster.bootstrap_servers,
         "kafka_version": cluster.kafka_version,
@@ -210,20 +235,7 @@ def start(
     tmp = _state_file().with_suffix(".tmp")
     tmp.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
     tmp.rename(_state_file())
-    if not foreground:
-        cluster.detach()
-        click.echo(cluster.bootstrap_servers)
-        return
-    click.echo(f"{cluster.bootstrap_servers}  (Ctrl+C to stop; log: {state['log']})")
-    try:
-        while cluster.pids:
-            time.sleep(0.5)
-        click.echo("The broker exited:\n" + cluster.log_tail(40), err=True)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        cluster.stop()
-        _state_file().unlink(missing_ok=True)
+    return state
 
 
 @broker.command()
