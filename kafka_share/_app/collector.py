@@ -436,7 +436,6 @@ class FetchCollector(Generic[K, V]):
         return self._decoded[0].acquired_count if self._decoded else None
 
     # Size rules waived for now: not split yet (issue 28:
-
     # the collector into decoding and delivery policy).
     def collect(  # noqa: PLR0912, PLR0915
         self, on_drained: Callable[[int, int], None] | None = None, *, limit: int | None = None
@@ -614,7 +613,6 @@ class FetchCollector(Generic[K, V]):
         return self._decoding(data, data.fetch, data.walk)
 
     # Size rules waived for now: not split yet (issue 28:
-
     # the collector into decoding and delivery policy).
     def _decoding(  # noqa: PLR0912, PLR0915
         self, data: _PartitionData, fetch: CompletedShareFetch, walk: _Walk

@@ -367,7 +367,6 @@ class BrokerConnection:
         self._flush()
 
     # Size rules waived for now: not split yet (issue 28:
-
     # the read path's steps).
     def on_readable(self, now_ms: int) -> bool:  # noqa: PLR0912
         """Read what the socket has and run the handlers of the responses it

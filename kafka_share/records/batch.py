@@ -1130,8 +1130,6 @@ def _legacy_message(
 
 
 # Size rules waived for now: not split yet (issue 28:
-
-
 # legacy message sets).
 def _legacy_batch(  # noqa: PLR0912, PLR0915
     data: bytes | memoryview,

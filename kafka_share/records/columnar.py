@@ -843,8 +843,6 @@ def decode_columns(batch: RecordBatch) -> RecordColumns:
 
 
 # Size rules waived for now: not split yet (issue 28:
-
-
 # the columnar decoder's steps).
 def _decode(  # noqa: PLR0912, PLR0915
     batch: RecordBatch,
