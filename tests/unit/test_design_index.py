@@ -1,6 +1,6 @@
 """docs/DESIGN.md's pointers are facts: every function it names is in the file it names.
 
-In the tables of docs/DESIGN.md a backticked path (``share/engine.py``; relative
+In docs/DESIGN.md (its tables and its prose) a backticked path (``share/engine.py``; relative
 to ``kafka_share/`` unless it starts with ``kafka_share/``, ``tests/``,
 ``tools/`` or ``benchmarks/``) is followed, up to the next path or ``;``, by
 the names it holds (backticked words in parentheses are remarks):
@@ -23,7 +23,7 @@ DESIGN = ROOT / "docs" / "DESIGN.md"
 _PATH = re.compile(r"^[\w./]+\.py$")
 _NAME = re.compile(r"^\.?[A-Za-z_]\w*(\.[A-Za-z_]\w*)?$")
 #: ``Class.method`` or ``.method``: a pointer that must name its file
-_METHOD = re.compile(r"^(\.\w+|[A-Z]\w*\.\w+)$")
+_METHOD = re.compile(r"^(\.\w+|_*[A-Z]\w*\.\w+)$")
 _OUTSIDE_PACKAGE = ("kafka_share/", "tests/", "tools/", "benchmarks/", "examples/")
 
 
@@ -65,10 +65,14 @@ def _definitions(path: Path) -> tuple[dict[str, set[str]], set[str]]:
 
 
 def pointers(text: str) -> list[tuple[int, str, str]]:
-    """(line, path, name) for every name a table row of ``text`` points at."""
+    """(line, path, name) for every name a line of ``text`` (outside code blocks)
+    points at; a table's cells are read one at a time."""
     found: list[tuple[int, str, str]] = []
+    in_code = False
     for number, line in enumerate(text.splitlines(), 1):
-        if not line.startswith("|"):
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code:
             continue
         for cell in line.split("|"):
             for clause in cell.split(";"):
@@ -111,7 +115,7 @@ def problem(path: str, name: str, last_class: str | None) -> str | None:
         return None if name[1:] in classes.get(last_class, set()) else (
             f"{last_class}{name} is not in {path}")
     head, _, tail = name.partition(".")
-    if tail and head[:1].isupper():
+    if tail and head.lstrip("_")[:1].isupper():
         if head not in classes:
             return f"class {head} is not in {path}"
         return None if tail in classes[head] else f"{name} is not in {path}"
@@ -125,7 +129,7 @@ def test_every_pointer_of_the_design_notes_names_a_function_in_its_file() -> Non
     last_class: dict[tuple[int, str], str] = {}
     for line, path, name in pointers(DESIGN.read_text(encoding="utf-8")):
         head = name.split(".")[0]
-        if "." in name and head[:1].isupper():
+        if "." in name and head.lstrip("_")[:1].isupper():
             last_class[(line, path)] = head
         why = problem(path, name, last_class.get((line, path)))
         if why:
