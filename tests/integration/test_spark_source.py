@@ -413,7 +413,8 @@ def test_trigger_once_reads_one_batch(
         ("kafka.max.poll.recordz", "5", "max.poll.recordz"),
         ("numPartitons", "2", "did you mean numPartitions"),
         ("stagingLocation", "", "option stagingLocation is required"),
-        ("stagingLocation", "s3://bucket/x", "only file system paths"),
+        ("stagingLocation", "s3://bucket/x", "object stores are not supported for staging"),
+        ("stagingLocation", "hdfs://nn:8020/x", "name the same HDFS through its REST interface"),
     ],
 )
 def test_bad_option_is_named(
