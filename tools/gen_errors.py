@@ -260,12 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        render(load(args.table, args.base_module))
+        rows = load(args.table, args.base_module)
+        outputs = {args.output: render(rows), args.enum_output: render_enum(rows)}
     except TableError as exc:
         print(f"error table is not valid: {exc}", file=sys.stderr)
         return 2
-    rows = load(args.table, args.base_module)
-    outputs = {args.output: render(rows), args.enum_output: render_enum(rows)}
     if args.check:
         stale = [out for out, src in outputs.items()
                  if (out.read_text(encoding="utf-8") if out.exists() else "") != src]

@@ -20,6 +20,7 @@ from kafka_share import errors as e
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "kafka_share" / "errors.toml"
 OUTPUT = ROOT / "kafka_share" / "_error_codes.py"
+ENUM_OUTPUT = ROOT / "kafka_share" / "protocol" / "error_codes.py"
 
 
 def _load_generator() -> ModuleType:
@@ -36,15 +37,24 @@ gen = _load_generator()
 
 @pytest.fixture
 def copy(tmp_path: Path) -> tuple[Path, Path]:
-    """A private copy of the table and of the generated module."""
+    """A private copy of the table and of the generated modules (the ErrorCode
+    module beside the classes, where _run points the generator)."""
     table, output = tmp_path / "errors.toml", tmp_path / "_error_codes.py"
     shutil.copy(TABLE, table)
     shutil.copy(OUTPUT, output)
+    shutil.copy(ENUM_OUTPUT, _enum_of(output))
     return table, output
 
 
+def _enum_of(output: Path) -> Path:
+    return output.with_name("error_codes.py")
+
+
 def _run(table: Path, output: Path, *extra: str) -> int:
-    code: int = gen.main(["--table", str(table), "--output", str(output), *extra])
+    # Both outputs go to the copy: a run on an edited table must never write
+    # into the source tree.
+    code: int = gen.main(["--table", str(table), "--output", str(output),
+                          "--enum-output", str(_enum_of(output)), *extra])
     return code
 
 
@@ -83,6 +93,17 @@ def test_check_detects_a_hand_edited_or_missing_module(copy: tuple[Path, Path]) 
     assert _run(table, output, "--check") == 1
     output.unlink()
     assert _run(table, output, "--check") == 1
+
+
+def test_check_covers_the_error_code_enum(copy: tuple[Path, Path]) -> None:
+    table, output = copy
+    enum_module = _enum_of(output)
+    assert _run(table, output, "--check") == 0
+    enum_module.write_text(enum_module.read_text().replace("    NONE = 0\n", ""))
+    assert _run(table, output, "--check") == 1
+    assert _run(table, output) == 0
+    assert "    NONE = 0\n" in enum_module.read_text()
+    assert _run(table, output, "--check") == 0
 
 
 _ROW_1 = (
