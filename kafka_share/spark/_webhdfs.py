@@ -61,6 +61,7 @@ class WebHdfsStorage:
         self.location = location
         port = parsed.port or DEFAULT_HTTP_PORT
         self.namenode = f"http://{parsed.hostname}:{port}"
+        self._netloc = f"{parsed.hostname}:{port}"
         self.root = "/" + parsed.path.strip("/")
         self.user = (parsed.username or os.environ.get("HADOOP_USER_NAME")
                      or getpass.getuser())
@@ -74,7 +75,7 @@ class WebHdfsStorage:
         return self._where(self._path(name))
 
     def _where(self, path: str) -> str:
-        return f"webhdfs://{urlparse(self.namenode).netloc}{path}"
+        return f"webhdfs://{self._netloc}{path}"
 
     # -- the operations --------------------------------------------------------------
 
@@ -124,13 +125,18 @@ class WebHdfsStorage:
         body = self._call("GET", self._path(folder), "LISTSTATUS", missing_ok=True)
         if body is None:
             return []
-        statuses = _decode(body, self.namenode)["FileStatuses"]["FileStatus"]
-        return [str(s["pathSuffix"]) for s in statuses]
+        try:
+            statuses = _decode(body, self.namenode)["FileStatuses"]["FileStatus"]
+            return [str(s["pathSuffix"]) for s in statuses]
+        except (KeyError, TypeError):
+            raise StagingError(f"{self.namenode} answered LISTSTATUS of "
+                               f"{self.describe(folder)} with {body[:200]!r}") from None
 
     def delete_tree(self, folder: str) -> None:
         self._call("DELETE", self._path(folder), "DELETE", {"recursive": "true"},
                    missing_ok=True)
-        self._folders = {f for f in self._folders if not f.startswith(self._path(folder))}
+        gone = self._path(folder)
+        self._folders = {f for f in self._folders if f != gone and not f.startswith(gone + "/")}
 
     def check_writable(self) -> None:
         self._mkdirs(self.root)

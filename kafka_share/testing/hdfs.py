@@ -18,7 +18,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -28,6 +27,7 @@ from urllib.error import URLError
 from kafka_share.testing import _lifeline
 from kafka_share.testing.errors import HarnessError
 from kafka_share.testing.java import find_java
+from kafka_share.testing.local import _free_ports
 from kafka_share.testing.maven import ensure_maven_libs
 
 __all__ = ["HADOOP_VERSION", "HdfsCluster"]
@@ -36,12 +36,6 @@ __all__ = ["HADOOP_VERSION", "HdfsCluster"]
 HADOOP_VERSION = "3.5.0"
 _NAMENODE = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 _DATANODE = "org.apache.hadoop.hdfs.server.datanode.DataNode"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class HdfsCluster:
@@ -55,9 +49,8 @@ class HdfsCluster:
     def __init__(self, directory: Path, *, heap_mb: int = 256,
                  hdfs_site: dict[str, str] | None = None) -> None:
         self.directory = Path(directory)
-        self.rpc_port = _free_port()
-        self.http_port = _free_port()
-        self._datanode_ports = [_free_port() for _ in range(3)]
+        # Distinct ports, all held open while chosen.
+        self.rpc_port, self.http_port, *self._datanode_ports = _free_ports(5)
         self._heap_mb = heap_mb
         #: extra hdfs-site.xml properties (over the harness's own)
         self._hdfs_site = dict(hdfs_site or {})
