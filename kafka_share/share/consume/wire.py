@@ -4,8 +4,8 @@ topics, and the encode-time guard of v2-only features."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from kafka_share.models import TopicIdPartition
 from kafka_share.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
@@ -39,6 +39,7 @@ def guard_v2_features(
 
 
 _T = TypeVar("_T")
+_Topic = TypeVar("_Topic")
 
 
 def by_topic(items: Iterable[tuple[TopicIdPartition, _T]]) -> dict[uuid.UUID, list[_T]]:
@@ -52,24 +53,8 @@ def by_topic(items: Iterable[tuple[TopicIdPartition, _T]]) -> dict[uuid.UUID, li
 def fetch_topics(
     topics: Mapping[TopicIdPartition, list[AckBatch]],
 ) -> list[ShareFetchRequest.FetchTopic]:
-    grouped = by_topic(
-        (
-            tip,
-            ShareFetchRequest.FetchPartition(
-                partition_index=tip.partition,
-                acknowledgement_batches=[
-                    ShareFetchRequest.AcknowledgementBatch(
-                        first_offset=b.first_offset,
-                        last_offset=b.last_offset,
-                        acknowledge_types=list(b.acknowledge_types),
-                    )
-                    for b in batches
-                ],
-            ),
-        )
-        for tip, batches in topics.items()
-    )
-    return [ShareFetchRequest.FetchTopic(topic_id=t, partitions=p) for t, p in grouped.items()]
+    return _acked_topics(topics, ShareFetchRequest.FetchTopic, ShareFetchRequest.FetchPartition,
+                         ShareFetchRequest.AcknowledgementBatch)
 
 
 def forgotten(tips: Iterable[TopicIdPartition]) -> list[ShareFetchRequest.ForgottenTopic]:
@@ -80,13 +65,26 @@ def forgotten(tips: Iterable[TopicIdPartition]) -> list[ShareFetchRequest.Forgot
 def ack_topics(
     topics: Mapping[TopicIdPartition, list[AckBatch]],
 ) -> list[ShareAcknowledgeRequest.AcknowledgeTopic]:
+    return _acked_topics(topics, ShareAcknowledgeRequest.AcknowledgeTopic,
+                         ShareAcknowledgeRequest.AcknowledgePartition,
+                         ShareAcknowledgeRequest.AcknowledgementBatch)
+
+
+def _acked_topics(
+    topics: Mapping[TopicIdPartition, list[AckBatch]],
+    topic: Callable[..., _Topic],
+    partition: Callable[..., Any],
+    batch: Callable[..., Any],
+) -> list[_Topic]:
+    """The topics of a ShareFetch or ShareAcknowledge (same fields, classes of
+    their own): each partition with its acknowledgement batches."""
     grouped = by_topic(
         (
             tip,
-            ShareAcknowledgeRequest.AcknowledgePartition(
+            partition(
                 partition_index=tip.partition,
                 acknowledgement_batches=[
-                    ShareAcknowledgeRequest.AcknowledgementBatch(
+                    batch(
                         first_offset=b.first_offset,
                         last_offset=b.last_offset,
                         acknowledge_types=list(b.acknowledge_types),
@@ -97,7 +95,4 @@ def ack_topics(
         )
         for tip, batches in topics.items()
     )
-    return [
-        ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=t, partitions=p)
-        for t, p in grouped.items()
-    ]
+    return [topic(topic_id=t, partitions=p) for t, p in grouped.items()]
