@@ -90,25 +90,34 @@ def render_pom(version: KafkaVersion) -> str:
     console tools, which neither the broker nor StorageTool load, and Maven
     Central does not carry it for every release (4.4.0 is missing it).
     """
+    return _pom("kafka-broker-runtime", "org.apache.kafka", "kafka_2.13", str(version),
+                exclusions=[("org.apache.kafka", "kafka-tools-api")])
+
+
+def _pom(project: str, group: str, artifact_id: str, version: str, *,
+         exclusions: list[tuple[str, str]] | None = None) -> str:
+    """A throw-away pom whose one dependency's runtime classpath Maven copies."""
+    excluded = "".join(
+        f"""        <exclusion>
+          <groupId>{g}</groupId>
+          <artifactId>{a}</artifactId>
+        </exclusion>
+""" for g, a in exclusions or [])
+    if excluded:
+        excluded = f"      <exclusions>\n{excluded}      </exclusions>\n"
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>kafka-share.testing</groupId>
-  <artifactId>kafka-broker-runtime</artifactId>
+  <artifactId>{project}</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
     <dependency>
-      <groupId>org.apache.kafka</groupId>
-      <artifactId>kafka_2.13</artifactId>
+      <groupId>{group}</groupId>
+      <artifactId>{artifact_id}</artifactId>
       <version>{version}</version>
-      <exclusions>
-        <exclusion>
-          <groupId>org.apache.kafka</groupId>
-          <artifactId>kafka-tools-api</artifactId>
-        </exclusion>
-      </exclusions>
-    </dependency>
+{excluded}    </dependency>
   </dependencies>
 </project>
 """
@@ -163,36 +172,14 @@ def ensure_maven_libs(
         libs = scratch / "dist" / "libs"
         libs.mkdir(parents=True)
         pom = scratch / "pom.xml"
-        pom.write_text(_single_dependency_pom(group, artifact_id, version), encoding="utf-8")
-        argv = [_mvn(artifact), "-B", "-q", "-f", str(pom)]
-        if repo is not None:
-            argv.append(f"-Dmaven.repo.local={repo}")
-        _run_maven([*argv, f"{_DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
-                    f"-DoutputDirectory={libs}"],
-                   what=f"{artifact} and its runtime dependencies", cwd=scratch)
+        pom.write_text(_pom(f"{artifact_id}-runtime", group, artifact_id, version),
+                       encoding="utf-8")
+        base = _maven_argv(artifact, pom, repo, quiet=True)
+        _copy_runtime(base, libs, what=f"{artifact} and its runtime dependencies", cwd=scratch)
         return {"artifact": artifact}
 
     _cached(home, build, maven_repo)
     return home / "libs"
-
-
-def _single_dependency_pom(group: str, artifact_id: str, version: str) -> str:
-    return f"""<?xml version="1.0" encoding="UTF-8"?>
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>kafka-share.testing</groupId>
-  <artifactId>{artifact_id}-runtime</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency>
-      <groupId>{group}</groupId>
-      <artifactId>{artifact_id}</artifactId>
-      <version>{version}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
 
 
 def _cached(
@@ -247,27 +234,17 @@ def _assemble(
 ) -> str:
     """Fill ``scratch/dist/libs``; return the log4j2 version used. With
     ``progress``, Maven's downloads are reported as they happen."""
-    mvn = _mvn("the Kafka test broker")
     libs = scratch / "dist" / "libs"
     libs.mkdir(parents=True)
     pom = scratch / "pom.xml"
     pom.write_text(render_pom(version), encoding="utf-8")
     # Quiet unless someone watches: then Maven's "Downloaded from" lines feed
     # the progress report (batch mode still prints them, without bars).
-    base = [mvn, "-B", *(() if progress is not None else ("-q",)), "-f", str(pom)]
+    base = _maven_argv("the Kafka test broker", pom, maven_repo, quiet=progress is None)
     watch = DownloadProgress(progress) if progress is not None else None
-    if maven_repo is not None:
-        base.append(f"-Dmaven.repo.local={maven_repo}")
-    _run_maven(
-        [
-            *base,
-            f"{_DEPENDENCY_PLUGIN}:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={libs}",
-        ],
-        what=f"org.apache.kafka:kafka_2.13:{version} and its runtime dependencies",
-        cwd=scratch,
-        on_line=watch,
+    _copy_runtime(
+        base, libs, what=f"org.apache.kafka:kafka_2.13:{version} and its runtime dependencies",
+        cwd=scratch, on_line=watch,
     )
     # Kafka 4.1+ brings log4j-core at the version it was built with; the SLF4J 1.7
     # binding must match it but is in no Kafka pom, so it is fetched on its own.
@@ -294,6 +271,26 @@ def _assemble(
     if not (libs / f"kafka_2.13-{version}.jar").is_file():
         raise MavenError(f"Maven finished but kafka_2.13-{version}.jar is not in {libs}")
     return log4j_version
+
+
+def _maven_argv(what: str, pom: Path, maven_repo: Path | None, *, quiet: bool) -> list[str]:
+    """``mvn`` in batch mode on ``pom`` (and ``maven_repo`` as its local repository)."""
+    argv = [_mvn(what), "-B", *(("-q",) if quiet else ()), "-f", str(pom)]
+    if maven_repo is not None:
+        argv.append(f"-Dmaven.repo.local={maven_repo}")
+    return argv
+
+
+def _copy_runtime(
+    base: list[str], libs: Path, *, what: str, cwd: Path,
+    on_line: Callable[[str], None] | None = None,
+) -> None:
+    """Copy the runtime classpath of ``base``'s pom into ``libs``."""
+    _run_maven(
+        [*base, f"{_DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
+         f"-DoutputDirectory={libs}"],
+        what=what, cwd=cwd, on_line=on_line,
+    )
 
 
 def _mvn(what: str) -> str:
