@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+from kafka_share.cluster import BrokerInfo, ClusterMetadata, PartitionLeader
 from kafka_share.errors import KafkaError, NetworkError, UnsupportedVersionError, error_for_code
 from kafka_share.protocol.error_codes import ErrorCode
 
@@ -10,6 +14,7 @@ __all__ = [
     "NO_RETRY",
     "REFRESH_METADATA_ERRORS",
     "TOPIC_ID_ERRORS",
+    "apply_leader_hints",
     "retriable",
     "session_lost",
     "transport_failure",
@@ -64,3 +69,22 @@ def transport_failure(node_id: int, error: KafkaError) -> KafkaError:
     err = NetworkError(f"request to node {node_id} failed: {error}")
     err.__cause__ = error
     return err
+
+
+def apply_leader_hints(
+    cluster: ClusterMetadata, topics: Iterable[Any], endpoints: Iterable[Any],
+) -> None:
+    """Take the new leaders a share response names for its partitions whose
+    leader moved (KIP-951's CurrentLeader and NodeEndpoints)."""
+    brokers = [BrokerInfo(e.node_id, e.host, e.port, e.rack) for e in endpoints]
+    for topic in topics:
+        name = cluster.topic_names.get(topic.topic_id)
+        for p in topic.partitions:
+            if p.error_code in LEADER_MOVED and name is not None:
+                leader = p.current_leader
+                cluster.update_leader(
+                    name,
+                    p.partition_index,
+                    PartitionLeader(leader.leader_id, leader.leader_epoch),
+                    brokers,
+                )

@@ -50,7 +50,7 @@ def test_fetch_ahead_is_dropped_when_a_response_is_already_queued(
     consume = thread._engine.consume
     assert consume.fetch_more is False
     # The acks are not lost: they wait briefly for a fetch, then go out alone.
-    state = consume._nodes[1]
+    state = consume._ctx.nodes[1]
     assert TIP in state.async_acks and state.async_deadline_ms == 10_000
     assert state.async_linger_until_ms == 1_050
     assert not state.piggyback
@@ -63,5 +63,5 @@ def test_fetch_ahead_with_an_empty_buffer_asks_for_records(
     thread, _ = engine
     thread._apply(FetchEvent(_acks(), ahead=True, ack_deadline_ms=10_000), now_ms=1_000)
     consume = thread._engine.consume
-    assert consume.fetch_more is True and consume._ahead is True
-    assert TIP in consume._nodes[1].piggyback
+    assert consume.fetch_more is True and consume._fetcher.ahead is True
+    assert TIP in consume._ctx.nodes[1].piggyback
