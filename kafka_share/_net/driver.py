@@ -47,7 +47,7 @@ from kafka_share.share.consume import ACK_LINGER_MS
 from kafka_share.share.engine import MAX_WAIT_MS, ConsumerEngine
 from kafka_share.share.membership import generate_member_id
 from kafka_share.share.results import LocksLost, SessionReplaced
-from kafka_share.share.unsent import AckResults, Channel, ResponseHandler, UnsentRequest
+from kafka_share.share.unsent import AckResults, Channel, UnsentRequest
 
 from .client import NetworkClient, Poller, Purpose, monotonic_ms
 from .connection import ResponseHandler as ConnectionHandler
@@ -191,19 +191,19 @@ class EngineDriver:
             if table is not None:
                 self._engine.on_share_fetch_versions(table.max_version(ApiKey.SHARE_FETCH))
 
-    def _send(self, req: UnsentRequest, now_ms: int) -> None:
+    def _send(self, req: UnsentRequest[Any], now_ms: int) -> None:
         self._client.send(
-            req.node_id, _PURPOSE[req.channel], req.request, self._isolated(req.handler), now_ms
+            req.node_id, _PURPOSE[req.channel], req.request, self._isolated(req), now_ms
         )
 
-    def _isolated(self, handler: ResponseHandler) -> ConnectionHandler:
+    def _isolated(self, req: UnsentRequest[Any]) -> ConnectionHandler:
         """Wrap an engine handler: pass it the time, and keep a bug in it from
         closing a healthy connection (dropping the responses buffered on it) or
         killing this thread. The request whose handler failed is the only casualty."""
 
         def call(response: Any, error: KafkaError | None) -> None:
             try:
-                handler(response, error, monotonic_ms())
+                req.answer(response, error, monotonic_ms())
             except Exception as exc:
                 name = type(response).__name__ if response is not None else "failed request"
                 self._log.exception("internal error while handling a %s", name)

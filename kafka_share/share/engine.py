@@ -281,9 +281,9 @@ class ConsumerEngine:
 
     # -- the round --------------------------------------------------------------------
 
-    def poll(self, now_ms: int) -> list[UnsentRequest]:
+    def poll(self, now_ms: int) -> list[UnsentRequest[Any]]:
         """The requests to send now."""
-        out: list[UnsentRequest] = []
+        out: list[UnsentRequest[Any]] = []
         if (
             self._subscription
             and self.cluster.needs_update(now_ms)
@@ -325,7 +325,7 @@ class ConsumerEngine:
 
     # -- metadata -----------------------------------------------------------------------
 
-    def _metadata_request(self, now_ms: int) -> UnsentRequest:
+    def _metadata_request(self, now_ms: int) -> UnsentRequest[MetadataResponse]:
         self._refresh.on_send(now_ms)
         node = self.cluster.any_node()
         request = MetadataRequest(
@@ -335,20 +335,19 @@ class ConsumerEngine:
             allow_auto_topic_creation=self._config.allow_auto_create_topics,
         )
 
-        def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
-            if error is not None:
-                self._refresh.on_failure(now_ms)
-                self._log.debug("metadata request to node %s failed: %s", node, error)
-                self.cluster.rotate_node()
-                self._check_unsupported(error)
-                self._maybe_rebootstrap(now_ms)
-                return
-            assert isinstance(response, MetadataResponse)
+        def failed(error: KafkaError, now_ms: int) -> None:
+            self._refresh.on_failure(now_ms)
+            self._log.debug("metadata request to node %s failed: %s", node, error)
+            self.cluster.rotate_node()
+            self._check_unsupported(error)
+            self._maybe_rebootstrap(now_ms)
+
+        def answered(response: MetadataResponse, now_ms: int) -> None:
             self._refresh.on_success(now_ms)
             self._metadata_failing_since_ms = None
             self._on_metadata(now_ms, response)
 
-        return UnsentRequest(node, Channel.CONTROL, request, handle)
+        return UnsentRequest(node, Channel.CONTROL, request, MetadataResponse, answered, failed)
 
     def _maybe_rebootstrap(self, now_ms: int) -> None:
         """``metadata.recovery.strategy=rebootstrap``: when no broker has answered a
@@ -396,18 +395,17 @@ class ConsumerEngine:
 
     # -- coordinator --------------------------------------------------------------------
 
-    def _find_coordinator_request(self) -> UnsentRequest:
+    def _find_coordinator_request(self) -> UnsentRequest[FindCoordinatorResponse]:
         node = self.cluster.any_node()
         # Key type GROUP: share groups heartbeat to the group coordinator.
         request = find_coordinator_request(self._config.group_id)
 
-        def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
-            if error is not None:
-                self.coordinator.on_failure(now_ms)
-                self.cluster.rotate_node()
-                self._check_unsupported(error)
-                return
-            assert isinstance(response, FindCoordinatorResponse)
+        def failed(error: KafkaError, now_ms: int) -> None:
+            self.coordinator.on_failure(now_ms)
+            self.cluster.rotate_node()
+            self._check_unsupported(error)
+
+        def answered(response: FindCoordinatorResponse, now_ms: int) -> None:
             answer = coordinator_answer(response)
             code, node_id, host, port = answer.error_code, answer.node_id, answer.host, answer.port
             message = answer.message
@@ -421,11 +419,15 @@ class ConsumerEngine:
                 self._log.debug("group coordinator for %s is node %s",
                                 self._config.group_id, node_id)
 
-        return UnsentRequest(node, Channel.CONTROL, request, handle)
+        return UnsentRequest(
+            node, Channel.CONTROL, request, FindCoordinatorResponse, answered, failed
+        )
 
     # -- heartbeat ----------------------------------------------------------------------
 
-    def _heartbeat_request(self, plan: HeartbeatPlan, sent_ms: int) -> UnsentRequest:
+    def _heartbeat_request(
+        self, plan: HeartbeatPlan, sent_ms: int
+    ) -> UnsentRequest[ShareGroupHeartbeatResponse]:
         coordinator = self.coordinator.coordinator
         assert coordinator is not None
         request = ShareGroupHeartbeatRequest(
@@ -440,19 +442,24 @@ class ConsumerEngine:
         )
         leaving = plan.is_leave
 
-        def handle(response: Any, error: KafkaError | None, now_ms: int) -> None:
-            if leaving:
-                if self._leave_waiting:
-                    self._leave_waiting = False
-                    self._sink.leave_completed()
+        def left() -> bool:
+            # The leave heartbeat's answer, whatever it is, ends the leave.
+            if leaving and self._leave_waiting:
+                self._leave_waiting = False
+                self._sink.leave_completed()
+            return leaving
+
+        def failed(error: KafkaError, now_ms: int) -> None:
+            if left():
                 return
-            if error is not None:
-                self.membership.on_heartbeat_failure(now_ms)
-                if self._check_unsupported(error):
-                    return
-                self.coordinator.mark_unknown()
+            self.membership.on_heartbeat_failure(now_ms)
+            if self._check_unsupported(error):
                 return
-            assert isinstance(response, ShareGroupHeartbeatResponse)
+            self.coordinator.mark_unknown()
+
+        def answered(response: ShareGroupHeartbeatResponse, now_ms: int) -> None:
+            if left():
+                return
             assignment = None
             if response.assignment is not None:
                 assignment = [
@@ -480,7 +487,10 @@ class ConsumerEngine:
                 self.consume.member_ready = True
             self._assignment_version = -1
 
-        return UnsentRequest(coordinator.node_id, Channel.CONTROL, request, handle)
+        return UnsentRequest(
+            coordinator.node_id, Channel.CONTROL, request, ShareGroupHeartbeatResponse,
+            answered, failed,
+        )
 
     def _membership_error(self, err: MembershipError) -> KafkaError:
         if err.error_code == ErrorCode.UNSUPPORTED_VERSION:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
@@ -12,15 +12,12 @@ from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch, LocksLost
 
-__all__ = ["AckResults", "Channel", "ResponseHandler", "Sink", "UnsentRequest"]
+__all__ = ["AckResults", "Channel", "Sink", "UnsentRequest"]
 
 #: Per-partition outcome of a commit: ``None`` for success, else the error.
 AckResults = dict[TopicIdPartition, KafkaError | None]
 
-#: Called once with ``(response, None, now_ms)`` or ``(None, error, now_ms)``; the
-#: driver passes the time the answer (or failure) was seen, so engine handlers
-#: never read a clock.
-ResponseHandler = Callable[[Any, KafkaError | None, int], None]
+R = TypeVar("R")
 
 
 class Channel(enum.Enum):
@@ -35,11 +32,38 @@ class Channel(enum.Enum):
 
 
 @attrs.define(eq=False)
-class UnsentRequest:
+class UnsentRequest(Generic[R]):
+    """A request to send to ``node_id``, and where its answer goes.
+
+    Exactly one handler is called, once: ``on_response`` with the decoded
+    response, of ``response_type``, or ``on_error`` with why there is none
+    (transport failure, timeout, unsupported version). Both get the time the
+    answer (or failure) was seen, so engine handlers never read a clock.
+    """
+
     node_id: int
     channel: Channel
+    #: the request message (or a :class:`VersionedRequest`)
     request: Any
-    handler: ResponseHandler
+    response_type: type[R]
+    on_response: Callable[[R, int], None]
+    on_error: Callable[[KafkaError, int], None]
+
+    def answer(self, response: object, error: KafkaError | None, now_ms: int) -> None:
+        """Hand the connection's outcome to the handler it is for; the only
+        place a response's type is checked."""
+        if error is not None:
+            self.on_error(error, now_ms)
+        elif isinstance(response, self.response_type):
+            self.on_response(response, now_ms)
+        else:
+            self.on_error(
+                KafkaError(
+                    f"a {type(response).__name__} came back for a request expecting a "
+                    f"{self.response_type.__name__}"
+                ),
+                now_ms,
+            )
 
 
 class Sink(Protocol):

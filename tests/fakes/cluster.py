@@ -499,7 +499,7 @@ class EngineDriver:
             # Answers due now run their handlers (the engine's I/O callbacks).
             while self._answers and self._answers[0][0] <= self.now_ms:
                 _, _, req, response, error = heapq.heappop(self._answers)
-                req.handler(response, error, self.now_ms)
+                req.answer(response, error, self.now_ms)
             if len(self.sink.fetches) > self._delivered:
                 self.engine.on_app_poll(self.now_ms)
                 self.engine.fetch(self._acks_for_new_deliveries())

@@ -17,7 +17,7 @@ NetworkError: their records are redelivered after the lock expires.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from kafka_share.errors import KafkaError, NetworkError, RequestTimedOutError
 from kafka_share.models import TopicIdPartition
@@ -37,11 +37,12 @@ from kafka_share.share.consume.renewing import AutoRenewal
 from kafka_share.share.consume.responses import AckAnswer, read_acknowledge
 from kafka_share.share.consume.wire import ack_topics, guard_v2_features
 from kafka_share.share.session import SessionAcknowledgePlan, ShareSession
-from kafka_share.share.unsent import Channel, ResponseHandler, UnsentRequest
+from kafka_share.share.unsent import Channel, UnsentRequest
 
 __all__ = ["AckFlows"]
 
 AcksByPartition = Mapping[TopicIdPartition, tuple[int, Acknowledgements]]
+AckRequest = UnsentRequest[ShareAcknowledgeResponse]
 
 
 class AckFlows:
@@ -141,7 +142,7 @@ class AckFlows:
 
     # -- the round ------------------------------------------------------------------
 
-    def next_request(self, node_id: int, state: NodeState, now_ms: int) -> UnsentRequest | None:
+    def next_request(self, node_id: int, state: NodeState, now_ms: int) -> AckRequest | None:
         """The next ShareAcknowledge to a free node: its asynchronous acks, then
         its ``commit_sync`` calls (FIFO), then its close."""
         if (
@@ -167,7 +168,7 @@ class AckFlows:
             return self._close_request(node_id, state)
         return None
 
-    def _close_request(self, node_id: int, state: NodeState) -> UnsentRequest | None:
+    def _close_request(self, node_id: int, state: NodeState) -> AckRequest | None:
         assert state.close is not None
         commit, state.close = state.close, None
         acks_for_node = commit.per_node.pop(node_id, {})
@@ -208,7 +209,7 @@ class AckFlows:
         commit: SyncCommit | None,
         *,
         close: bool,
-    ) -> UnsentRequest:
+    ) -> AckRequest:
         """The ShareAcknowledge for a session plan, with its response handler."""
         if commit is not None:
             commit.in_flight[node_id] = plan.acknowledgements
@@ -220,8 +221,13 @@ class AckFlows:
             is_renew_ack=plan.is_renew_ack,
             topics=ack_topics(plan.topics),
         )
-        handler = self._ack_handler(node_id, state, plan.acknowledgements, commit, close=close)
-        return UnsentRequest(node_id, Channel.SHARE, guard_v2_features(request), handler)
+        answered, failed = self._ack_handlers(
+            node_id, state, plan.acknowledgements, commit, close=close
+        )
+        return UnsentRequest(
+            node_id, Channel.SHARE, guard_v2_features(request), ShareAcknowledgeResponse,
+            answered, failed,
+        )
 
     def _ack_request(
         self,
@@ -229,7 +235,7 @@ class AckFlows:
         state: NodeState,
         acks: dict[TopicIdPartition, Acknowledgements],
         commit: SyncCommit | None,
-    ) -> UnsentRequest | None:
+    ) -> AckRequest | None:
         missing = self._ctx.missing(node_id, ShareFeature.RENEW)
         if missing is not None and any(a.has_renew for a in acks.values()):
             self._done.fail(acks, missing, commit)
@@ -244,7 +250,7 @@ class AckFlows:
 
     # -- the answer -------------------------------------------------------------------
 
-    def _ack_handler(
+    def _ack_handlers(
         self,
         node_id: int,
         state: NodeState,
@@ -252,28 +258,32 @@ class AckFlows:
         commit: SyncCommit | None,
         *,
         close: bool,
-    ) -> ResponseHandler:
+    ) -> tuple[Callable[[ShareAcknowledgeResponse, int], None], Callable[[KafkaError, int], None]]:
+        """The handlers of a ShareAcknowledge's answer and of its failure."""
         # The session this request was built on: the answer updates that one, even
         # if the node's session has been replaced meanwhile.
         session = state.session
         ctx = self._ctx
 
-        def handle(response: object, error: KafkaError | None, now_ms: int) -> None:
+        def answered(response: ShareAcknowledgeResponse, now_ms: int) -> None:
             ctx.now_ms = max(ctx.now_ms, now_ms)
             if commit is not None:
                 commit.in_flight.pop(node_id, None)
-            if error is not None:
-                session.handle_error()
-                self._after_session_answer(node_id, state, session, close)
-                self._done.fail(acks, transport_failure(node_id, error), commit)
-            else:
-                assert isinstance(response, ShareAcknowledgeResponse)
-                session.handle_response(response.error_code)
-                self._after_session_answer(node_id, state, session, close)
-                self._take_response(node_id, state, acks, commit, response, close, now_ms)
+            session.handle_response(response.error_code)
+            self._after_session_answer(node_id, state, session, close)
+            self._take_response(node_id, state, acks, commit, response, close, now_ms)
             self._done.maybe_resolve(commit)
 
-        return handle
+        def failed(error: KafkaError, now_ms: int) -> None:
+            ctx.now_ms = max(ctx.now_ms, now_ms)
+            if commit is not None:
+                commit.in_flight.pop(node_id, None)
+            session.handle_error()
+            self._after_session_answer(node_id, state, session, close)
+            self._done.fail(acks, transport_failure(node_id, error), commit)
+            self._done.maybe_resolve(commit)
+
+        return answered, failed
 
     def _after_session_answer(
         self, node_id: int, state: NodeState, session: ShareSession, close: bool,

@@ -41,7 +41,7 @@ from kafka_share.share.consume.wire import fetch_topics, forgotten, guard_v2_fea
 from kafka_share.share.held import lock_expiry_ms
 from kafka_share.share.results import CompletedShareFetch
 from kafka_share.share.session import SESSION_RESET_ERRORS, ShareSession
-from kafka_share.share.unsent import Channel, ResponseHandler, UnsentRequest
+from kafka_share.share.unsent import Channel, UnsentRequest
 
 __all__ = ["Fetcher"]
 
@@ -98,7 +98,7 @@ class Fetcher:
         if self._ctx.fetch_more and until is not None and now_ms >= until and self._round_fetched:
             self._ctx.fetch_more = False
 
-    def requests(self, now_ms: int) -> list[UnsentRequest]:
+    def requests(self, now_ms: int) -> list[UnsentRequest[ShareFetchResponse]]:
         """This round's ShareFetch requests, one per free node."""
         ctx = self._ctx
         wanted: dict[int, list[TopicIdPartition]] = {}
@@ -116,7 +116,7 @@ class Fetcher:
             nodes = sorted(wanted)
             record_node = nodes[self._record_limit_cursor % len(nodes)]
             self._record_limit_cursor += 1
-        out: list[UnsentRequest] = []
+        out: list[UnsentRequest[ShareFetchResponse]] = []
         for node_id in sorted(candidates):
             state = ctx.node(node_id)
             if state.session.in_flight or state.session.closed or now_ms < state.not_before_ms:
@@ -138,7 +138,7 @@ class Fetcher:
     def _fetch_request(
         self, node_id: int, state: NodeState, parts: list[TopicIdPartition],
         fetch_records: bool, now_ms: int,
-    ) -> UnsentRequest:
+    ) -> UnsentRequest[ShareFetchResponse]:
         """The ShareFetch to one node: its session's partitions, the acks that
         ride on it, and (``fetch_records``) how many records it asks for."""
         ctx = self._ctx
@@ -180,11 +180,14 @@ class Fetcher:
         known.update({tip.topic_id: tip.topic for tip in plan.forgotten})
         known.update({tip.topic_id: tip.topic for tip in plan.acknowledgements})
         self._done.count_sent(plan.acknowledgements)
-        handler = self._fetch_handler(
+        answered, failed = self._fetch_handlers(
             node_id, state, plan.acknowledgements, known, now_ms, self.ahead,
             state.generation, max_records,
         )
-        return UnsentRequest(node_id, Channel.SHARE, guard_v2_features(request), handler)
+        return UnsentRequest(
+            node_id, Channel.SHARE, guard_v2_features(request), ShareFetchResponse,
+            answered, failed,
+        )
 
     def _riding_acks(
         self, node_id: int, state: NodeState,
@@ -251,7 +254,7 @@ class Fetcher:
 
     # -- the answer -------------------------------------------------------------------
 
-    def _fetch_handler(
+    def _fetch_handlers(
         self,
         node_id: int,
         state: NodeState,
@@ -261,16 +264,13 @@ class Fetcher:
         ahead: bool,
         generation: int,
         max_records: int,
-    ) -> ResponseHandler:
+    ) -> tuple[Callable[[ShareFetchResponse, int], None], Callable[[KafkaError, int], None]]:
+        """The handlers of a ShareFetch's answer and of its failure."""
         session = state.session  # the session this request was built on
         ctx = self._ctx
 
-        def handle(response: object, error: KafkaError | None, now_ms: int) -> None:
+        def answered(response: ShareFetchResponse, now_ms: int) -> None:
             ctx.now_ms = max(ctx.now_ms, now_ms)
-            if error is not None:
-                self._fetch_failed(node_id, state, session, acks, error, now_ms)
-                return
-            assert isinstance(response, ShareFetchResponse)
             session.handle_response(response.error_code)
             state.failures = 0
             if response.error_code != 0:
@@ -284,7 +284,11 @@ class Fetcher:
             self._fetch_done(state, completed, response.throttle_time_ms,
                              sent_ms=sent_ms, ahead=ahead, max_records=max_records, now_ms=now_ms)
 
-        return handle
+        def failed(error: KafkaError, now_ms: int) -> None:
+            ctx.now_ms = max(ctx.now_ms, now_ms)
+            self._fetch_failed(node_id, state, session, acks, error, now_ms)
+
+        return answered, failed
 
     def _fetch_refused(
         self, node_id: int, acks: dict[TopicIdPartition, Acknowledgements],

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka_share._log import Logger
 from kafka_share.cluster import ClusterMetadata
@@ -209,11 +209,11 @@ class ShareConsumeManager:
 
     # -- the round ------------------------------------------------------------------
 
-    def poll(self, now_ms: int) -> list[UnsentRequest]:
+    def poll(self, now_ms: int) -> list[UnsentRequest[Any]]:
         """The requests of this round: acknowledgements first, then renewals,
         then, if the application wants records, the fetches."""
         ctx = self._ctx
-        out: list[UnsentRequest] = []
+        out: list[UnsentRequest[Any]] = []
         # Handlers run between rounds; they time their backoffs from this.
         ctx.now_ms = now_ms
         self._acks.expire(now_ms)

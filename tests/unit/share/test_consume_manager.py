@@ -95,13 +95,12 @@ class Env:
         self.mgr.member_ready = True
         self.mgr.assigned = [TIP0, TIP1]
 
-    def poll(self, now_ms: int = 0) -> dict[int, UnsentRequest]:
-        out: dict[int, UnsentRequest] = {}
+    def poll(self, now_ms: int = 0) -> dict[int, Sent]:
+        out: dict[int, Sent] = {}
         for req in self.mgr.poll(now_ms):
             assert req.channel is Channel.SHARE
             assert req.node_id not in out, "two requests to one node in one round"
-            req.handler = _answered_at(req.handler, now_ms)
-            out[req.node_id] = req
+            out[req.node_id] = Sent(req, now_ms)
         return out
 
     def establish(self, now_ms: int = 0) -> None:
@@ -114,14 +113,19 @@ class Env:
             req.handler(ShareFetchResponse(), None)
 
 
-def _answered_at(handler: Any, now_ms: int) -> Any:
-    """Let tests call a handler as ``handler(response, error)``: the answer arrives
-    at the time of the round that built the request, unless given."""
+class Sent:
+    """A request of a round, whose answer tests give as ``handler(response, error)``:
+    it arrives at the time of the round that built the request, unless given."""
 
-    def call(response: Any, error: KafkaError | None, at_ms: int | None = None) -> None:
-        handler(response, error, now_ms if at_ms is None else at_ms)
+    def __init__(self, req: UnsentRequest[Any], now_ms: int) -> None:
+        self.unsent = req
+        self.node_id = req.node_id
+        self.channel = req.channel
+        self.request = req.request
+        self._now_ms = now_ms
 
-    return call
+    def handler(self, response: Any, error: KafkaError | None, at_ms: int | None = None) -> None:
+        self.unsent.answer(response, error, self._now_ms if at_ms is None else at_ms)
 
 
 def acks(*offsets: int, t: AcknowledgeType = ACCEPT) -> Acknowledgements:
