@@ -13,6 +13,7 @@ from kafka_share._handoff.events import (
     CompletedShareFetch,
     FetchEvent,
     NodeAcknowledgements,
+    StopEvent,
 )
 from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._net.driver import EngineDriver
@@ -65,3 +66,20 @@ def test_fetch_ahead_with_an_empty_buffer_asks_for_records(
     consume = driver.engine.consume
     assert consume.fetch_more is True and consume._ahead is True
     assert TIP in consume._nodes[1].piggyback
+
+
+def test_a_stop_event_reaches_the_shell_through_on_stop() -> None:
+    """The shell holding the driver learns of a stop from the callback it gave."""
+    stops: list[None] = []
+    buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
+    config = parse_config({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
+    driver = EngineDriver(
+        config=config, client_id="c", fetch_buffer=buffer, on_stop=lambda: stops.append(None)
+    )
+    try:
+        driver.apply(FetchEvent(_acks(), ahead=True, ack_deadline_ms=10_000), now_ms=1_000)
+        assert stops == []
+        driver.apply(StopEvent(), now_ms=1_000)
+        assert stops == [None]
+    finally:
+        driver.client.close()
