@@ -1,7 +1,7 @@
 """The asyncio I/O shell: the consumer engine driven by an event loop's callbacks.
 
-The same :class:`~kafka_share._net.driver.EngineDriver` as the network thread
-(engine, network client, sink, waiting calls), without a thread:
+It holds an :class:`~kafka_share._net.driver.EngineDriver` (engine, network
+client, sink, waiting calls) as the network thread does, without a thread:
 
 * sockets are watched with the loop's ``add_reader``/``add_writer``
   (:class:`LoopPoller`, plugged into the ``NetworkClient``), so it works under
@@ -40,6 +40,7 @@ from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
 from kafka_share.metrics import ShareConsumerMetrics
+from kafka_share.share.capabilities import ShareFeature
 
 from .client import monotonic_ms
 from .connection import BrokerConnection
@@ -128,7 +129,7 @@ class LoopPoller:
         self._writing.clear()
 
 
-class AsyncEngineShell(EngineDriver):
+class AsyncEngineShell:
     """Drives one consumer's engine from the event loop it was created on."""
 
     def __init__(
@@ -141,13 +142,16 @@ class AsyncEngineShell(EngineDriver):
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         self._loop = loop
-        super().__init__(
+        #: the engine, its network client and the application's waiting calls
+        self._driver = driver = EngineDriver(
             config=config,
             client_id=client_id,
             fetch_buffer=fetch_buffer,
             metrics=metrics,
             poller=LoopPoller(loop, self._on_io, self._schedule_round),
         )
+        self.member_id = driver.member_id
+        self._client = driver.client
         self._timer: asyncio.TimerHandle | None = None
         #: when the armed timer is due (monotonic ms); a later callback means the
         #: loop was blocked
@@ -169,6 +173,11 @@ class AsyncEngineShell(EngineDriver):
     def start(self) -> None:
         self._schedule_round()
 
+    def require(self, feature: ShareFeature) -> None:
+        """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:
+        the engine checks again before sending)."""
+        self._driver.require(feature)
+
     def submit(self, event: ApplicationEvent) -> None:
         """Apply an application event and run a round at once: its requests are on
         the wire before the call goes on (a fetch ahead before the application
@@ -179,7 +188,7 @@ class AsyncEngineShell(EngineDriver):
         future = getattr(event, "future", None)
         if future is not None:
             future.add_done_callback(self._note_news)
-        self._guarded(self._apply, event, monotonic_ms())
+        self._guarded(self._driver.apply, event, monotonic_ms())
         if type(event) is PollEvent:
             # Nothing to send yet: the poll goes on to submit its fetch, whose
             # round covers both, or calls flush() before it waits or returns.
@@ -226,10 +235,11 @@ class AsyncEngineShell(EngineDriver):
     def stop(self) -> None:
         """Close every connection and fail what still waits (close, or a consumer
         dropped without close)."""
-        if self._died is None:
-            self._died = KafkaError("the consumer is closed")
+        driver = self._driver
+        if driver.died is None:
+            driver.died = KafkaError("the consumer is closed")
         self._cancel_timer()
-        self._fail_calls(self._died)
+        driver.fail_calls(driver.died)
         try:
             self._client.close()
         except RuntimeError:
@@ -240,7 +250,7 @@ class AsyncEngineShell(EngineDriver):
     # -- rounds (loop callbacks) ---------------------------------------------------------
 
     def _schedule_round(self) -> None:
-        if self._round_scheduled or self._died is not None:
+        if self._round_scheduled or self._driver.died is not None:
             return
         self._round_scheduled = True
         self._loop.call_soon(self._guarded, self._scheduled_round)
@@ -262,7 +272,7 @@ class AsyncEngineShell(EngineDriver):
             # engine or the client's timeouts, and the round armed for `due` stands.
             return
         self._client.finish(now)
-        self._after_io()
+        self._driver.after_io()
         self._run_round()
 
     def _on_timer(self) -> None:
@@ -273,15 +283,16 @@ class AsyncEngineShell(EngineDriver):
         now = monotonic_ms()
         self._check_blocked(now)
         self._client.finish(now)
-        self._after_io()
+        self._driver.after_io()
         self._run_round()
 
     def _run_round(self) -> None:
-        if self._died is not None:
+        driver = self._driver
+        if driver.died is not None:
             return
         now = monotonic_ms()
         self._check_blocked(now)  # before the timer is re-armed
-        wait_ms = self._client.prepare(min(self._round(now), WATCHDOG_MS))
+        wait_ms = self._client.prepare(min(driver.round(now), WATCHDOG_MS))
         self._arm_timer(now, wait_ms)
         self._notify()
 
@@ -314,9 +325,10 @@ class AsyncEngineShell(EngineDriver):
         if late_ms <= 0:
             return
         self.max_blocked_ms = max(self.max_blocked_ms, late_ms)
-        interval = self._engine.membership.heartbeat_interval_ms or DEFAULT_BLOCKED_WARN_MS
+        driver = self._driver
+        interval = driver.engine.membership.heartbeat_interval_ms or DEFAULT_BLOCKED_WARN_MS
         if late_ms >= interval:
-            self._log.warning(
+            driver.log.warning(
                 "the event loop was blocked for at least %d ms (longer than the heartbeat "
                 "interval, %d ms): no heartbeat, fetch or acknowledgement could be sent "
                 "meanwhile. A loop blocked for longer than the group's session timeout "
@@ -343,7 +355,7 @@ class AsyncEngineShell(EngineDriver):
     # -- failures -------------------------------------------------------------------------
 
     def _failed_at_once(self, event: ApplicationEvent) -> bool:
-        died = self._died
+        died = self._driver.died
         if died is None:
             return False
         future = getattr(event, "future", None)
@@ -356,9 +368,9 @@ class AsyncEngineShell(EngineDriver):
         try:
             step(*args)
         except Exception as exc:
-            if self._died is not None:
+            if self._driver.died is not None:
                 raise
-            self._loop_failed(exc, "event-loop driver")
+            self._driver.loop_failed(exc, "event-loop driver")
             self.stop()
 
 

@@ -366,9 +366,7 @@ class BrokerConnection:
             self._send_api_versions(now_ms)
         self._flush()
 
-    # Size rules waived for now: not split yet (issue 28:
-    # the read path's steps).
-    def on_readable(self, now_ms: int) -> bool:  # noqa: PLR0912
+    def on_readable(self, now_ms: int) -> bool:
         """Read what the socket has and run the handlers of the responses it
         completes.
 
@@ -378,6 +376,8 @@ class BrokerConnection:
         1 MiB+ ShareFetch response arrives over many reads, and only the one
         completing it matters to the engine).
         """
+        # One function, no helper calls on the plaintext path: it runs on every
+        # read (the many reads of a large response included).
         state = self.state
         if state is ConnectionState.CONNECTING:
             # A refused connect can show as readable first: settle the connect
@@ -385,40 +385,32 @@ class BrokerConnection:
             self.on_writable(now_ms)
             return False
         codec = self._codec
-        if self._tls is not None:
-            if not self._read_tls(now_ms):
-                return self.state is state and not self._out
-        else:
-            try:
-                # The kernel writes straight into the codec's buffer: for a large
-                # response that is the frame's own buffer, so its bytes are copied once.
-                with codec.get_buffer() as buf:
-                    nbytes = self.sock.recv_into(buf)
-            except (BlockingIOError, InterruptedError):
-                return True
-            except KafkaError as exc:
-                self.close(exc)
-                return False
-            except OSError as exc:
-                self.close(NetworkError(f"connection to {self.address} failed: {exc}"))
-                return False
-            if not nbytes:
-                self.close(self._peer_closed_error())
-                return False
-            self.last_activity_ms = now_ms
-            try:
-                codec.buffer_updated(nbytes)
-            except KafkaError as exc:
-                self.close(exc)
-                return False
-            if not self._follow_low_water(codec.frame_missing_bytes, self._low_water_cap):
-                return False
+        tls = self._tls
+        if tls is not None and not self._read_tls(now_ms):
+            return self.state is state and not self._out
         quiet = True
+        # A KafkaError out of the codec (a frame that does not decode) or out of
+        # a handler closes the connection.
         try:
-            while True:
-                event = codec.next_response()
-                if event is NEED_DATA:
-                    break
+            if tls is None:
+                try:
+                    # The kernel writes straight into the codec's buffer: for a large
+                    # response that is the frame's own buffer, so its bytes are copied once.
+                    with codec.get_buffer() as buf:
+                        nbytes = self.sock.recv_into(buf)
+                except (BlockingIOError, InterruptedError):
+                    return True
+                except OSError as exc:
+                    self.close(NetworkError(f"connection to {self.address} failed: {exc}"))
+                    return False
+                if not nbytes:
+                    self.close(self._peer_closed_error())
+                    return False
+                self.last_activity_ms = now_ms
+                codec.buffer_updated(nbytes)
+                if not self._follow_low_water(codec.frame_missing_bytes, self._low_water_cap):
+                    return False
+            while (event := codec.next_response()) is not NEED_DATA:
                 quiet = False
                 in_flight, response = event
                 pending = self._in_flight.pop(in_flight.correlation_id, None)

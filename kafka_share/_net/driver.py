@@ -6,17 +6,22 @@ engine calls, the engine's requests into ``NetworkClient.send`` (each handler
 isolated), and the engine's results into the fetch buffer and the futures of the
 application's waiting calls, which it completes by their deadlines.
 
-:class:`EngineDriver` is all of that, with no opinion on *where* it runs: the
-network thread (``_net/thread.py``) drives it from its own loop, blocking in
-``select``; the asyncio shell (``_net/aio.py``) from event-loop callbacks.
-One round is :meth:`EngineDriver._round`: send what the engine wants now,
-expire waiting calls, and say how long the driver may wait for I/O.
+:class:`EngineDriver` is all of that, with no opinion on *where* it runs. Each
+shell holds one: the network thread (``_net/thread.py``) drives it from its own
+loop, blocking in ``select``; the asyncio shell (``_net/aio.py``) from event-loop
+callbacks. What differs between them reaches the driver as objects it is given,
+not as overridden methods: how the loop waits and is woken (the ``poller`` of the
+network client) and what a stop does (``on_stop``). When rounds run is the
+shell's: one round is :meth:`EngineDriver.round`, send what the engine wants
+now, expire waiting calls, and say how long the shell may wait for I/O, then
+:meth:`EngineDriver.after_io` once the I/O is done.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from kafka_share._handoff.events import (
@@ -63,9 +68,9 @@ _CHANNEL = {Purpose.SHARE: Channel.SHARE, Purpose.CONTROL: Channel.CONTROL}
 class _Sink:
     """Delivers engine results to the application thread and completes its futures."""
 
-    def __init__(self, thread: EngineDriver) -> None:
-        self._thread = thread
-        self._buffer = thread._buffer
+    def __init__(self, driver: EngineDriver) -> None:
+        self._driver = driver
+        self._buffer = driver._buffer
 
     def add_fetches(self, fetches: list[CompletedShareFetch]) -> None:
         self._buffer.add_all(fetches)
@@ -95,7 +100,7 @@ class _Sink:
         self._buffer.add_background(lost)
 
     def leave_completed(self) -> None:
-        self._thread._complete_leaves()
+        self._driver._complete_leaves()
 
     def error(self, error: KafkaError, *, fatal: bool = False) -> None:
         self._buffer.add_background(ErrorEvent(error, fatal))
@@ -111,9 +116,18 @@ def _call_name(event: CompletableEvent) -> str:
     return "subscribe()"
 
 
+def _nothing() -> None:
+    pass
+
+
 class EngineDriver:
     """The engine, its network client and the application's waiting calls (see the
-    module docstring); subclasses decide when rounds run."""
+    module docstring); the shell that holds it decides when rounds run.
+
+    ``poller`` watches the client's sockets (a selector when omitted); ``on_stop``
+    is called on the loop's thread once a :class:`StopEvent` has been applied
+    (close has flushed what it could).
+    """
 
     def __init__(
         self,
@@ -123,34 +137,36 @@ class EngineDriver:
         fetch_buffer: FetchBuffer[CompletedShareFetch],
         metrics: ShareConsumerMetrics | None = None,
         poller: Poller | None = None,
+        on_stop: Callable[[], None] = _nothing,
     ) -> None:
         self._config = config
         self._client_id = client_id
         self._buffer = fetch_buffer
         self.member_id = generate_member_id()
-        self._log: Logger = ContextLogger(
+        self.log: Logger = ContextLogger(
             log, consumer_log_prefix(client_id, config.group_id, self.member_id)
         )
-        self._engine = ConsumerEngine(
+        self.engine = ConsumerEngine(
             config,
             member_id=self.member_id,
             sink=_Sink(self),
             share_fetch_version=self._share_fetch_version,
             metrics=metrics,
-            logger=self._log,
+            logger=self.log,
         )
-        self._client = NetworkClient.from_config(
+        self.client = NetworkClient.from_config(
             config,
             client_id=client_id,
-            address_of=self._engine.cluster.address_of,
-            logger=self._log,
+            address_of=self.engine.cluster.address_of,
+            logger=self.log,
             poller=poller,
         )
-        self._client.on_disconnect = self._on_disconnect
+        self.client.on_disconnect = self._on_disconnect
+        self._on_stop = on_stop
         self._pending: list[CompletableEvent] = []
         #: why the shell stopped or its loop failed, once it has (every later call
         #: fails with it)
-        self._died: KafkaError | None = None
+        self.died: KafkaError | None = None
         #: FetchEvent.sent flags to set once this round's requests are written
         self._fetch_waiters: list[threading.Event] = []
         self._leave_events: list[LeaveGroupEvent] = []
@@ -158,19 +174,16 @@ class EngineDriver:
     def require(self, feature: ShareFeature) -> None:
         """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:
         the engine checks again before sending)."""
-        caps = self._engine.capabilities
+        caps = self.engine.capabilities
         if caps is not None:
             caps.require(feature)
 
-    def _on_stop(self) -> None:
-        """A StopEvent was applied (close has flushed what it could)."""
-
     # -- one round -----------------------------------------------------------------------
 
-    def _round(self, now: int) -> int:
+    def round(self, now: int) -> int:
         """Send what the engine wants now, expire waiting calls; returns how long
-        the driver may wait for I/O (the network client may shorten it)."""
-        for req in self._engine.poll(now):
+        the shell may wait for I/O (the network client may shorten it)."""
+        for req in self.engine.poll(now):
             self._send(req, now)
         if self._fetch_waiters:
             # The fetches these events asked for are written (or queued for a
@@ -179,34 +192,34 @@ class EngineDriver:
                 sent.set()
             self._fetch_waiters.clear()
         self._expire_pending(now)
-        wait = self._engine.time_until_next_ms(now)
+        wait = self.engine.time_until_next_ms(now)
         for event in self._pending:
             wait = min(wait, max(0, event.deadline_ms - now))
         return max(0, min(MAX_WAIT_MS, wait))
 
-    def _after_io(self) -> None:
+    def after_io(self) -> None:
         """After I/O: learn the share protocol version from the first negotiation."""
-        if self._engine.capabilities is None:
-            table = self._client.any_api_versions()
+        if self.engine.capabilities is None:
+            table = self.client.any_api_versions()
             if table is not None:
-                self._engine.on_share_fetch_versions(table.max_version(ApiKey.SHARE_FETCH))
+                self.engine.on_share_fetch_versions(table.max_version(ApiKey.SHARE_FETCH))
 
     def _send(self, req: UnsentRequest[Any], now_ms: int) -> None:
-        self._client.send(
+        self.client.send(
             req.node_id, _PURPOSE[req.channel], req.request, self._isolated(req), now_ms
         )
 
     def _isolated(self, req: UnsentRequest[Any]) -> ConnectionHandler:
         """Wrap an engine handler: pass it the time, and keep a bug in it from
         closing a healthy connection (dropping the responses buffered on it) or
-        killing this thread. The request whose handler failed is the only casualty."""
+        killing the shell's loop. The request whose handler failed is the only casualty."""
 
         def call(response: Any, error: KafkaError | None) -> None:
             try:
                 req.answer(response, error, monotonic_ms())
             except Exception as exc:
                 name = type(response).__name__ if response is not None else "failed request"
-                self._log.exception("internal error while handling a %s", name)
+                self.log.exception("internal error while handling a %s", name)
                 failure = KafkaError(
                     f"internal error in kafka-share while handling a {name}: "
                     f"{type(exc).__name__}: {exc} (the request failed; please report this)"
@@ -218,8 +231,9 @@ class EngineDriver:
 
     # -- application events --------------------------------------------------------------
 
-    def _apply(self, event: ApplicationEvent, now_ms: int) -> None:
-        engine = self._engine
+    def apply(self, event: ApplicationEvent, now_ms: int) -> None:
+        """Turn one application event into engine calls (on the loop's thread)."""
+        engine = self.engine
         if isinstance(event, PollEvent):
             engine.on_app_poll(event.now_ms)
         elif isinstance(event, FetchEvent):
@@ -244,7 +258,7 @@ class EngineDriver:
             self._on_stop()
 
     def _apply_fetch(self, event: FetchEvent, now_ms: int) -> None:
-        engine = self._engine
+        engine = self.engine
         if event.ahead and not self._buffer.is_empty():
             # A response arrived after the application asked: fetching more
             # now would put a third response's records under lock.
@@ -261,7 +275,7 @@ class EngineDriver:
             self._fetch_waiters.append(event.sent)
 
     def _apply_leave(self, event: LeaveGroupEvent) -> None:
-        if self._engine.unsubscribe():
+        if self.engine.unsubscribe():
             self._leave_events.append(event)
             self._pending.append(event)
         else:
@@ -276,11 +290,11 @@ class EngineDriver:
     # -- connections -------------------------------------------------------------------
 
     def _share_fetch_version(self, node_id: int) -> int | None:
-        table = self._client.api_versions(node_id, Purpose.SHARE)
+        table = self.client.api_versions(node_id, Purpose.SHARE)
         return None if table is None else table.max_version(ApiKey.SHARE_FETCH)
 
     def _on_disconnect(self, node_id: int, purpose: Purpose, reason: KafkaError) -> None:
-        self._engine.on_disconnect(node_id, _CHANNEL[purpose], reason)
+        self.engine.on_disconnect(node_id, _CHANNEL[purpose], reason)
 
     # -- deadlines -------------------------------------------------------------------------
 
@@ -289,7 +303,7 @@ class EngineDriver:
         for event in self._pending:
             if event.future.done():
                 continue
-            if isinstance(event, AcknowledgeOnCloseEvent) and self._engine.close_done:
+            if isinstance(event, AcknowledgeOnCloseEvent) and self.engine.close_done:
                 event.future.set_result({})
                 continue
             if now_ms >= event.deadline_ms:
@@ -298,7 +312,7 @@ class EngineDriver:
                     continue
                 if isinstance(event, AcknowledgeSyncEvent | AcknowledgeOnCloseEvent):
                     # The engine reports these through the sink when it sees the deadline.
-                    self._engine.poll(now_ms)
+                    self.engine.poll(now_ms)
                     if event.future.done():
                         continue
                 event.future.set_exception(KafkaTimeoutError(
@@ -308,22 +322,22 @@ class EngineDriver:
             still.append(event)
         self._pending = still
 
-    def _loop_failed(self, exc: BaseException, what: str) -> KafkaError:
+    def loop_failed(self, exc: BaseException, what: str) -> KafkaError:
         """``what`` (the shell's loop) raised: the engine may be half way through a
         change, so the consumer cannot go on. Logs it, records it as why the shell
         died (before the application can see it), reports it to the application
         as fatal, and returns it."""
-        self._log.exception("the %s of %s failed", what, self._client_id)
+        self.log.exception("the %s of %s failed", what, self._client_id)
         err = KafkaError(
             f"the consumer's {what} failed ({type(exc).__name__}: {exc}); the "
             "consumer cannot continue: close it and create a new one"
         )
         err.__cause__ = exc
-        self._died = err
+        self.died = err
         self._buffer.add_background(ErrorEvent(err, fatal=True))
         return err
 
-    def _fail_calls(self, error: KafkaError) -> None:
+    def fail_calls(self, error: KafkaError) -> None:
         """Fail every waiting call with ``error`` (the shell is going away)."""
         for event in self._pending:
             if not event.future.done():

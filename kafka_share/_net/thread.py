@@ -19,7 +19,7 @@ timeout checks next time round: nothing they look at has changed, and the
 deadline they computed still stands (``NetworkClient.poll_quiet``).
 
 Responses run their handlers inside step 3, on this thread, so the engine needs
-no locks. Each handler is called through :func:`_isolated`: a bug in one
+no locks. Each handler is called through ``EngineDriver._isolated``: a bug in one
 handler is logged with its stack and reported to the application, and fails
 that request only; the connection and the thread carry on. If the thread dies
 anyway, every waiting call fails at once and every later call fails straight
@@ -27,8 +27,9 @@ away with an error that says so.
 
 The engine's results (plain values) reach the application through the fetch
 buffer; the futures of the application's waiting calls are completed here.
-Everything but the thread and its event queue is :class:`EngineDriver`
-(``_net/driver.py``), which the asyncio shell shares.
+Everything but the thread, its event queue and who runs the loop is the
+:class:`EngineDriver` (``_net/driver.py``) it holds, as the asyncio shell holds
+one: the thread runs its rounds, and is told of a stop by ``on_stop``.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
 from kafka_share.metrics import ShareConsumerMetrics
+from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.engine import MAX_WAIT_MS
 
 from .client import monotonic_ms
@@ -60,7 +62,7 @@ __all__ = ["NetworkThread"]
 _HANDOVER_CHECK_S = 0.05
 
 
-class NetworkThread(EngineDriver):
+class NetworkThread:
     """Owns the sockets of one consumer and drives its engine from its own thread."""
 
     def __init__(
@@ -71,9 +73,13 @@ class NetworkThread(EngineDriver):
         fetch_buffer: FetchBuffer[CompletedShareFetch],
         metrics: ShareConsumerMetrics | None = None,
     ) -> None:
-        super().__init__(
-            config=config, client_id=client_id, fetch_buffer=fetch_buffer, metrics=metrics
+        #: the engine, its network client and the application's waiting calls
+        self._driver = driver = EngineDriver(
+            config=config, client_id=client_id, fetch_buffer=fetch_buffer, metrics=metrics,
+            on_stop=self._on_stop,
         )
+        self.member_id = driver.member_id
+        self._client = driver.client
         self._events: queue.SimpleQueue[ApplicationEvent] = queue.SimpleQueue()
         self._stop = threading.Event()
         #: a PollEvent was queued without waking the thread (see submit)
@@ -101,8 +107,13 @@ class NetworkThread(EngineDriver):
     def start(self) -> None:
         self._thread.start()
 
+    def require(self, feature: ShareFeature) -> None:
+        """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:
+        the engine checks again before sending)."""
+        self._driver.require(feature)
+
     def submit(self, event: ApplicationEvent) -> None:
-        died = self._died
+        died = self._driver.died
         if died is not None:
             # Nobody drains the queue any more: fail the call now, not at its deadline.
             future = getattr(event, "future", None)
@@ -132,8 +143,9 @@ class NetworkThread(EngineDriver):
         else:
             self._wake_owed = False
             self._client.wakeup()
-        if self._died is not None:  # died while we were putting it
-            self._fail_pending(self._died)
+        died = self._driver.died
+        if died is not None:  # died while we were putting it
+            self._fail_pending(died)
 
     def flush(self) -> None:
         """Wake the thread for an event queued without a wakeup (a PollEvent).
@@ -148,7 +160,7 @@ class NetworkThread(EngineDriver):
         """A poll starts: take the loop (application thread). True when this
         thread runs it until :meth:`leave_loop`; False when it cannot (the
         network thread has stopped): wait as before, it completes nothing."""
-        if self._died is not None:
+        if self._driver.died is not None:
             return False
         with self._owner_lock:
             runs = self._ownership.enter()
@@ -159,7 +171,7 @@ class NetworkThread(EngineDriver):
         self._client.wakeup()  # out of select: it hands over after its round
         try:
             while not self._handed.wait(_HANDOVER_CHECK_S):
-                if self._died is not None or not self._thread.is_alive():
+                if self._driver.died is not None or not self._thread.is_alive():
                     with self._owner_lock:
                         gave_up = self._ownership.cancel()
                     if gave_up:
@@ -245,6 +257,7 @@ class NetworkThread(EngineDriver):
         self._client.wakeup()
 
     def _on_stop(self) -> None:
+        """The driver applied a StopEvent (close has flushed what it could)."""
         self._stop.set()
         self._owner_changed.set()
 
@@ -273,15 +286,16 @@ class NetworkThread(EngineDriver):
         except BaseException as exc:  # the app must learn the engine died, not hang
             self._fail_loop(exc)
         finally:
-            if self._died is None:
-                self._died = KafkaError("the consumer is closed")
-            self._fail_pending(self._died)
+            driver = self._driver
+            if driver.died is None:
+                driver.died = KafkaError("the consumer is closed")
+            self._fail_pending(driver.died)
             self._client.close()
 
     def _fail_loop(self, exc: BaseException) -> None:
         """The loop raised (on either thread): the engine may be half way through a
         change, so the consumer cannot go on; every waiting and later call fails."""
-        self._fail_pending(self._loop_failed(exc, "network thread"))
+        self._fail_pending(self._driver.loop_failed(exc, "network thread"))
 
     def _run_once(self, max_wait_ms: int = MAX_WAIT_MS) -> None:
         now = monotonic_ms()
@@ -294,24 +308,26 @@ class NetworkThread(EngineDriver):
             # so its round would only repeat itself. Wait on.
             self._quiet_due_ms = self._client.poll_quiet(quiet_due, now)
             if self._quiet_due_ms is None:
-                self._after_io()
+                self._driver.after_io()
             return
         self._drain_events(now)
         if self._stop.is_set():
             return
-        self._quiet_due_ms = self._client.poll(min(self._round(now), max_wait_ms))
-        self._after_io()
+        driver = self._driver
+        self._quiet_due_ms = self._client.poll(min(driver.round(now), max_wait_ms))
+        driver.after_io()
 
     def _drain_events(self, now_ms: int) -> None:
+        driver = self._driver
         while True:
             try:
                 event = self._events.get_nowait()
             except queue.Empty:
                 return
-            self._apply(event, now_ms)
+            driver.apply(event, now_ms)
 
     def _fail_pending(self, error: KafkaError) -> None:
-        self._fail_calls(error)
+        self._driver.fail_calls(error)
         while True:
             try:
                 ev = self._events.get_nowait()

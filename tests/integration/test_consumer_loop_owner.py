@@ -70,7 +70,7 @@ def test_a_keyboard_interrupt_while_poll_waits_leaves_the_consumer_usable(
     assert time.monotonic() - started < 5
     timer.join()
     assert c._thread._ownership.owner is LoopOwner.NETWORK
-    assert c._thread._died is None
+    assert c._thread._driver.died is None
     kafka_produce(topic, [b"after"] * 5, partition=0)
     assert len(poll_until(c, lambda s: len(s) >= 5, timeout_s=30)) == 5
     c.commit_sync(timeout=10.0)

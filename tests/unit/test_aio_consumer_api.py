@@ -163,7 +163,7 @@ def test_a_cancelled_commit_sync_keeps_its_acknowledgements_with_the_engine() ->
         with pytest.raises(asyncio.CancelledError):
             await task
         # The acks left the batch for the engine, which still holds the commit.
-        (event,) = [e for e in c._shell._pending if isinstance(e, AcknowledgeSyncEvent)]
+        (event,) = [e for e in c._shell._driver._pending if isinstance(e, AcknowledgeSyncEvent)]
         assert event.acks[TIP].acknowledgements.as_dict() == {0: 1, 1: 1}
         assert c._in_flight.take_acknowledged() == {}
         # Usable afterwards: the next poll goes on (the batch is all acknowledged).
@@ -286,7 +286,7 @@ def test_a_bug_in_the_shell_fails_the_consumer_instead_of_hanging_it(
         def crash(now_ms: int) -> int:
             raise RuntimeError("boom")
 
-        monkeypatch.setattr(c._shell._engine, "time_until_next_ms", crash)
+        monkeypatch.setattr(c._shell._driver.engine, "time_until_next_ms", crash)
         c._shell._schedule_round()
         with pytest.raises(Exception, match=r"event-loop driver failed.*boom"):
             await c.poll(2.0)

@@ -52,7 +52,7 @@ class Harness:
         return self.c._thread._ownership.owner
 
     def last_poll_ms(self) -> int:
-        return int(self.c._thread._engine.membership._last_poll_ms or 0)
+        return int(self.c._thread._driver.engine.membership._last_poll_ms or 0)
 
     def deliver(self, count: int) -> None:
         data = build_batch([NewRecord(key=None, value=b"v") for _ in range(count)], base_offset=0)

@@ -94,7 +94,7 @@ def test_a_dead_network_thread_fails_every_waiting_call_at_once(
         def crash(now_ms: int) -> int:
             raise RuntimeError("engine bug outside any handler")
 
-        monkeypatch.setattr(consumer._thread._engine, "time_until_next_ms", crash)
+        monkeypatch.setattr(consumer._thread._driver.engine, "time_until_next_ms", crash)
         consumer._thread._client.wakeup()
         consumer._thread._thread.join(5)
         assert not consumer._thread._thread.is_alive()
@@ -136,11 +136,11 @@ def test_an_interrupt_while_a_poll_waits_for_the_loop_gives_the_loop_back(
         with pytest.raises(KeyboardInterrupt):
             consumer.poll(timeout=0.2)
         assert thread._ownership.owner is LoopOwner.NETWORK
-        assert thread._died is None
+        assert thread._driver.died is None
         started = time.monotonic()
         assert list(consumer.poll(timeout=0.2)) == []  # asks again, runs the loop
         assert time.monotonic() - started < 2.0
         assert len(calls) >= 2
-        assert thread._thread.is_alive() and thread._died is None
+        assert thread._thread.is_alive() and thread._driver.died is None
     finally:
         consumer.close(timeout=1.0)
