@@ -237,66 +237,10 @@ class ShareSession:
         want = _by_topic_partition(wanted)
         pending = {tip: a for tip, a in (acks or {}).items() if a}
         epoch = self._epoch
-
         if epoch == INITIAL_EPOCH:
-            self._partitions = want
-            plan = SessionFetchPlan(
-                node_id=self.node_id,
-                epoch=epoch,
-                topics={tip: [] for tip in want.values()},
-                forgotten=(),
-                acknowledgements={},
-                unsendable=pending,
-                added=tuple(want.values()),
-                removed=(),
-                replaced=(),
-                is_renew_ack=False,
-            )
-            if pending:
-                self._log.debug(
-                    "Node %d: share session is new; %d partition(s) of acknowledgements "
-                    "cannot be sent on it",
-                    self.node_id,
-                    len(pending),
-                )
+            plan = self._opening_fetch(want, pending)
         else:
-            added: list[TopicIdPartition] = []
-            removed: list[TopicIdPartition] = []
-            replaced: list[TopicIdPartition] = []
-            for key, previous in self._partitions.items():
-                current = want.get(key)
-                if current is None:
-                    removed.append(previous)
-                elif current != previous:
-                    # Topic recreated: same name and partition, new topic id.
-                    replaced.append(previous)
-                    added.append(current)
-            for key, tip in want.items():
-                if key not in self._partitions:
-                    added.append(tip)
-            self._partitions = want
-
-            topics: dict[TopicIdPartition, list[AckBatch]] = {tip: [] for tip in added}
-            forgotten: dict[TopicIdPartition, None] = dict.fromkeys([*removed, *replaced])
-            wanted_set = set(want.values())
-            renew = False
-            for tip, a in pending.items():
-                topics[tip] = a.to_batches()
-                renew = renew or a.has_renew
-                if tip not in wanted_set:
-                    forgotten[tip] = None  # ack-only: do not add it to the session
-            plan = SessionFetchPlan(
-                node_id=self.node_id,
-                epoch=epoch,
-                topics=topics,
-                forgotten=tuple(forgotten),
-                acknowledgements=pending,
-                unsendable={},
-                added=tuple(added),
-                removed=tuple(removed),
-                replaced=tuple(replaced),
-                is_renew_ack=renew,
-            )
+            plan = self._session_fetch(epoch, want, pending)
         self._in_flight = True
         if self._log.isEnabledFor(logging.DEBUG):
             self._log.debug(
@@ -311,6 +255,81 @@ class ShareSession:
                 len(self._partitions),
             )
         return plan
+
+    def _opening_fetch(
+        self,
+        want: dict[TopicPartition, TopicIdPartition],
+        pending: dict[TopicIdPartition, Acknowledgements],
+    ) -> SessionFetchPlan:
+        """The ShareFetch that opens the session (epoch 0): every wanted
+        partition, and no acknowledgement (an opening request cannot carry any)."""
+        self._partitions = want
+        plan = SessionFetchPlan(
+            node_id=self.node_id,
+            epoch=INITIAL_EPOCH,
+            topics={tip: [] for tip in want.values()},
+            forgotten=(),
+            acknowledgements={},
+            unsendable=pending,
+            added=tuple(want.values()),
+            removed=(),
+            replaced=(),
+            is_renew_ack=False,
+        )
+        if pending:
+            self._log.debug(
+                "Node %d: share session is new; %d partition(s) of acknowledgements "
+                "cannot be sent on it",
+                self.node_id,
+                len(pending),
+            )
+        return plan
+
+    def _session_fetch(
+        self,
+        epoch: int,
+        want: dict[TopicPartition, TopicIdPartition],
+        pending: dict[TopicIdPartition, Acknowledgements],
+    ) -> SessionFetchPlan:
+        """A ShareFetch in an open session: the partitions added, removed or
+        replaced (topic recreated) since the last request, and the acks."""
+        added: list[TopicIdPartition] = []
+        removed: list[TopicIdPartition] = []
+        replaced: list[TopicIdPartition] = []
+        for key, previous in self._partitions.items():
+            current = want.get(key)
+            if current is None:
+                removed.append(previous)
+            elif current != previous:
+                # Topic recreated: same name and partition, new topic id.
+                replaced.append(previous)
+                added.append(current)
+        for key, tip in want.items():
+            if key not in self._partitions:
+                added.append(tip)
+        self._partitions = want
+
+        topics: dict[TopicIdPartition, list[AckBatch]] = {tip: [] for tip in added}
+        forgotten: dict[TopicIdPartition, None] = dict.fromkeys([*removed, *replaced])
+        wanted_set = set(want.values())
+        renew = False
+        for tip, a in pending.items():
+            topics[tip] = a.to_batches()
+            renew = renew or a.has_renew
+            if tip not in wanted_set:
+                forgotten[tip] = None  # ack-only: do not add it to the session
+        return SessionFetchPlan(
+            node_id=self.node_id,
+            epoch=epoch,
+            topics=topics,
+            forgotten=tuple(forgotten),
+            acknowledgements=pending,
+            unsendable={},
+            added=tuple(added),
+            removed=tuple(removed),
+            replaced=tuple(replaced),
+            is_renew_ack=renew,
+        )
 
     def build_acknowledge(
         self, acks: Mapping[TopicIdPartition, Acknowledgements]
