@@ -260,6 +260,30 @@ def process_queue(
     Raises:
         SparkOptionError: an argument or consumer setting is invalid (named).
     """
+    _check_arguments(
+        handler, topics, parallelism, max_records_per_task, max_seconds_per_task,
+        idle_timeout_s, retryable, concurrency,
+    )
+    cfg = _task_config(config, concurrency)
+    check_consumer_config(cfg, "")
+    worker = _Worker(
+        handler, cfg, list(topics), max_records_per_task, max_seconds_per_task,
+        None if idle_timeout_s is None else float(idle_timeout_s), retryable, concurrency,
+    )
+    return spark.range(0, parallelism, 1, parallelism).mapInArrow(worker, OUTCOME_SCHEMA)
+
+
+def _check_arguments(
+    handler: object,
+    topics: Sequence[str],
+    parallelism: int,
+    max_records_per_task: int | None,
+    max_seconds_per_task: float | None,
+    idle_timeout_s: float | None,
+    retryable: tuple[type[BaseException], ...],
+    concurrency: int,
+) -> None:
+    """process_queue's arguments, each checked with an error that names it."""
     if not callable(handler):
         raise SparkOptionError(f"handler must be callable, got {handler!r}")
     if isinstance(topics, str) or not topics or not all(
@@ -293,6 +317,11 @@ def process_queue(
         raise SparkOptionError(
             f"retryable must be a tuple of exception types, got {retryable!r}"
         )
+
+
+def _task_config(config: Mapping[str, object], concurrency: int) -> dict[str, object]:
+    """Each task's consumer settings: the caller's, with explicit acknowledgement
+    (refused if set otherwise) and the defaults a pool of slow handlers needs."""
     cfg: dict[str, object] = {str(k): v for k, v in config.items()}
     mode = str(cfg.get("share.acknowledgement.mode", "explicit"))
     if mode != "explicit":
@@ -309,9 +338,4 @@ def process_queue(
     # (Like record_limit, this needs Kafka 4.2+; the consumer's error names both
     # settings on an older cluster.)
     cfg.setdefault("share.auto.renew", True)
-    check_consumer_config(cfg, "")
-    worker = _Worker(
-        handler, cfg, list(topics), max_records_per_task, max_seconds_per_task,
-        None if idle_timeout_s is None else float(idle_timeout_s), retryable, concurrency,
-    )
-    return spark.range(0, parallelism, 1, parallelism).mapInArrow(worker, OUTCOME_SCHEMA)
+    return cfg
