@@ -123,102 +123,131 @@ def generate_pki(directory: Path) -> Pki:
     import ipaddress  # noqa: PLC0415
 
     from cryptography import x509  # noqa: PLC0415
-    from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: PLC0415
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
+    from cryptography.x509.oid import ExtendedKeyUsageOID  # noqa: PLC0415
 
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
-    start, end = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2)
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    def pem_key(key: Any) -> bytes:
-        return bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ))
-
-    def write(path: Path, data: bytes) -> Path:
-        # Created 0600 (keys among them): no moment where another user may read it.
-        path.unlink(missing_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        return path
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(name("kafka-share test CA"))
-        .issuer_name(name("kafka-share test CA"))
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-
-    def leaf(cn: str, sans: list[x509.GeneralName], usage: list[Any]) -> tuple[Any, bytes]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name(cn))
-            .issuer_name(ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-            )
-        )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(ca_key, hashes.SHA256())
-        return key, cert.public_bytes(serialization.Encoding.PEM)
-
-    broker_key, broker_pem = leaf(
+    ca = _TestCa(now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2))
+    broker_key, broker_pem = ca.leaf(
         "broker.kafka-share.test",
         [x509.IPAddress(ipaddress.ip_address(BROKER_CERT_NAMES[0])),
          x509.DNSName(BROKER_CERT_NAMES[1])],
         [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
     )
-    client_key, client_pem = leaf(
+    client_key, client_pem = ca.leaf(
         CLIENT_CERT_DN.removeprefix("CN="), [], [ExtendedKeyUsageOID.CLIENT_AUTH]
     )
     jwt_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return Pki(
+        ca_file=_write_private(directory / "ca.pem", ca.pem),
+        broker_keystore=_write_private(
+            directory / "broker-keystore.pem", _pem_key(broker_key) + broker_pem + ca.pem
+        ),
+        client_cert=_write_private(directory / "client.crt", client_pem),
+        client_key=_write_private(directory / "client.key", _pem_key(client_key)),
+        client_keystore=_write_private(
+            directory / "client-keystore.pem", _pem_key(client_key) + client_pem
+        ),
+        jwt_key=_write_private(directory / "jwt-signing.key", _pem_key(jwt_key)),
+        jwks_file=_write_private(directory / "jwks.json", json.dumps(_jwks(jwt_key)).encode()),
+    )
+
+
+class _TestCa:
+    """A throwaway certificate authority (EC P-256) valid from ``start`` to ``end``."""
+
+    def __init__(self, start: datetime.datetime, end: datetime.datetime) -> None:
+        from cryptography import x509  # noqa: PLC0415
+        from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+        from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+        self._start, self._end = start, end
+        self._key = ec.generate_private_key(ec.SECP256R1())
+        self._cert = (
+            x509.CertificateBuilder()
+            .subject_name(_name("kafka-share test CA"))
+            .issuer_name(_name("kafka-share test CA"))
+            .public_key(self._key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=False, content_commitment=False, key_encipherment=False,
+                    data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                    crl_sign=True, encipher_only=False, decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(
+                x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), False
+            )
+            .sign(self._key, hashes.SHA256())
+        )
+        self.pem = self._cert.public_bytes(serialization.Encoding.PEM)
+
+    def leaf(self, cn: str, sans: list[Any], usage: list[Any]) -> tuple[Any, bytes]:
+        """A new key and its certificate (PEM) for ``cn``, signed by this CA."""
+        from cryptography import x509  # noqa: PLC0415
+        from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
+        from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(_name(cn))
+            .issuer_name(self._cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(self._start)
+            .not_valid_after(self._end)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), False
+            )
+        )
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self._key, hashes.SHA256())
+        return key, cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _name(cn: str) -> Any:
+    from cryptography import x509  # noqa: PLC0415
+    from cryptography.x509.oid import NameOID  # noqa: PLC0415
+
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+def _pem_key(key: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
+    return bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ))
+
+
+def _write_private(path: Path, data: bytes) -> Path:
+    # Created 0600 (keys among them): no moment where another user may read it.
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def _jwks(jwt_key: Any) -> dict[str, Any]:
+    """The JWKS document publishing ``jwt_key``'s public half."""
     numbers = jwt_key.public_key().public_numbers()
-    jwks = {"keys": [{
+    return {"keys": [{
         "kty": "RSA", "use": "sig", "alg": "RS256", "kid": "kafka-share-test",
         "n": _b64url(numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")),
         "e": _b64url(numbers.e.to_bytes(3, "big")),
     }]}
-    return Pki(
-        ca_file=write(directory / "ca.pem", ca_pem),
-        broker_keystore=write(
-            directory / "broker-keystore.pem", pem_key(broker_key) + broker_pem + ca_pem
-        ),
-        client_cert=write(directory / "client.crt", client_pem),
-        client_key=write(directory / "client.key", pem_key(client_key)),
-        client_keystore=write(directory / "client-keystore.pem", pem_key(client_key) + client_pem),
-        jwt_key=write(directory / "jwt-signing.key", pem_key(jwt_key)),
-        jwks_file=write(directory / "jwks.json", json.dumps(jwks).encode()),
-    )
 
 
 def signed_jwt(pki: Pki, sub: str, lifetime_s: int = 3600, **claims: Any) -> str:
