@@ -169,15 +169,7 @@ def build_batch(
     recs = _normalise(records)
     if base_timestamp is None:
         base_timestamp = next((r.timestamp for r in recs if r.timestamp is not None), 0)
-    body = bytearray()
-    timestamps = []
-    deltas = []
-    for i, r in enumerate(recs):
-        ts = base_timestamp if r.timestamp is None else r.timestamp
-        delta = i if r.offset_delta is None else r.offset_delta
-        timestamps.append(ts)
-        deltas.append(delta)
-        body += _encode_record(delta, ts - base_timestamp, r.key, r.value, r.headers)
+    body, timestamps, deltas = _encode_records(recs, base_timestamp)
     if max_timestamp is None:
         if timestamp_type == TimestampType.LOG_APPEND_TIME and log_append_time is not None:
             max_timestamp = log_append_time
@@ -185,15 +177,9 @@ def build_batch(
             max_timestamp = max(timestamps, default=base_timestamp)
     if last_offset_delta is None:
         last_offset_delta = max(deltas, default=0)
-    attributes = compression & 0x07
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
-        attributes |= 0x08
-    if is_transactional:
-        attributes |= 0x10
-    if is_control:
-        attributes |= 0x20
-    if has_delete_horizon:
-        attributes |= 0x40
+    attributes = _attributes(
+        compression, timestamp_type, is_transactional, is_control, has_delete_horizon
+    )
     payload = compress(compression, bytes(body), xerial=xerial_snappy)
     batch_length = BATCH_HEADER_SIZE - 12 + len(payload)
     header = _HEADER.pack(
@@ -212,6 +198,39 @@ def build_batch(
         len(recs) if record_count is None else record_count,
     )
     return with_crc(header + payload)
+
+
+def _encode_records(
+    recs: list[NewRecord], base_timestamp: int
+) -> tuple[bytearray, list[int], list[int]]:
+    """The records section, and each record's timestamp and offset delta."""
+    body = bytearray()
+    timestamps = []
+    deltas = []
+    for i, r in enumerate(recs):
+        ts = base_timestamp if r.timestamp is None else r.timestamp
+        delta = i if r.offset_delta is None else r.offset_delta
+        timestamps.append(ts)
+        deltas.append(delta)
+        body += _encode_record(delta, ts - base_timestamp, r.key, r.value, r.headers)
+    return body, timestamps, deltas
+
+
+def _attributes(
+    compression: int, timestamp_type: TimestampType, is_transactional: bool,
+    is_control: bool, has_delete_horizon: bool,
+) -> int:
+    """The batch header's attribute bits."""
+    attributes = compression & 0x07
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= 0x08
+    if is_transactional:
+        attributes |= 0x10
+    if is_control:
+        attributes |= 0x20
+    if has_delete_horizon:
+        attributes |= 0x40
+    return attributes
 
 
 def build_control_batch(
