@@ -162,11 +162,6 @@ class KafkaCodec:
         self._broken: CorruptMessageError | None = None
 
     @property
-    def in_flight_count(self) -> int:
-        """Requests sent whose responses have not been returned yet."""
-        return len(self._in_flight)
-
-    @property
     def in_flight(self) -> tuple[InFlightRequest, ...]:
         """The in-flight requests, oldest first."""
         return tuple(self._in_flight)
@@ -262,19 +257,6 @@ class KafkaCodec:
             return
         self._s_end += nbytes
         self._split_scratch()
-
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Buffer bytes read from the socket (any chunk size, including empty)."""
-        self._check_usable()
-        with memoryview(data) as view:
-            pos = 0
-            total = len(view)
-            while pos < total and self._deferred is None:
-                with self.get_buffer() as buf:
-                    n = min(len(buf), total - pos)
-                    buf[:n] = view[pos : pos + n]
-                self.buffer_updated(n)
-                pos += n
 
     def _split_scratch(self) -> None:
         """Move complete frames out of the scratch buffer; start a partial one."""
@@ -385,17 +367,6 @@ class KafkaCodec:
                 self._fail(f"correlation id {req.correlation_id}: {exc}")
         self._in_flight.pop(0)
         return req, response
-
-    def receive_eof(self) -> None:
-        """Tell the codec the peer closed the connection.
-
-        Raises:
-            CorruptMessageError: the connection closed in the middle of a frame.
-        """
-        if self._broken is None and self.buffered_bytes:
-            self._fail(
-                f"connection closed with {self.buffered_bytes} bytes of an incomplete frame"
-            )
 
     def _check_usable(self) -> None:
         if self._broken is not None:

@@ -1,0 +1,62 @@
+"""Test helpers: reads and shortcuts the tests need and the package does not."""
+
+from __future__ import annotations
+
+from kafka_share.errors import UnsupportedVersionError
+from kafka_share.protocol.api_keys import (
+    _SHARE_HINT,
+    SHARE_API_KEYS,
+    SHARE_VERSION_FEATURE,
+    ApiKey,
+    ApiVersionsTable,
+)
+from kafka_share.protocol.codec import KafkaCodec
+
+
+def require_share_groups(self: ApiVersionsTable) -> None:
+    """Check the broker can serve share groups before the first heartbeat.
+
+    Raises:
+        UnsupportedVersionError: a share RPC has no common version, or the
+            broker reports finalized features and ``share.version`` is not >= 1.
+    """
+    for key in sorted(SHARE_API_KEYS):
+        if key in (ApiKey.SHARE_GROUP_DESCRIBE,):
+            continue  # admin only; not needed by a consumer
+        self.version_for(key)
+    if self.finalized_features and self.finalized_features.get(SHARE_VERSION_FEATURE, 0) < 1:
+        raise UnsupportedVersionError(
+            f"the cluster's finalized {SHARE_VERSION_FEATURE} is "
+            f"{self.finalized_features.get(SHARE_VERSION_FEATURE, 0)}; {_SHARE_HINT}"
+        )
+
+
+def receive_data(self: KafkaCodec, data: bytes | bytearray | memoryview) -> None:
+    """Buffer bytes read from the socket (any chunk size, including empty)."""
+    self._check_usable()
+    with memoryview(data) as view:
+        pos = 0
+        total = len(view)
+        while pos < total and self._deferred is None:
+            with self.get_buffer() as buf:
+                n = min(len(buf), total - pos)
+                buf[:n] = view[pos : pos + n]
+            self.buffer_updated(n)
+            pos += n
+
+
+def receive_eof(self: KafkaCodec) -> None:
+    """Tell the codec the peer closed the connection.
+
+    Raises:
+        CorruptMessageError: the connection closed in the middle of a frame.
+    """
+    if self._broken is None and self.buffered_bytes:
+        self._fail(
+            f"connection closed with {self.buffered_bytes} bytes of an incomplete frame"
+        )
+
+
+def in_flight_count(self: KafkaCodec) -> int:
+    """Requests sent whose responses have not been returned yet."""
+    return len(self._in_flight)
