@@ -5,8 +5,7 @@ Modelled on h11: the codec never touches a socket. The caller:
 1. calls :meth:`KafkaCodec.send_request` and writes the returned bytes;
 2. reads from the socket straight into :meth:`KafkaCodec.get_buffer` and
    reports the count with :meth:`KafkaCodec.buffer_updated` (as asyncio's
-   ``BufferedProtocol``), or hands over bytes it already has with
-   :meth:`KafkaCodec.receive_data` (any chunking, down to one byte at a time);
+   ``BufferedProtocol``; any chunking, down to one byte at a time);
 3. calls :meth:`KafkaCodec.next_response` until it returns :data:`NEED_DATA`.
 
 Receiving is built around one rule: a response body is written once, by the

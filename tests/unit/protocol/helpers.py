@@ -13,7 +13,7 @@ from kafka_share.protocol.api_keys import (
 from kafka_share.protocol.codec import KafkaCodec
 
 
-def require_share_groups(self: ApiVersionsTable) -> None:
+def require_share_groups(table: ApiVersionsTable) -> None:
     """Check the broker can serve share groups before the first heartbeat.
 
     Raises:
@@ -23,40 +23,40 @@ def require_share_groups(self: ApiVersionsTable) -> None:
     for key in sorted(SHARE_API_KEYS):
         if key in (ApiKey.SHARE_GROUP_DESCRIBE,):
             continue  # admin only; not needed by a consumer
-        self.version_for(key)
-    if self.finalized_features and self.finalized_features.get(SHARE_VERSION_FEATURE, 0) < 1:
+        table.version_for(key)
+    if table.finalized_features and table.finalized_features.get(SHARE_VERSION_FEATURE, 0) < 1:
         raise UnsupportedVersionError(
             f"the cluster's finalized {SHARE_VERSION_FEATURE} is "
-            f"{self.finalized_features.get(SHARE_VERSION_FEATURE, 0)}; {_SHARE_HINT}"
+            f"{table.finalized_features.get(SHARE_VERSION_FEATURE, 0)}; {_SHARE_HINT}"
         )
 
 
-def receive_data(self: KafkaCodec, data: bytes | bytearray | memoryview) -> None:
+def receive_data(codec: KafkaCodec, data: bytes | bytearray | memoryview) -> None:
     """Buffer bytes read from the socket (any chunk size, including empty)."""
-    self._check_usable()
+    codec._check_usable()
     with memoryview(data) as view:
         pos = 0
         total = len(view)
-        while pos < total and self._deferred is None:
-            with self.get_buffer() as buf:
+        while pos < total and codec._deferred is None:
+            with codec.get_buffer() as buf:
                 n = min(len(buf), total - pos)
                 buf[:n] = view[pos : pos + n]
-            self.buffer_updated(n)
+            codec.buffer_updated(n)
             pos += n
 
 
-def receive_eof(self: KafkaCodec) -> None:
+def receive_eof(codec: KafkaCodec) -> None:
     """Tell the codec the peer closed the connection.
 
     Raises:
         CorruptMessageError: the connection closed in the middle of a frame.
     """
-    if self._broken is None and self.buffered_bytes:
-        self._fail(
-            f"connection closed with {self.buffered_bytes} bytes of an incomplete frame"
+    if codec._broken is None and codec.buffered_bytes:
+        codec._fail(
+            f"connection closed with {codec.buffered_bytes} bytes of an incomplete frame"
         )
 
 
-def in_flight_count(self: KafkaCodec) -> int:
+def in_flight_count(codec: KafkaCodec) -> int:
     """Requests sent whose responses have not been returned yet."""
-    return len(self._in_flight)
+    return len(codec._in_flight)

@@ -6,11 +6,11 @@ from kafka_share.records.batch import _ATTR_CODEC, RecordBatch
 from kafka_share.records.compression import CompressionType, _codec
 
 
-def compression_type(self: RecordBatch) -> CompressionType:
+def compression_type(batch: RecordBatch) -> CompressionType:
     """Codec of the records section; an unknown id raises ``UnsupportedCodecError``."""
-    return _codec(self.attributes & _ATTR_CODEC)
+    return _codec(batch.attributes & _ATTR_CODEC)
 
 
-def delete_horizon_ms(self: RecordBatch) -> int | None:
+def delete_horizon_ms(batch: RecordBatch) -> int | None:
     """The delete horizon, when :attr:`has_delete_horizon`."""
-    return self.base_timestamp if self.has_delete_horizon else None
+    return batch.base_timestamp if batch.has_delete_horizon else None

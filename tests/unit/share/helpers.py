@@ -20,57 +20,59 @@ from kafka_share.share.session import (
 )
 
 
-def succeeded(self: AckResult) -> bool:
-    return self.error_code == _NONE
+def succeeded(result: AckResult) -> bool:
+    return result.error_code == _NONE
 
 
 def add_if_absent(
-    self: Acknowledgements, offset: int, acknowledge_type: AcknowledgeType | int
+    acks: Acknowledgements, offset: int, acknowledge_type: AcknowledgeType | int
 ) -> bool:
     """Set the type of ``offset`` unless it already has one; True if it was set.
 
-    Implicit acknowledgement uses this so it never overrides an explicit choice.
+    The way implicit acknowledgement treats a record: it never overrides an
+    explicit choice.
     """
-    self._expand()
-    if offset in self._types:
+    acks._expand()
+    if offset in acks._types:
         return False
-    self.add(offset, acknowledge_type)
+    acks.add(offset, acknowledge_type)
     return True
 
 
-def remove(self: Acknowledgements, offset: int) -> int | None:
+def remove(acks: Acknowledgements, offset: int) -> int | None:
     """Drop ``offset``; returns its type, or None if it was not present."""
-    self._expand()
-    return self._types.pop(offset, None)
+    acks._expand()
+    return acks._types.pop(offset, None)
 
 
-def as_dict(self: Acknowledgements) -> dict[int, int]:
+def as_dict(acks: Acknowledgements) -> dict[int, int]:
     """A copy of the offset -> type map (GAP is 0)."""
-    self._expand()
-    return dict(self._types)
+    acks._expand()
+    return dict(acks._types)
 
 
-def has_non_gap(self: Acknowledgements) -> bool:
+def has_non_gap(acks: Acknowledgements) -> bool:
     """True if at least one offset carries an application acknowledgement."""
-    return any(t != GAP for t in self._types.values()) or any(
-        t != GAP for _, _, t in self._ranges
+    return any(t != GAP for t in acks._types.values()) or any(
+        t != GAP for _, _, t in acks._ranges
     )
 
 
-def is_new_session(self: SessionFetchPlan) -> bool:
-    return self.epoch == INITIAL_EPOCH
+def is_new_session(plan: SessionFetchPlan) -> bool:
+    return plan.epoch == INITIAL_EPOCH
 
 
-def is_empty(self: SessionFetchPlan) -> bool:
+def is_empty(plan: SessionFetchPlan) -> bool:
     """True if the request would list no partition and forget none."""
-    return not self.topics and not self.forgotten
+    return not plan.topics and not plan.forgotten
 
 
-def is_close(self: SessionAcknowledgePlan) -> bool:
-    return self.epoch == FINAL_EPOCH
+def is_close(plan: SessionAcknowledgePlan) -> bool:
+    return plan.epoch == FINAL_EPOCH
 
 
-def would_be_empty(self: ShareSession,
+def would_be_empty(
+    session: ShareSession,
     wanted: Iterable[TopicIdPartition],
     acks: Mapping[TopicIdPartition, Acknowledgements] | None = None,
 ) -> bool:
@@ -81,19 +83,19 @@ def would_be_empty(self: ShareSession,
     changed by this call.
     """
     want = _by_topic_partition(wanted)
-    if self._epoch == INITIAL_EPOCH:
+    if session._epoch == INITIAL_EPOCH:
         return not want  # acks are unsendable on a new session
     if acks and any(a for a in acks.values()):
         return False
-    return want == self._partitions
+    return want == session._partitions
 
 
-def offsets_between(self: AcquiredRecords, first_offset: int, last_offset: int) -> list[int]:
+def offsets_between(acquired: AcquiredRecords, first_offset: int, last_offset: int) -> list[int]:
     """The acquired offsets inside ``first_offset..last_offset`` (for example to
     REJECT every acquired offset of a corrupt batch)."""
     out: list[int] = []
-    i = max(bisect.bisect_right(self._firsts, first_offset) - 1, 0)
-    for r in self.ranges[i:]:
+    i = max(bisect.bisect_right(acquired._firsts, first_offset) - 1, 0)
+    for r in acquired.ranges[i:]:
         if r.first_offset > last_offset:
             break
         lo = max(r.first_offset, first_offset)
@@ -103,19 +105,19 @@ def offsets_between(self: AcquiredRecords, first_offset: int, last_offset: int) 
     return out
 
 
-def exhausted(self: AcquiredCursor) -> bool:
+def exhausted(cursor: AcquiredCursor) -> bool:
     """True once every acquired offset has been delivered or marked a gap."""
-    return self._next > self._last
+    return cursor._next > cursor._last
 
 
-def trickle(self: AckDeferral) -> bool:
-    return self._trickle
+def trickle(deferral: AckDeferral) -> bool:
+    return deferral._trickle
 
 
-def fatal_error(self: MembershipManager) -> MembershipError | None:
+def fatal_error(membership: MembershipManager) -> MembershipError | None:
     """Set once the member is FATAL; the consumer raises it from every poll."""
-    return self._fatal_error
+    return membership._fatal_error
 
 
-def heartbeat_in_flight(self: MembershipManager) -> bool:
-    return self._request.in_flight
+def heartbeat_in_flight(membership: MembershipManager) -> bool:
+    return membership._request.in_flight

@@ -6,13 +6,13 @@ from kafka_share.spark._options import SourceOptions, _secret
 from kafka_share.spark._staging import StagingStore
 
 
-def redacted(self: SourceOptions) -> dict[str, str]:
+def redacted(options: SourceOptions) -> dict[str, str]:
     """The options as a user may see them in logs: secrets masked."""
-    return {k: ("[hidden]" if _secret(k) else v) for k, v in self.consumer_config.items()}
+    return {k: ("[hidden]" if _secret(k) else v) for k, v in options.consumer_config.items()}
 
 
-def delete_through(self: StagingStore, seq: int) -> None:
+def delete_through(store: StagingStore, seq: int) -> None:
     """Forget every batch up to ``seq`` (Spark has committed them)."""
-    for b in self.batches():
+    for b in store.batches():
         if b <= seq:
-            self.delete_batch(b)
+            store.delete_batch(b)
