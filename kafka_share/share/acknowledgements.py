@@ -149,11 +149,6 @@ class Acknowledgements:
         self._expand()
         self._types[offset] = GAP
 
-    def add_gaps(self, offsets: Iterable[int]) -> None:
-        """Mark every offset of ``offsets`` as a GAP."""
-        for offset in offsets:
-            self.add_gap(offset)
-
     @classmethod
     def from_types(
         cls,

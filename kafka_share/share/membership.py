@@ -303,10 +303,6 @@ class MembershipManager:
         return self._member_epoch
 
     @property
-    def subscription(self) -> frozenset[str]:
-        return self._subscription
-
-    @property
     def assigned(self) -> dict[uuid.UUID, frozenset[int]]:
         """The current assignment by topic id (a copy)."""
         return dict(self._assigned)
