@@ -166,14 +166,6 @@ class KafkaCodec:
         return tuple(self._in_flight)
 
     @property
-    def buffered_bytes(self) -> int:
-        """Received bytes not yet consumed as a complete response."""
-        pending = self._ready_bytes + self._s_end - self._s_start
-        if self._frame is not None:
-            pending += 4 + self._frame_fill
-        return pending
-
-    @property
     def frame_missing_bytes(self) -> int:
         """Bytes still to come of the frame being received in place (0: none)."""
         return self._frame_size - self._frame_fill if self._frame is not None else 0

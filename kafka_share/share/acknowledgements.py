@@ -143,12 +143,6 @@ class Acknowledgements:
             )
         self._types[offset] = value
 
-    def add_gap(self, offset: int) -> None:
-        """Mark ``offset`` as a GAP (acquired, but no record to deliver)."""
-        self._check_offset(offset)
-        self._expand()
-        self._types[offset] = GAP
-
     @classmethod
     def from_types(
         cls,

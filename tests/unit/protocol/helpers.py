@@ -51,12 +51,20 @@ def receive_eof(codec: KafkaCodec) -> None:
     Raises:
         CorruptMessageError: the connection closed in the middle of a frame.
     """
-    if codec._broken is None and codec.buffered_bytes:
+    if codec._broken is None and buffered_bytes(codec):
         codec._fail(
-            f"connection closed with {codec.buffered_bytes} bytes of an incomplete frame"
+            f"connection closed with {buffered_bytes(codec)} bytes of an incomplete frame"
         )
 
 
 def in_flight_count(codec: KafkaCodec) -> int:
     """Requests sent whose responses have not been returned yet."""
     return len(codec._in_flight)
+
+
+def buffered_bytes(self: KafkaCodec) -> int:
+    """Received bytes not yet consumed as a complete response."""
+    pending = self._ready_bytes + self._s_end - self._s_start
+    if self._frame is not None:
+        pending += 4 + self._frame_fill
+    return pending

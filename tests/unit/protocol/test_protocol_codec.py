@@ -17,6 +17,7 @@ from kafka_share.protocol.api_keys import (
 from kafka_share.protocol.codec import NEED_DATA, InFlightRequest, KafkaCodec
 from kafka_share.protocol.headers import RequestHeader, ResponseHeader
 from tests.unit.protocol.helpers import (
+    buffered_bytes,
     in_flight_count,
     receive_data,
     receive_eof,
@@ -63,7 +64,7 @@ def test_one_byte_chunks_and_in_order_matching() -> None:
             got.append(item)
     assert [(r.correlation_id, r.tag) for r, _ in got] == [(c1, "hb"), (c2, None)]
     assert got[0][1] == hb and got[1][1] == fc
-    assert in_flight_count(codec) == 0 and codec.buffered_bytes == 0
+    assert in_flight_count(codec) == 0 and buffered_bytes(codec) == 0
 
 
 def test_correlation_mismatch() -> None:
@@ -260,7 +261,7 @@ def test_a_large_frame_is_read_straight_into_its_own_buffer_and_never_copied() -
     records = records_of(item[1])
     assert records.obj is frame_buffer  # a view of the buffer the socket wrote
     assert records.readonly and bytes(records) == payload
-    assert codec.buffered_bytes == 0
+    assert buffered_bytes(codec) == 0
 
 
 @pytest.mark.parametrize("read_size", [1, 3, 4, 5, 1000, 65536, 70000, 1 << 20])
@@ -273,7 +274,7 @@ def test_any_read_size_yields_the_same_responses(read_size: int) -> None:
         stream += share_fetch_frame(cid, p)
     got = feed(codec, stream, [read_size] * len(stream))
     assert [bytes(records_of(r)) for r in got] == payloads
-    assert in_flight_count(codec) == 0 and codec.buffered_bytes == 0
+    assert in_flight_count(codec) == 0 and buffered_bytes(codec) == 0
 
 
 def test_random_read_sizes_yield_the_same_responses() -> None:
@@ -318,7 +319,7 @@ def test_buffered_bytes_counts_a_partial_large_frame() -> None:
     cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
     stream = share_fetch_frame(cid, bytes(200_000))
     receive_data(codec, stream[:150_000])
-    assert codec.buffered_bytes == 150_000
+    assert buffered_bytes(codec) == 150_000
     with pytest.raises(CorruptMessageError, match="150000 bytes of an incomplete frame"):
         receive_eof(codec)
 

@@ -121,3 +121,10 @@ def fatal_error(membership: MembershipManager) -> MembershipError | None:
 
 def heartbeat_in_flight(membership: MembershipManager) -> bool:
     return membership._request.in_flight
+
+
+def add_gap(self: Acknowledgements, offset: int) -> None:
+    """Mark ``offset`` as a GAP (acquired, but no record to deliver)."""
+    self._check_offset(offset)
+    self._expand()
+    self._types[offset] = GAP

@@ -14,7 +14,7 @@ from kafka_share.share.acknowledgements import (
     Acknowledgements,
     batches_to_map,
 )
-from tests.unit.share.helpers import add_if_absent, as_dict, has_non_gap, remove, succeeded
+from tests.unit.share.helpers import add_gap, add_if_absent, as_dict, has_non_gap, remove, succeeded
 
 A = int(AcknowledgeType.ACCEPT)
 RL = int(AcknowledgeType.RELEASE)
@@ -27,7 +27,7 @@ def acks_of(entries: dict[int, int]) -> Acknowledgements:
     acks = Acknowledgements()
     for offset, t in entries.items():
         if t == GAP:
-            acks.add_gap(offset)
+            add_gap(acks, offset)
         else:
             acks.add(offset, t)
     return acks
@@ -72,7 +72,7 @@ def test_invalid_type_and_offset_rejected_with_clear_error() -> None:
     with pytest.raises(ValueError, match=">= 0"):
         acks.add(-1, AcknowledgeType.ACCEPT)
     with pytest.raises(ValueError, match=">= 0"):
-        acks.add_gap(-3)
+        add_gap(acks, -3)
     assert len(acks) == 0
 
 
