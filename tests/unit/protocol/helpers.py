@@ -62,9 +62,9 @@ def in_flight_count(codec: KafkaCodec) -> int:
     return len(codec._in_flight)
 
 
-def buffered_bytes(self: KafkaCodec) -> int:
+def buffered_bytes(codec: KafkaCodec) -> int:
     """Received bytes not yet consumed as a complete response."""
-    pending = self._ready_bytes + self._s_end - self._s_start
-    if self._frame is not None:
-        pending += 4 + self._frame_fill
+    pending = codec._ready_bytes + codec._s_end - codec._s_start
+    if codec._frame is not None:
+        pending += 4 + codec._frame_fill
     return pending

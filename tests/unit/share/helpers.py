@@ -123,8 +123,8 @@ def heartbeat_in_flight(membership: MembershipManager) -> bool:
     return membership._request.in_flight
 
 
-def add_gap(self: Acknowledgements, offset: int) -> None:
+def add_gap(acks: Acknowledgements, offset: int) -> None:
     """Mark ``offset`` as a GAP (acquired, but no record to deliver)."""
-    self._check_offset(offset)
-    self._expand()
-    self._types[offset] = GAP
+    acks._check_offset(offset)
+    acks._expand()
+    acks._types[offset] = GAP
