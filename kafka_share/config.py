@@ -520,140 +520,45 @@ def _format_bootstrap(servers: Iterable[tuple[str, int]]) -> str:
 
 @attrs.frozen
 class _Spec:
+    """How one config key is read: the metadata of its ShareConsumerConfig field."""
+
     parse: Callable[[object], object]
     secret: bool = False
+    #: Other clients' names for the key (Java, librdkafka/confluent-kafka,
+    #: kafka-python), accepted as written in their configs and stored under the key.
+    aliases: tuple[str, ...] = ()
 
 
-# Every supported key. The attribute of ShareConsumerConfig is the key with
-# dots replaced by underscores; its default is the attrs default.
-_SPECS: Final[Mapping[str, _Spec]] = {
-    "bootstrap.servers": _Spec(_parse_bootstrap),
-    "group.id": _Spec(_parse_group_id),
-    "client.id": _Spec(_parse_str),
-    "client.rack": _Spec(_parse_optional_str),
-    "share.acknowledgement.mode": _Spec(_parse_ack_mode),
-    "share.acquire.mode": _Spec(_parse_acquire_mode),
-    "share.auto.renew": _Spec(_parse_bool),
-    "share.auto.renew.max.ms": _Spec(_int_parser(1, _INT32_MAX)),
-    "max.poll.records": _Spec(_int_parser(1, _INT32_MAX)),
-    "max.poll.interval.ms": _Spec(_int_parser(1, _INT32_MAX)),
-    "fetch.max.wait.ms": _Spec(_int_parser(0, _INT32_MAX)),
-    "fetch.min.bytes": _Spec(_int_parser(0, _INT32_MAX)),
-    "fetch.max.bytes": _Spec(_int_parser(0, _INT32_MAX)),
-    "max.partition.fetch.bytes": _Spec(_int_parser(0, _INT32_MAX)),
-    "check.crcs": _Spec(_parse_bool),
-    "record.decoder": _Spec(_choice_parser("auto", "python")),
-    "fetch.ahead": _Spec(_choice_parser("auto", "manual")),
-    "request.timeout.ms": _Spec(_int_parser(0, _INT32_MAX)),
-    "default.api.timeout.ms": _Spec(_int_parser(0, _INT32_MAX)),
-    "retry.backoff.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "retry.backoff.max.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "reconnect.backoff.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "reconnect.backoff.max.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "socket.connection.setup.timeout.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "socket.connection.setup.timeout.max.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "connections.max.idle.ms": _Spec(_int_parser(-1, _INT64_MAX)),
-    "receive.buffer.bytes": _Spec(_int_parser(-1, _INT32_MAX)),
-    "send.buffer.bytes": _Spec(_int_parser(-1, _INT32_MAX)),
-    "metadata.max.age.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "metadata.recovery.strategy": _Spec(_choice_parser("none", "rebootstrap")),
-    "metadata.recovery.rebootstrap.trigger.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "allow.auto.create.topics": _Spec(_parse_bool),
-    "client.dns.lookup": _Spec(
-        _choice_parser("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")
-    ),
-    "security.protocol": _Spec(_parse_security_protocol),
-    "sasl.mechanism": _Spec(_parse_sasl_mechanism),
-    "sasl.username": _Spec(_parse_optional_str),
-    # Passwords are not stripped: leading/trailing spaces may be part of them.
-    "sasl.password": _Spec(lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True),
-    "ssl.cafile": _Spec(_parse_optional_str),
-    "ssl.certfile": _Spec(_parse_optional_str),
-    "ssl.keyfile": _Spec(_parse_optional_str),
-    "ssl.key.password": _Spec(
-        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
-    ),
-    "ssl.check.hostname": _Spec(_parse_bool),
-    #: False turns certificate verification off entirely (loudly logged).
-    "ssl.verify": _Spec(_parse_bool),
-    #: Inline PEM: CA certificates, client certificate chain, client key.
-    "ssl.cadata": _Spec(_parse_optional_str),
-    "ssl.certdata": _Spec(_parse_optional_str),
-    "ssl.keydata": _Spec(
-        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
-    ),
-    "ssl.crlfile": _Spec(_parse_optional_str),
-    "ssl.ciphers": _Spec(_parse_optional_str),
-    "ssl.enabled.protocols": _Spec(_parse_tls_versions),
-    "ssl.context": _Spec(_parse_ssl_context),
-    #: PKCS#12 trust/key stores (read with the optional cryptography package).
-    "ssl.truststore.pkcs12": _Spec(_parse_optional_str),
-    "ssl.truststore.pkcs12.password": _Spec(
-        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
-    ),
-    "ssl.keystore.pkcs12": _Spec(_parse_optional_str),
-    "ssl.keystore.pkcs12.password": _Spec(
-        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
-    ),
-    "sasl.kerberos.service.name": _Spec(_parse_str),
-    "sasl.kerberos.domain.name": _Spec(_parse_optional_str),
-    "sasl.kerberos.principal": _Spec(_parse_optional_str),
-    "sasl.kerberos.keytab": _Spec(_parse_optional_str),
-    "sasl.oauth.token.provider": _Spec(_parse_token_provider),
-    "sasl.oauthbearer.token.endpoint.url": _Spec(_parse_optional_str),
-    "sasl.oauthbearer.client.credentials.client.id": _Spec(_parse_optional_str),
-    "sasl.oauthbearer.client.credentials.client.secret": _Spec(
-        lambda v: v if isinstance(v, str) else _reject_secret(v), secret=True
-    ),
-    "sasl.oauthbearer.scope": _Spec(_parse_optional_str),
-    "sasl.oauthbearer.cafile": _Spec(_parse_optional_str),
-    "sasl.oauthbearer.token.endpoint.allow.http": _Spec(_parse_bool),
-    "sasl.login.refresh.window.factor": _Spec(_float_parser(0.5, 1.0)),
-    "sasl.login.refresh.window.jitter": _Spec(_float_parser(0.0, 0.25)),
-    "sasl.login.refresh.min.period.seconds": _Spec(_int_parser(0, 900)),
-    "sasl.login.refresh.buffer.seconds": _Spec(_int_parser(0, 3600)),
-    "sasl.login.retry.backoff.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "sasl.login.retry.backoff.max.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "key.deserializer": _Spec(_parse_deserializer),
-    "value.deserializer": _Spec(_parse_deserializer),
-    "metrics.sample.window.ms": _Spec(_int_parser(0, _INT64_MAX)),
-    "metrics.num.samples": _Spec(_int_parser(1, _INT32_MAX)),
-    "metrics.recording.level": _Spec(_choice_parser("INFO", "DEBUG", "TRACE")),
-    "enable.metrics.push": _Spec(_parse_bool),
-}
+#: The metadata entry of a ShareConsumerConfig field holding its _Spec.
+_SPEC: Final = "kafka_share.config.spec"
+
+
+def _key(
+    parse: Callable[[object], object],
+    default: object,
+    *,
+    secret: bool = False,
+    aliases: tuple[str, ...] = (),
+    shown: Callable[[Any], str] | None = None,
+) -> Any:
+    """Declare a config key with a default: a ShareConsumerConfig field (the key
+    with dots replaced by underscores) with its parser, whether its value is a
+    secret (``repr`` and errors hide it) and other clients' names for it.
+    ``shown`` renders the value in ``repr``."""
+    return attrs.field(
+        default=default,
+        repr=_redact if secret else (shown or True),
+        metadata={_SPEC: _Spec(parse, secret, aliases)},
+    )
+
 
 #: ``sasl.jaas.config`` is an input only: it is parsed into sasl_username/sasl_password.
 _JAAS_KEY: Final = "sasl.jaas.config"
 
-#: Other clients' names for our keys (Java, librdkafka/confluent-kafka, kafka-python),
-#: accepted as written in their configs and stored under the canonical key.
-_ALIASES: Final[Mapping[str, str]] = {
-    "ssl.ca.location": "ssl.cafile",
-    "ssl.certificate.location": "ssl.certfile",
-    "ssl.key.location": "ssl.keyfile",
-    "ssl.ca.pem": "ssl.cadata",
-    "ssl.truststore.certificates": "ssl.cadata",
-    "ssl.certificate.pem": "ssl.certdata",
-    "ssl.keystore.certificate.chain": "ssl.certdata",
-    "ssl.key.pem": "ssl.keydata",
-    "ssl.keystore.key": "ssl.keydata",
-    "ssl.crl.location": "ssl.crlfile",
-    "ssl.cipher.suites": "ssl.ciphers",
-    "ssl.endpoint.identification.algorithm": "ssl.check.hostname",
-    "enable.ssl.certificate.verification": "ssl.verify",
-    "sasl.mechanisms": "sasl.mechanism",
-    "sasl.plain.username": "sasl.username",
-    "sasl.plain.password": "sasl.password",
-    "sasl.oauthbearer.client.id": "sasl.oauthbearer.client.credentials.client.id",
-    "sasl.oauthbearer.client.secret": "sasl.oauthbearer.client.credentials.client.secret",
-    "sasl.oauthbearer.token.provider": "sasl.oauth.token.provider",
-    "oauth.cb": "sasl.oauth.token.provider",
-    "https.ca.location": "sasl.oauthbearer.cafile",
-}
 #: Keys read only to interpret others (store types) or accepted without effect.
-_STORE_KEYS: Final = (
-    "ssl.truststore.type", "ssl.truststore.location", "ssl.keystore.type",
-    "ssl.keystore.location", "ssl.truststore.password", "ssl.keystore.password",
+_STORE_KINDS: Final = ("truststore", "keystore")
+_STORE_KEYS: Final = tuple(
+    f"ssl.{kind}.{part}" for kind in _STORE_KINDS for part in ("type", "location", "password")
 )
 _IGNORED_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     # Java's SSLContext protocol: TLS 1.2/1.3 are negotiated per ssl.enabled.protocols.
@@ -661,16 +566,12 @@ _IGNORED_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     # librdkafka: "oidc" is implied by sasl.oauthbearer.token.endpoint.url.
     "sasl.oauthbearer.method": ("default", "oidc"),
 }
-_SECRET_KEYS: Final = frozenset(
-    {_JAAS_KEY, "ssl.truststore.password", "ssl.keystore.password"}
-    | {k for k, s in _SPECS.items() if s.secret}
-    | {alias for alias, key in _ALIASES.items() if key in _SPECS and _SPECS[key].secret}
-)
-_KNOWN_KEYS: Final = (*_SPECS, _JAAS_KEY, *_ALIASES, *_STORE_KEYS, *_IGNORED_KEYS)
-_REQUIRED_KEYS: Final = ("bootstrap.servers", "group.id")
 
 
-def _reject_secret(value: object) -> str:
+def _parse_secret(value: object) -> str:
+    # Passwords are not stripped: leading/trailing spaces may be part of them.
+    if isinstance(value, str):
+        return value
     raise _InvalidValueError(f"expected a string, got {_type_name(value)}")
 
 
@@ -807,130 +708,167 @@ class ShareConsumerConfig:
     """
 
     #: (host, port) pairs; IPv6 hosts without brackets.
-    bootstrap_servers: tuple[tuple[str, int], ...]
-    group_id: str
+    bootstrap_servers: tuple[tuple[str, int], ...] = attrs.field(
+        metadata={_SPEC: _Spec(_parse_bootstrap)}
+    )
+    group_id: str = attrs.field(metadata={_SPEC: _Spec(_parse_group_id)})
     #: "" means the consumer generates one per instance.
-    client_id: str = ""
+    client_id: str = _key(_parse_str, "")
     #: Sent as the heartbeat RackId. None when unset (the broker refuses an empty RackId).
-    client_rack: str | None = None
-    share_acknowledgement_mode: AcknowledgementMode = AcknowledgementMode.IMPLICIT
-    share_acquire_mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED
+    client_rack: str | None = _key(_parse_optional_str, None)
+    share_acknowledgement_mode: AcknowledgementMode = _key(
+        _parse_ack_mode, AcknowledgementMode.IMPLICIT
+    )
+    share_acquire_mode: AcquireMode = _key(_parse_acquire_mode, AcquireMode.BATCH_OPTIMIZED)
     #: The network thread renews (RENEW, Kafka 4.2+) the acquisition locks of the
     #: records this consumer holds, shortly before they expire, until they are
     #: acknowledged or ``share_auto_renew_max_ms`` after their acquisition.
-    share_auto_renew: bool = False
+    share_auto_renew: bool = _key(_parse_bool, False)
     #: How long after its acquisition a record's lock is renewed at most.
-    share_auto_renew_max_ms: int = 300_000
+    share_auto_renew_max_ms: int = _key(_int_parser(1, _INT32_MAX), 300_000)
     #: ShareFetch MaxRecords and BatchSize; a soft bound in batch_optimized mode.
-    max_poll_records: int = 500
-    max_poll_interval_ms: int = 300_000
-    fetch_max_wait_ms: int = 500
-    fetch_min_bytes: int = 1
-    fetch_max_bytes: int = 52_428_800
+    max_poll_records: int = _key(_int_parser(1, _INT32_MAX), 500)
+    max_poll_interval_ms: int = _key(_int_parser(1, _INT32_MAX), 300_000)
+    fetch_max_wait_ms: int = _key(_int_parser(0, _INT32_MAX), 500)
+    fetch_min_bytes: int = _key(_int_parser(0, _INT32_MAX), 1)
+    fetch_max_bytes: int = _key(_int_parser(0, _INT32_MAX), 52_428_800)
     #: Accepted for compatibility; share fetches have not used it since Kafka 4.1.
-    max_partition_fetch_bytes: int = 1_048_576
-    check_crcs: bool = True
+    max_partition_fetch_bytes: int = _key(_int_parser(0, _INT32_MAX), 1_048_576)
+    check_crcs: bool = _key(_parse_bool, True)
     #: How ``poll()`` decodes records (not a Java key): "auto" decodes large
     #: batches of small records with numpy and pyarrow when both are installed
     #: (imported when the consumer is created); "python" uses only the
     #: pure-Python row decoder, and numpy and pyarrow are imported only if
     #: ``poll_arrow()`` is called, which decodes into Arrow columns whatever this says.
-    record_decoder: str = "auto"
+    record_decoder: str = _key(_choice_parser("auto", "python"), "auto")
     #: When the consumer fetches (not a Java key): "auto" fetches ahead and in
     #: the background in ``batch_optimized`` mode, as Java's consumer does, and
     #: only for polls in ``record_limit`` mode; "manual" fetches only for a poll
     #: that waits (its fetching ends with it) and ahead of one only when the
     #: application calls ``prefetch()``, in either acquire mode, so records are
     #: acquired only when the application asks.
-    fetch_ahead: str = "auto"
-    request_timeout_ms: int = 30_000
-    default_api_timeout_ms: int = 60_000
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1000
-    reconnect_backoff_ms: int = 50
-    reconnect_backoff_max_ms: int = 1000
-    socket_connection_setup_timeout_ms: int = 10_000
-    socket_connection_setup_timeout_max_ms: int = 30_000
+    fetch_ahead: str = _key(_choice_parser("auto", "manual"), "auto")
+    request_timeout_ms: int = _key(_int_parser(0, _INT32_MAX), 30_000)
+    default_api_timeout_ms: int = _key(_int_parser(0, _INT32_MAX), 60_000)
+    retry_backoff_ms: int = _key(_int_parser(0, _INT64_MAX), 100)
+    retry_backoff_max_ms: int = _key(_int_parser(0, _INT64_MAX), 1000)
+    reconnect_backoff_ms: int = _key(_int_parser(0, _INT64_MAX), 50)
+    reconnect_backoff_max_ms: int = _key(_int_parser(0, _INT64_MAX), 1000)
+    socket_connection_setup_timeout_ms: int = _key(_int_parser(0, _INT64_MAX), 10_000)
+    socket_connection_setup_timeout_max_ms: int = _key(_int_parser(0, _INT64_MAX), 30_000)
     #: A negative value disables idle-connection expiry, as in Java.
-    connections_max_idle_ms: int = 540_000
+    connections_max_idle_ms: int = _key(_int_parser(-1, _INT64_MAX), 540_000)
     #: Socket SO_RCVBUF; -1 uses the OS default. Java's default is 65536, but a
     #: fixed size turns off the kernel's auto-tuning, and this client's network
     #: thread shares the GIL with the application: the kernel must be able to
     #: hold a whole ShareFetch response while the application thread runs.
-    receive_buffer_bytes: int = -1
+    receive_buffer_bytes: int = _key(_int_parser(-1, _INT32_MAX), -1)
     #: Socket SO_SNDBUF; -1 uses the OS default.
-    send_buffer_bytes: int = 131_072
-    metadata_max_age_ms: int = 300_000
-    metadata_recovery_strategy: str = "rebootstrap"
-    metadata_recovery_rebootstrap_trigger_ms: int = 300_000
-    allow_auto_create_topics: bool = True
-    client_dns_lookup: str = "use_all_dns_ips"
-    security_protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
-    sasl_mechanism: SaslMechanism | None = None
-    sasl_username: str | None = None
-    sasl_password: str | None = attrs.field(default=None, repr=_redact)
+    send_buffer_bytes: int = _key(_int_parser(-1, _INT32_MAX), 131_072)
+    metadata_max_age_ms: int = _key(_int_parser(0, _INT64_MAX), 300_000)
+    metadata_recovery_strategy: str = _key(_choice_parser("none", "rebootstrap"), "rebootstrap")
+    metadata_recovery_rebootstrap_trigger_ms: int = _key(_int_parser(0, _INT64_MAX), 300_000)
+    allow_auto_create_topics: bool = _key(_parse_bool, True)
+    client_dns_lookup: str = _key(
+        _choice_parser("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only"),
+        "use_all_dns_ips",
+    )
+    security_protocol: SecurityProtocol = _key(
+        _parse_security_protocol, SecurityProtocol.PLAINTEXT
+    )
+    sasl_mechanism: SaslMechanism | None = _key(
+        _parse_sasl_mechanism, None, aliases=("sasl.mechanisms",)
+    )
+    sasl_username: str | None = _key(_parse_optional_str, None, aliases=("sasl.plain.username",))
+    sasl_password: str | None = _key(
+        _parse_secret, None, secret=True, aliases=("sasl.plain.password",)
+    )
     #: PEM file of CA certificates to trust; None uses the system store.
-    ssl_cafile: str | None = None
+    ssl_cafile: str | None = _key(_parse_optional_str, None, aliases=("ssl.ca.location",))
     #: PEM client certificate (mutual TLS).
-    ssl_certfile: str | None = None
+    ssl_certfile: str | None = _key(
+        _parse_optional_str, None, aliases=("ssl.certificate.location",)
+    )
     #: PEM private key of ssl_certfile.
-    ssl_keyfile: str | None = None
-    ssl_key_password: str | None = attrs.field(default=None, repr=_redact)
-    ssl_check_hostname: bool = True
-    ssl_verify: bool = True
-    ssl_cadata: str | None = None
-    ssl_certdata: str | None = None
-    ssl_keydata: str | None = attrs.field(default=None, repr=_redact)
-    ssl_crlfile: str | None = None
+    ssl_keyfile: str | None = _key(_parse_optional_str, None, aliases=("ssl.key.location",))
+    ssl_key_password: str | None = _key(_parse_secret, None, secret=True)
+    ssl_check_hostname: bool = _key(
+        _parse_bool, True, aliases=("ssl.endpoint.identification.algorithm",)
+    )
+    #: False turns certificate verification off entirely (loudly logged).
+    ssl_verify: bool = _key(_parse_bool, True, aliases=("enable.ssl.certificate.verification",))
+    #: Inline PEM: CA certificates, client certificate chain, client key.
+    ssl_cadata: str | None = _key(
+        _parse_optional_str, None, aliases=("ssl.ca.pem", "ssl.truststore.certificates")
+    )
+    ssl_certdata: str | None = _key(
+        _parse_optional_str,
+        None,
+        aliases=("ssl.certificate.pem", "ssl.keystore.certificate.chain"),
+    )
+    ssl_keydata: str | None = _key(
+        _parse_secret, None, secret=True, aliases=("ssl.key.pem", "ssl.keystore.key")
+    )
+    ssl_crlfile: str | None = _key(_parse_optional_str, None, aliases=("ssl.crl.location",))
     #: OpenSSL cipher list (TLS 1.2 and older; TLS 1.3 suites are not configurable).
-    ssl_ciphers: str | None = None
+    ssl_ciphers: str | None = _key(_parse_optional_str, None, aliases=("ssl.cipher.suites",))
     #: "TLSv1.2,TLSv1.3" (Java's default).
-    ssl_enabled_protocols: str | None = "TLSv1.2,TLSv1.3"
-    ssl_truststore_pkcs12: str | None = None
-    ssl_truststore_pkcs12_password: str | None = attrs.field(default=None, repr=_redact)
-    ssl_keystore_pkcs12: str | None = None
-    ssl_keystore_pkcs12_password: str | None = attrs.field(default=None, repr=_redact)
+    ssl_enabled_protocols: str | None = _key(_parse_tls_versions, "TLSv1.2,TLSv1.3")
+    #: PKCS#12 trust/key stores (read with the optional cryptography package).
+    ssl_truststore_pkcs12: str | None = _key(_parse_optional_str, None)
+    ssl_truststore_pkcs12_password: str | None = _key(_parse_secret, None, secret=True)
+    ssl_keystore_pkcs12: str | None = _key(_parse_optional_str, None)
+    ssl_keystore_pkcs12_password: str | None = _key(_parse_secret, None, secret=True)
     #: A ready-made ssl.SSLContext; it replaces every other ssl.* setting.
-    ssl_context: Any = attrs.field(default=None, repr=lambda v: _object_repr(v, "SSLContext"))
-    sasl_kerberos_service_name: str = "kafka"
-    sasl_kerberos_domain_name: str | None = None
-    sasl_kerberos_principal: str | None = None
+    ssl_context: Any = _key(
+        _parse_ssl_context, None, shown=lambda v: _object_repr(v, "SSLContext")
+    )
+    sasl_kerberos_service_name: str = _key(_parse_str, "kafka")
+    sasl_kerberos_domain_name: str | None = _key(_parse_optional_str, None)
+    sasl_kerberos_principal: str | None = _key(_parse_optional_str, None)
     #: GSSAPI: log in from this keytab as sasl.kerberos.principal (librdkafka's
     #: name; None: the ticket cache, KRB5CCNAME or kinit's default)
-    sasl_kerberos_keytab: str | None = None
+    sasl_kerberos_keytab: str | None = _key(_parse_optional_str, None)
     #: OAUTHBEARER token source (see kafka_share.credentials).
-    sasl_oauth_token_provider: Any = attrs.field(
-        default=None, repr=lambda v: _object_repr(v, "token provider")
+    sasl_oauth_token_provider: Any = _key(
+        _parse_token_provider,
+        None,
+        aliases=("sasl.oauthbearer.token.provider", "oauth.cb"),
+        shown=lambda v: _object_repr(v, "token provider"),
     )
-    sasl_oauthbearer_token_endpoint_url: str | None = None
-    sasl_oauthbearer_client_credentials_client_id: str | None = None
-    sasl_oauthbearer_client_credentials_client_secret: str | None = attrs.field(
-        default=None, repr=_redact
+    sasl_oauthbearer_token_endpoint_url: str | None = _key(_parse_optional_str, None)
+    sasl_oauthbearer_client_credentials_client_id: str | None = _key(
+        _parse_optional_str, None, aliases=("sasl.oauthbearer.client.id",)
     )
-    sasl_oauthbearer_scope: str | None = None
+    sasl_oauthbearer_client_credentials_client_secret: str | None = _key(
+        _parse_secret, None, secret=True, aliases=("sasl.oauthbearer.client.secret",)
+    )
+    sasl_oauthbearer_scope: str | None = _key(_parse_optional_str, None)
     #: CA file for TLS to the token endpoint (default: the system store).
-    sasl_oauthbearer_cafile: str | None = None
+    sasl_oauthbearer_cafile: str | None = _key(
+        _parse_optional_str, None, aliases=("https.ca.location",)
+    )
     #: Allow an http:// token endpoint (not a Java key): the client secret then
     #: travels in clear text, so only for a local test endpoint.
-    sasl_oauthbearer_token_endpoint_allow_http: bool = False
+    sasl_oauthbearer_token_endpoint_allow_http: bool = _key(_parse_bool, False)
     #: When an OAUTHBEARER token is refreshed, as Java's login refresh: at this
     #: fraction of its lifetime (plus up to ``jitter`` more), but not within
     #: ``buffer`` seconds of its expiry nor sooner than ``min.period`` seconds
     #: after the last fetch (see ``credentials.TokenRefreshPolicy``).
-    sasl_login_refresh_window_factor: float = 0.8
-    sasl_login_refresh_window_jitter: float = 0.05
-    sasl_login_refresh_min_period_seconds: int = 60
-    sasl_login_refresh_buffer_seconds: int = 300
+    sasl_login_refresh_window_factor: float = _key(_float_parser(0.5, 1.0), 0.8)
+    sasl_login_refresh_window_jitter: float = _key(_float_parser(0.0, 0.25), 0.05)
+    sasl_login_refresh_min_period_seconds: int = _key(_int_parser(0, 900), 60)
+    sasl_login_refresh_buffer_seconds: int = _key(_int_parser(0, 3600), 300)
     #: Backoff between attempts to fetch a token (OIDC client credentials).
-    sasl_login_retry_backoff_ms: int = 100
-    sasl_login_retry_backoff_max_ms: int = 10_000
-    key_deserializer: Deserializer | None = None
-    value_deserializer: Deserializer | None = None
-    metrics_sample_window_ms: int = 30_000
-    metrics_num_samples: int = 2
-    metrics_recording_level: str = "INFO"
+    sasl_login_retry_backoff_ms: int = _key(_int_parser(0, _INT64_MAX), 100)
+    sasl_login_retry_backoff_max_ms: int = _key(_int_parser(0, _INT64_MAX), 10_000)
+    key_deserializer: Deserializer | None = _key(_parse_deserializer, None)
+    value_deserializer: Deserializer | None = _key(_parse_deserializer, None)
+    metrics_sample_window_ms: int = _key(_int_parser(0, _INT64_MAX), 30_000)
+    metrics_num_samples: int = _key(_int_parser(1, _INT32_MAX), 2)
+    metrics_recording_level: str = _key(_choice_parser("INFO", "DEBUG", "TRACE"), "INFO")
     #: Accepted for compatibility; client telemetry push is not implemented.
-    enable_metrics_push: bool = True
+    enable_metrics_push: bool = _key(_parse_bool, True)
 
     def __attrs_post_init__(self) -> None:
         problems: list[str] = []
@@ -980,6 +918,27 @@ class ShareConsumerConfig:
             properties[key] = value
         return properties
 
+
+
+# Every supported key, in the order of ShareConsumerConfig's fields.
+_SPECS: Final[Mapping[str, _Spec]] = {
+    field.name.replace("_", "."): field.metadata[_SPEC]
+    for field in attrs.fields(ShareConsumerConfig)
+}
+_ALIASES: Final[Mapping[str, str]] = {
+    alias: key for key, spec in _SPECS.items() for alias in spec.aliases
+}
+_SECRET_KEYS: Final = frozenset(
+    {_JAAS_KEY, *(f"ssl.{kind}.password" for kind in _STORE_KINDS)}
+    | {k for k, s in _SPECS.items() if s.secret}
+    | {alias for alias, key in _ALIASES.items() if _SPECS[key].secret}
+)
+_KNOWN_KEYS: Final = (*_SPECS, _JAAS_KEY, *_ALIASES, *_STORE_KEYS, *_IGNORED_KEYS)
+_REQUIRED_KEYS: Final = tuple(
+    field.name.replace("_", ".")
+    for field in attrs.fields(ShareConsumerConfig)
+    if field.default is attrs.NOTHING
+)
 
 def _missing_message(key: str) -> str:
     if key == "group.id":

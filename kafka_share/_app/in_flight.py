@@ -24,7 +24,6 @@ GAP = 0
 
 _CANNOT = "The record cannot be acknowledged: "
 _OFFSET = operator.attrgetter("offset")
-_FIRST = operator.attrgetter("first")
 _RENEW = AcknowledgeType.RENEW
 
 #: acknowledgements taken from the batch for one partition: (node, per-offset wire
@@ -509,30 +508,7 @@ class InFlightBatch:
     def has_renewing(self) -> bool:
         return any(p.renewing or p.ready for p in self._partitions.values())
 
-    def has_records(self) -> bool:
-        return any(p.spans for p in self._partitions.values())
-
-    def has_pending_acks(self) -> bool:
-        return any(
-            p.acks or any(s.type is not None or s.unacknowledged() < s.size for s in p.spans)
-            for p in self._partitions.values()
-        )
-
-    def is_empty(self) -> bool:
-        return not any(
-            p.spans or p.acks or p.renewing or p.ready for p in self._partitions.values()
-        )
-
     # -- hand-off to the network thread ------------------------------------------------
-
-    def take_acknowledged(self) -> dict[TopicIdPartition, tuple[int, dict[int, int]]]:
-        """:meth:`take_acknowledgements` with the ranges spelled out per offset."""
-        out: dict[TopicIdPartition, tuple[int, dict[int, int]]] = {}
-        for tip, (node_id, acks, ranges) in self.take_acknowledgements().items():
-            for first, last, t in ranges:
-                acks.update(dict.fromkeys(range(first, last + 1), t))
-            out[tip] = (node_id, acks)
-        return out
 
     def take_acknowledgements(self) -> dict[TopicIdPartition, Taken]:
         """Remove and return the acknowledged offsets: tip -> (node_id, {offset:
@@ -600,18 +576,6 @@ class InFlightBatch:
                 out[tip] = records
                 p.ready = {}
         return out
-
-    def current_records(self) -> dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]:
-        """The records of the batch not yet taken with their acknowledgement."""
-        return {
-            tip: [r for s in sorted(p.spans, key=_FIRST) for r in s.records]
-            for tip, p in self._partitions.items()
-            if any(s.records for s in p.spans)
-        }
-
-    def node_of(self, tip: TopicIdPartition) -> int | None:
-        p = self._partitions.get(tip)
-        return p.node_id if p is not None else None
 
     def source_of(self, tip: TopicIdPartition) -> tuple[int, int] | None:
         """(node, share session generation) of the partition's in-flight records."""

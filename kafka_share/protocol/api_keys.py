@@ -209,23 +209,6 @@ class ApiVersionsTable:
             text += f"; {_SHARE_HINT}"
         raise UnsupportedVersionError(text)
 
-    def require_share_groups(self) -> None:
-        """Check the broker can serve share groups before the first heartbeat.
-
-        Raises:
-            UnsupportedVersionError: a share RPC has no common version, or the
-                broker reports finalized features and ``share.version`` is not >= 1.
-        """
-        for key in sorted(SHARE_API_KEYS):
-            if key in (ApiKey.SHARE_GROUP_DESCRIBE,):
-                continue  # admin only; not needed by a consumer
-            self.version_for(key)
-        if self.finalized_features and self.finalized_features.get(SHARE_VERSION_FEATURE, 0) < 1:
-            raise UnsupportedVersionError(
-                f"the cluster's finalized {SHARE_VERSION_FEATURE} is "
-                f"{self.finalized_features.get(SHARE_VERSION_FEATURE, 0)}; {_SHARE_HINT}"
-            )
-
 
 def api_versions_retry_version(response: ApiVersionsResponse, sent_version: int) -> int | None:
     """Decide whether (and at which version) to resend ApiVersions.

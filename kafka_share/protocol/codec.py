@@ -5,8 +5,7 @@ Modelled on h11: the codec never touches a socket. The caller:
 1. calls :meth:`KafkaCodec.send_request` and writes the returned bytes;
 2. reads from the socket straight into :meth:`KafkaCodec.get_buffer` and
    reports the count with :meth:`KafkaCodec.buffer_updated` (as asyncio's
-   ``BufferedProtocol``), or hands over bytes it already has with
-   :meth:`KafkaCodec.receive_data` (any chunking, down to one byte at a time);
+   ``BufferedProtocol``; any chunking, down to one byte at a time);
 3. calls :meth:`KafkaCodec.next_response` until it returns :data:`NEED_DATA`.
 
 Receiving is built around one rule: a response body is written once, by the
@@ -162,22 +161,9 @@ class KafkaCodec:
         self._broken: CorruptMessageError | None = None
 
     @property
-    def in_flight_count(self) -> int:
-        """Requests sent whose responses have not been returned yet."""
-        return len(self._in_flight)
-
-    @property
     def in_flight(self) -> tuple[InFlightRequest, ...]:
         """The in-flight requests, oldest first."""
         return tuple(self._in_flight)
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Received bytes not yet consumed as a complete response."""
-        pending = self._ready_bytes + self._s_end - self._s_start
-        if self._frame is not None:
-            pending += 4 + self._frame_fill
-        return pending
 
     @property
     def frame_missing_bytes(self) -> int:
@@ -262,19 +248,6 @@ class KafkaCodec:
             return
         self._s_end += nbytes
         self._split_scratch()
-
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Buffer bytes read from the socket (any chunk size, including empty)."""
-        self._check_usable()
-        with memoryview(data) as view:
-            pos = 0
-            total = len(view)
-            while pos < total and self._deferred is None:
-                with self.get_buffer() as buf:
-                    n = min(len(buf), total - pos)
-                    buf[:n] = view[pos : pos + n]
-                self.buffer_updated(n)
-                pos += n
 
     def _split_scratch(self) -> None:
         """Move complete frames out of the scratch buffer; start a partial one."""
@@ -385,17 +358,6 @@ class KafkaCodec:
                 self._fail(f"correlation id {req.correlation_id}: {exc}")
         self._in_flight.pop(0)
         return req, response
-
-    def receive_eof(self) -> None:
-        """Tell the codec the peer closed the connection.
-
-        Raises:
-            CorruptMessageError: the connection closed in the middle of a frame.
-        """
-        if self._broken is None and self.buffered_bytes:
-            self._fail(
-                f"connection closed with {self.buffered_bytes} bytes of an incomplete frame"
-            )
 
     def _check_usable(self) -> None:
         if self._broken is not None:

@@ -103,8 +103,6 @@ from kafka_share.errors import CorruptMessageError
 from kafka_share.models import TimestampType
 from kafka_share.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
-    CompressionType,
-    _codec,
     decompress,
 )
 from kafka_share.records.crc32c import crc32c
@@ -309,11 +307,6 @@ class RecordBatch:
         return self._end - self._start
 
     @property
-    def compression_type(self) -> CompressionType:
-        """Codec of the records section; an unknown id raises ``UnsupportedCodecError``."""
-        return _codec(self.attributes & _ATTR_CODEC)
-
-    @property
     def timestamp_type(self) -> TimestampType:
         """CREATE_TIME or LOG_APPEND_TIME (NO_TIMESTAMP_TYPE for magic 0)."""
         if self.magic == 0:
@@ -336,11 +329,6 @@ class RecordBatch:
     def has_delete_horizon(self) -> bool:
         """The log cleaner stored a delete horizon in ``base_timestamp``."""
         return bool(self.attributes & _ATTR_DELETE_HORIZON) and self.magic >= 2
-
-    @property
-    def delete_horizon_ms(self) -> int | None:
-        """The delete horizon, when :attr:`has_delete_horizon`."""
-        return self.base_timestamp if self.has_delete_horizon else None
 
     @property
     def leader_epoch(self) -> int | None:

@@ -57,10 +57,6 @@ class AckDeferral:
         #: when acknowledgements were first held back in the current window
         self._held_since_ms: int | None = None
 
-    @property
-    def trickle(self) -> bool:
-        return self._trickle
-
     def on_response(self, acquired: int, size_bytes: int, max_records: int) -> None:
         """A fetch to the node that asked for up to ``max_records`` records was
         answered with ``acquired`` records of ``size_bytes`` bytes in all (a

@@ -101,10 +101,6 @@ class AckResult:
     error_code: int
     error_message: str | None
 
-    @property
-    def succeeded(self) -> bool:
-        return self.error_code == _NONE
-
 
 class Acknowledgements:
     """Acknowledge types of one share-partition, keyed by offset.
@@ -146,28 +142,6 @@ class Acknowledgements:
                 "expected ACCEPT (1), RELEASE (2), REJECT (3) or RENEW (4)"
             )
         self._types[offset] = value
-
-    def add_if_absent(self, offset: int, acknowledge_type: AcknowledgeType | int) -> bool:
-        """Set the type of ``offset`` unless it already has one; True if it was set.
-
-        Implicit acknowledgement uses this so it never overrides an explicit choice.
-        """
-        self._expand()
-        if offset in self._types:
-            return False
-        self.add(offset, acknowledge_type)
-        return True
-
-    def add_gap(self, offset: int) -> None:
-        """Mark ``offset`` as a GAP (acquired, but no record to deliver)."""
-        self._check_offset(offset)
-        self._expand()
-        self._types[offset] = GAP
-
-    def add_gaps(self, offsets: Iterable[int]) -> None:
-        """Mark every offset of ``offsets`` as a GAP."""
-        for offset in offsets:
-            self.add_gap(offset)
 
     @classmethod
     def from_types(
@@ -221,11 +195,6 @@ class Acknowledgements:
         other._expand()
         self._types.update(other._types)
 
-    def remove(self, offset: int) -> int | None:
-        """Drop ``offset``; returns its type, or None if it was not present."""
-        self._expand()
-        return self._types.pop(offset, None)
-
     @staticmethod
     def _check_offset(offset: int) -> None:
         if offset < 0:
@@ -254,11 +223,6 @@ class Acknowledgements:
         self._expand()
         return sorted(self._types.items())
 
-    def as_dict(self) -> dict[int, int]:
-        """A copy of the offset -> type map (GAP is 0)."""
-        self._expand()
-        return dict(self._types)
-
     def offsets(self) -> frozenset[int]:
         """Every acknowledged offset, GAPs included.
 
@@ -283,13 +247,6 @@ class Acknowledgements:
     def has_renew(self) -> bool:
         """True if any offset is RENEW; such a request must set ``IsRenewAck``."""
         return _RENEW in self._types.values() or any(t == _RENEW for _, _, t in self._ranges)
-
-    @property
-    def has_non_gap(self) -> bool:
-        """True if at least one offset carries an application acknowledgement."""
-        return any(t != GAP for t in self._types.values()) or any(
-            t != GAP for _, _, t in self._ranges
-        )
 
     def to_batches(self) -> list[AckBatch]:
         """Coalesce into wire batches (see the module docstring for the rules)."""

@@ -192,20 +192,6 @@ class AcquiredRecords:
         for r in self.ranges:
             yield from range(r.first_offset, r.last_offset + 1)
 
-    def offsets_between(self, first_offset: int, last_offset: int) -> list[int]:
-        """The acquired offsets inside ``first_offset..last_offset`` (for example to
-        REJECT every acquired offset of a corrupt batch)."""
-        out: list[int] = []
-        i = max(bisect.bisect_right(self._firsts, first_offset) - 1, 0)
-        for r in self.ranges[i:]:
-            if r.first_offset > last_offset:
-                break
-            lo = max(r.first_offset, first_offset)
-            hi = min(r.last_offset, last_offset)
-            if lo <= hi:
-                out.extend(range(lo, hi + 1))
-        return out
-
     def any_between(self, first_offset: int, last_offset: int) -> bool:
         """True if at least one offset of ``first_offset..last_offset`` is acquired."""
         i = bisect.bisect_right(self._firsts, last_offset) - 1
@@ -255,11 +241,6 @@ class AcquiredCursor:
             self._next = -1
             self._last = -2
             self._count = 0
-
-    @property
-    def exhausted(self) -> bool:
-        """True once every acquired offset has been delivered or marked a gap."""
-        return self._next > self._last
 
     def state(self) -> tuple[int, int, int, int]:
         """Where the cursor is, for :meth:`restore`."""

@@ -181,10 +181,6 @@ class ConsumerEngine:
 
     # -- inputs from the application ------------------------------------------------
 
-    @property
-    def subscription(self) -> frozenset[str]:
-        return self._subscription
-
     def _node_capabilities(self, node_id: int) -> ShareCapabilities | None:
         version = self._share_fetch_version(node_id)
         return None if version is None else ShareCapabilities(version)

@@ -303,10 +303,6 @@ class MembershipManager:
         return self._member_epoch
 
     @property
-    def subscription(self) -> frozenset[str]:
-        return self._subscription
-
-    @property
     def assigned(self) -> dict[uuid.UUID, frozenset[int]]:
         """The current assignment by topic id (a copy)."""
         return dict(self._assigned)
@@ -317,18 +313,9 @@ class MembershipManager:
         return self._interval_ms
 
     @property
-    def fatal_error(self) -> MembershipError | None:
-        """Set once the member is FATAL; the consumer raises it from every poll."""
-        return self._fatal_error
-
-    @property
     def in_group(self) -> bool:
         """True while the member is joining or holds a place in the group."""
         return self._state in _IN_GROUP
-
-    @property
-    def heartbeat_in_flight(self) -> bool:
-        return self._request.in_flight
 
     def __repr__(self) -> str:
         return (

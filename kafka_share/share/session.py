@@ -117,15 +117,6 @@ class SessionFetchPlan:
     replaced: tuple[TopicIdPartition, ...]
     is_renew_ack: bool
 
-    @property
-    def is_new_session(self) -> bool:
-        return self.epoch == INITIAL_EPOCH
-
-    @property
-    def is_empty(self) -> bool:
-        """True if the request would list no partition and forget none."""
-        return not self.topics and not self.forgotten
-
 
 @attrs.frozen(slots=True, eq=False)
 class SessionAcknowledgePlan:
@@ -140,10 +131,6 @@ class SessionAcknowledgePlan:
     topics: dict[TopicIdPartition, list[AckBatch]]
     acknowledgements: dict[TopicIdPartition, Acknowledgements]
     is_renew_ack: bool
-
-    @property
-    def is_close(self) -> bool:
-        return self.epoch == FINAL_EPOCH
 
 
 class ShareSession:
@@ -195,24 +182,6 @@ class ShareSession:
         )
 
     # -- building requests ----------------------------------------------------
-
-    def would_be_empty(
-        self,
-        wanted: Iterable[TopicIdPartition],
-        acks: Mapping[TopicIdPartition, Acknowledgements] | None = None,
-    ) -> bool:
-        """True if :meth:`build_fetch` would list no partition and forget none.
-
-        Such a request only makes sense as a plain long-poll for records; a node
-        that is not meant to deliver records this round can skip it. Nothing is
-        changed by this call.
-        """
-        want = _by_topic_partition(wanted)
-        if self._epoch == INITIAL_EPOCH:
-            return not want  # acks are unsendable on a new session
-        if acks and any(a for a in acks.values()):
-            return False
-        return want == self._partitions
 
     def build_fetch(
         self,

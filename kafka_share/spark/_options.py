@@ -155,10 +155,6 @@ class SourceOptions:
         """These options with the staging location of query run ``run``."""
         return attrs.evolve(self, staging_location=f"{self.staging_location.rstrip('/')}/{run}")
 
-    def redacted(self) -> dict[str, str]:
-        """The options as a user may see them in logs: secrets masked."""
-        return {k: ("[hidden]" if _secret(k) else v) for k, v in self.consumer_config.items()}
-
 
 _DURATION_UNITS: Final = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000,
                           "d": 86_400_000}

@@ -231,12 +231,6 @@ class StagingStore:
     def slots(self, seq: int) -> list[int]:
         return _numbered(self.storage.list_names(f"b{seq}"), "s")
 
-    def delete_through(self, seq: int) -> None:
-        """Forget every batch up to ``seq`` (Spark has committed them)."""
-        for b in self.batches():
-            if b <= seq:
-                self.delete_batch(b)
-
     def delete_batch(self, seq: int) -> None:
         self.storage.delete_tree(f"b{seq}")
 

@@ -16,6 +16,7 @@ from kafka_share.protocol.messages import (
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
 )
+from tests.unit.protocol.helpers import receive_data, require_share_groups
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +28,7 @@ def _round_trip(bootstrap: str, request: Any, version: int) -> Any:
         _, frame = codec.send_request(request, version)
         sock.sendall(frame)
         while True:
-            codec.receive_data(sock.recv(65536))
+            receive_data(codec, sock.recv(65536))
             event = codec.next_response()
             if event is not NEED_DATA:
                 return event[1]
@@ -47,7 +48,7 @@ def test_broker_advertises_the_share_apis(kafka_bootstrap: str, kafka_cluster: A
     assert broker[ApiKey.SHARE_FETCH][1] == expected_share_max
     assert broker[ApiKey.SHARE_ACKNOWLEDGE][1] == expected_share_max
     assert table.finalized_features.get("share.version", 0) >= 1
-    table.require_share_groups()  # raises if the cluster could not serve share groups
+    require_share_groups(table)  # raises if the cluster could not serve share groups
 
 
 def test_heartbeat_carries_client_rack(

@@ -16,6 +16,7 @@ import pytest
 
 from kafka_share.spark._staging import Chunk, StagingError, StagingStore
 from kafka_share.testing.hdfs import HdfsCluster
+from tests.unit.spark.helpers import delete_through
 
 pytest_plugins = ["hdfs_fixtures"]
 
@@ -35,7 +36,7 @@ def test_a_chunk_is_written_once_and_read_back(hdfs_location: str) -> None:
     assert store.get(3, 0, 2) is None
     assert store.batches() == [3, 4]
     assert store.slots(4) == [2]
-    store.delete_through(3)
+    delete_through(store, 3)
     assert store.batches() == [4]
     assert store.get(3, 0, 0) is None
 

@@ -24,6 +24,8 @@ from kafka_share._net import aio as aio_shell
 from kafka_share.aio import AsyncShareConsumer
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
+from tests.unit.app.helpers import take_acknowledged
+from tests.unit.share.helpers import as_dict
 
 TIP = TopicIdPartition(uuid.UUID(int=21), "jobs", 0)
 NODE = 1
@@ -164,8 +166,8 @@ def test_a_cancelled_commit_sync_keeps_its_acknowledgements_with_the_engine() ->
             await task
         # The acks left the batch for the engine, which still holds the commit.
         (event,) = [e for e in c._shell._driver._pending if isinstance(e, AcknowledgeSyncEvent)]
-        assert event.acks[TIP].acknowledgements.as_dict() == {0: 1, 1: 1}
-        assert c._in_flight.take_acknowledged() == {}
+        assert as_dict(event.acks[TIP].acknowledgements) == {0: 1, 1: 1}
+        assert take_acknowledged(c._in_flight) == {}
         # Usable afterwards: the next poll goes on (the batch is all acknowledged).
         assert (await c.poll(0)).count() == 0
         await c.close(timeout=0.5)
@@ -229,7 +231,7 @@ def test_async_for_accepts_a_record_when_the_iteration_moves_on() -> None:
             if record.offset == 2:
                 break  # 0 and 1 accepted; 2 (being processed) and 3, 4 not
         assert seen == [0, 1, 2]
-        (_, acks), = c._in_flight.take_acknowledged().values()
+        (_, acks), = take_acknowledged(c._in_flight).values()
         await c.close(timeout=0.5)
         return acks
 
@@ -340,7 +342,7 @@ def test_the_fetch_after_a_large_response_carries_the_acks_of_all_its_records(
         def submit(event: Any) -> None:
             if isinstance(event, FetchEvent):  # the acks as submitted (merged later)
                 acks = event.acks.get(TIP)
-                submitted.append(sorted(acks.acknowledgements.as_dict()) if acks else [])
+                submitted.append(sorted(as_dict(acks.acknowledgements)) if acks else [])
             real(event)
 
         c._thread.submit = submit  # type: ignore[method-assign]

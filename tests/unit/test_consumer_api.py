@@ -15,6 +15,7 @@ from kafka_share import (
     ShareConsumer,
     TimestampType,
 )
+from tests.unit.share.helpers import as_dict
 
 # Nothing listens here: these tests never need an answer from a broker.
 NOWHERE = "127.0.0.1:9"
@@ -390,9 +391,9 @@ def test_acknowledge_fast_path_checks_the_record_and_leaves_ranges() -> None:
             c.acknowledge(r)
         acks = {tip: na.acknowledgements for tip, na in c._take_acks().items()}
         assert acks[tips[0]].offset_ranges() == [(0, 9), (10, 10), (11, 19)]
-        assert acks[tips[0]].as_dict() == {o: 3 if o == 10 else 1 for o in range(20)}
+        assert as_dict(acks[tips[0]]) == {o: 3 if o == 10 else 1 for o in range(20)}
         assert acks[tips[1]].offset_ranges() == [(50, 59), (60, 69)]
-        assert acks[tips[1]].as_dict() == {o: 2 if o < 60 else 1 for o in range(50, 70)}
+        assert as_dict(acks[tips[1]]) == {o: 2 if o < 60 else 1 for o in range(50, 70)}
         for r in (records[0][19], records[1][0]):
             with pytest.raises(IllegalStateError, match="already acknowledged"):
                 c.acknowledge(r)

@@ -17,6 +17,7 @@ from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share.errors import CorruptRecordError, RecordDeserializationError
 from kafka_share.models import AcknowledgeType, ConsumerRecord, TimestampType, TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch, build_control_batch, with_crc
+from tests.unit.app.helpers import current_records, is_empty, take_acknowledged
 
 TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 0)
 TIP1 = TopicIdPartition(uuid.UUID(int=7), "orders", 1)
@@ -67,7 +68,7 @@ class Harness:
         failed records with their default type (as once their error was raised
         and the next poll came)."""
         self.in_flight.settle_failed(everything=True)
-        taken = self.in_flight.take_acknowledged()
+        taken = take_acknowledged(self.in_flight)
         if TIP not in taken:
             return {}
         node, acks = taken[TIP]
@@ -106,7 +107,7 @@ def test_records_of_acquired_offsets_are_delivered_with_their_fields() -> None:
     # Null key and value: no deserializer call, sizes -1.
     assert second.key is None and second.value is None
     assert (second.serialized_key_size, second.serialized_value_size) == (-1, -1)
-    assert h.in_flight.current_records() == {TIP: recs}
+    assert current_records(h.in_flight) == {TIP: recs}
     assert not h.collector.has_buffered()
 
 
@@ -164,7 +165,7 @@ def test_empty_acquired_delivers_nothing_and_acknowledges_nothing() -> None:
     h.add(build_batch(values(3)), [])
     result = h.collector.collect()
     assert len(result.records) == 0 and result.error is None
-    assert h.in_flight.is_empty()
+    assert is_empty(h.in_flight)
 
 
 def test_max_poll_records_splits_a_fetch_across_polls() -> None:
@@ -176,7 +177,7 @@ def test_max_poll_records_splits_a_fetch_across_polls() -> None:
         result = h.collector.collect()
         seen.append(collected_offsets(result))
         h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-        h.in_flight.take_acknowledged()
+        take_acknowledged(h.in_flight)
     assert seen == [[100, 101], [102, 103], [104]]
     assert not h.collector.has_buffered()
     assert len(h.collector.collect().records) == 0
@@ -276,11 +277,11 @@ def test_deserializer_failure_on_the_first_record_is_raised_by_this_poll() -> No
     assert isinstance(result.error, RecordDeserializationError)
     assert result.error.is_key is True and result.error.offset == 0
     # Not released before the application has seen the error...
-    assert h.in_flight.take_acknowledged() == {}
+    assert take_acknowledged(h.in_flight) == {}
     # ...but by the poll (or commit) after it was raised.
     h.in_flight.mark_failed_raised()
     h.in_flight.settle_failed()
-    assert h.in_flight.take_acknowledged() == {TIP: (NODE, {0: RELEASE})}
+    assert take_acknowledged(h.in_flight) == {TIP: (NODE, {0: RELEASE})}
     assert collected_offsets(h.collector.collect()) == [1, 2]
 
 
@@ -351,10 +352,10 @@ def test_crc_failure_of_the_first_batch_is_raised_at_once() -> None:
     h.add(bytes(bad) + build_batch(values(1, 2), base_offset=2), [(0, 2, 1)])
     result = h.collector.collect()
     assert len(result.records) == 0 and isinstance(result.error, CorruptRecordError)
-    assert h.in_flight.take_acknowledged() == {}
+    assert take_acknowledged(h.in_flight) == {}
     h.in_flight.mark_failed_raised()
     h.in_flight.settle_failed()
-    assert h.in_flight.take_acknowledged() == {TIP: (NODE, {0: REJECT, 1: REJECT})}
+    assert take_acknowledged(h.in_flight) == {TIP: (NODE, {0: REJECT, 1: REJECT})}
     assert collected_offsets(h.collector.collect()) == [2]
 
 

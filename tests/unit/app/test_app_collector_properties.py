@@ -36,6 +36,7 @@ from kafka_share.records.builder import (
     build_legacy_message_set,
 )
 from kafka_share.records.compression import CompressionType
+from tests.unit.app.helpers import take_acknowledged
 
 TIP = TopicIdPartition(uuid.UUID(int=21), "prop", 0)
 NODE = 4
@@ -200,7 +201,7 @@ def _check_against_the_model(
             assert value == value_of(offset)
             delivered.append((offset, count))
         in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-        for tip, (node, taken) in in_flight.take_acknowledged().items():
+        for tip, (node, taken) in take_acknowledged(in_flight).items():
             assert (tip, node) == (TIP, NODE)
             assert not set(taken) & set(acks), "an offset acknowledged twice"
             acks.update(taken)

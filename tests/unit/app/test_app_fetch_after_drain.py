@@ -19,6 +19,7 @@ from kafka_share import ShareConsumer
 from kafka_share._handoff.events import CompletedShareFetch, FetchEvent
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
+from tests.unit.share.helpers import as_dict
 
 TIP = TopicIdPartition(uuid.UUID(int=12), "jobs", 0)
 
@@ -46,7 +47,7 @@ def test_the_fetch_after_a_large_response_carries_the_acks_of_all_its_records(
     def submit(event: Any) -> None:
         if isinstance(event, FetchEvent):
             acks = event.acks.get(TIP)
-            submitted.append(sorted(acks.acknowledgements.as_dict()) if acks else [])
+            submitted.append(sorted(as_dict(acks.acknowledgements)) if acks else [])
         real(event)
 
     c._thread.submit = submit  # type: ignore[method-assign]

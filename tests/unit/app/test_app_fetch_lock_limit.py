@@ -26,6 +26,7 @@ from kafka_share.aio import AsyncShareConsumer
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
 from kafka_share.share.fetch_ahead import AHEAD_MAX_HELD
+from tests.unit.share.helpers import as_dict
 
 TIP = TopicIdPartition(uuid.UUID(int=31), "jobs", 0)
 NODE = 1
@@ -60,7 +61,7 @@ class Recorder:
 
         def submit(event: Any) -> None:
             acks = getattr(event, "acks", {})
-            offsets = set(acks[TIP].acknowledgements.as_dict()) if TIP in acks else set()
+            offsets = set(as_dict(acks[TIP].acknowledgements)) if TIP in acks else set()
             self.events.append((type(event), offsets))
             real(event)
 

@@ -13,6 +13,14 @@ from hypothesis import strategies as st
 from kafka_share._app.in_flight import GAP, InFlightBatch
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import AcknowledgeType, ConsumerRecord, TimestampType, TopicIdPartition
+from tests.unit.app.helpers import (
+    current_records,
+    has_pending_acks,
+    has_records,
+    is_empty,
+    node_of,
+    take_acknowledged,
+)
 
 TIP = TopicIdPartition(uuid.UUID(int=1), "t", 0)
 TIP1 = TopicIdPartition(uuid.UUID(int=1), "t", 1)
@@ -56,7 +64,7 @@ def test_last_acknowledge_wins() -> None:
     b = batch_with(0)
     b.acknowledge(rec(0), RELEASE)
     b.acknowledge(rec(0), ACCEPT)
-    assert b.take_acknowledged() == {TIP: (1, {0: int(ACCEPT)})}
+    assert take_acknowledged(b) == {TIP: (1, {0: int(ACCEPT)})}
 
 
 def test_implicit_acknowledge_all_never_overwrites_an_explicit_type() -> None:
@@ -67,7 +75,7 @@ def test_implicit_acknowledge_all_never_overwrites_an_explicit_type() -> None:
     b.acknowledge_all(ACCEPT)
     assert b.unacknowledged_by_partition() == {}
     assert b.all_acknowledged() and b.unacknowledged_count() == 0
-    assert b.take_acknowledged() == {
+    assert take_acknowledged(b) == {
         TIP: (1, {0: int(ACCEPT), 1: int(REJECT), 2: int(ACCEPT)})
     }
 
@@ -75,16 +83,16 @@ def test_implicit_acknowledge_all_never_overwrites_an_explicit_type() -> None:
 def test_take_acknowledged_removes_records_so_they_cannot_be_acknowledged_again() -> None:
     b = batch_with(0, 1)
     b.acknowledge(rec(0), ACCEPT)
-    taken = b.take_acknowledged()
+    taken = take_acknowledged(b)
     assert taken == {TIP: (1, {0: int(ACCEPT)})}
     with pytest.raises(IllegalStateError):
         b.acknowledge(rec(0), RELEASE)
     # The unacknowledged record stays.
-    assert b.current_records() == {TIP: [rec(1)]}
-    assert b.take_acknowledged() == {}
+    assert current_records(b) == {TIP: [rec(1)]}
+    assert take_acknowledged(b) == {}
     b.acknowledge(rec(1), ACCEPT)
-    assert b.take_acknowledged() == {TIP: (1, {1: int(ACCEPT)})}
-    assert b.is_empty() and not b.has_records()
+    assert take_acknowledged(b) == {TIP: (1, {1: int(ACCEPT)})}
+    assert is_empty(b) and not has_records(b)
 
 
 def test_acks_are_routed_to_the_node_that_delivered_each_partition() -> None:
@@ -92,8 +100,8 @@ def test_acks_are_routed_to_the_node_that_delivered_each_partition() -> None:
     b.add_records(TIP, 1, [rec(0)])
     b.add_records(TIP1, 2, [rec(0, tip=TIP1)])
     b.acknowledge_all(ACCEPT)
-    assert b.node_of(TIP) == 1 and b.node_of(TIP1) == 2
-    assert b.take_acknowledged() == {TIP: (1, {0: 1}), TIP1: (2, {0: 1})}
+    assert node_of(b, TIP) == 1 and node_of(b, TIP1) == 2
+    assert take_acknowledged(b) == {TIP: (1, {0: 1}), TIP1: (2, {0: 1})}
 
 
 def test_records_of_a_partition_from_a_new_node_while_old_ones_are_in_flight_raise() -> None:
@@ -101,28 +109,28 @@ def test_records_of_a_partition_from_a_new_node_while_old_ones_are_in_flight_rai
     with pytest.raises(IllegalStateError, match="node 1"):
         b.add_records(TIP, 2, [rec(5)])
     b.acknowledge_all(ACCEPT)
-    b.take_acknowledged()
+    take_acknowledged(b)
     b.add_records(TIP, 2, [rec(5)])  # nothing left from node 1: fine
-    assert b.node_of(TIP) == 2
+    assert node_of(b, TIP) == 2
 
 
 def test_gaps_are_sent_but_are_not_records() -> None:
     b = batch_with(0, 3)
     b.add_gaps(TIP, 1, [1, 2])
-    assert b.has_pending_acks()
+    assert has_pending_acks(b)
     assert b.unacknowledged_count() == 2
     with pytest.raises(IllegalStateError):
         b.acknowledge(rec(1), ACCEPT)
     b.acknowledge_all(ACCEPT)
-    assert b.take_acknowledged() == {TIP: (1, {0: 1, 1: GAP, 2: GAP, 3: 1})}
+    assert take_acknowledged(b) == {TIP: (1, {0: 1, 1: GAP, 2: GAP, 3: 1})}
 
 
 def test_gap_only_batch_counts_as_fully_acknowledged() -> None:
     b = InFlightBatch()
     b.add_gaps(TIP, 1, [4])
-    assert b.all_acknowledged() and not b.has_records() and not b.is_empty()
-    assert b.take_acknowledged() == {TIP: (1, {4: GAP})}
-    assert b.is_empty()
+    assert b.all_acknowledged() and not has_records(b) and not is_empty(b)
+    assert take_acknowledged(b) == {TIP: (1, {4: GAP})}
+    assert is_empty(b)
 
 
 def test_failed_offsets_are_auto_acknowledged_and_may_be_overridden_by_coordinates() -> None:
@@ -137,7 +145,7 @@ def test_failed_offsets_are_auto_acknowledged_and_may_be_overridden_by_coordinat
         b.acknowledge_offset("other", 0, 1, REJECT)
     b.acknowledge_offset("t", 0, 1, REJECT)
     b.acknowledge(rec(0), ACCEPT)
-    assert b.take_acknowledged() == {TIP: (1, {0: 1, 1: int(REJECT)})}
+    assert take_acknowledged(b) == {TIP: (1, {0: 1, 1: int(REJECT)})}
     # Once sent, the failed offset can no longer be acknowledged.
     with pytest.raises(IllegalStateError):
         b.acknowledge_offset("t", 0, 1, ACCEPT)
@@ -149,12 +157,12 @@ def test_failed_offset_without_override_keeps_its_automatic_type() -> None:
     assert b.all_acknowledged()
     # Held until the application has seen the error, then settled to the default.
     b.settle_failed()
-    assert b.take_acknowledged() == {}
+    assert take_acknowledged(b) == {}
     b.mark_failed_raised()
     b.acknowledge_offset("t", 0, 8, AcknowledgeType.ACCEPT)
     b.settle_failed()
-    assert b.take_acknowledged() == {TIP: (3, {7: int(REJECT), 8: int(ACCEPT)})}
-    assert b.is_empty()
+    assert take_acknowledged(b) == {TIP: (3, {7: int(REJECT), 8: int(ACCEPT)})}
+    assert is_empty(b)
 
 
 def test_renew_moves_records_to_renewing_and_renewed_ones_come_back() -> None:
@@ -162,9 +170,9 @@ def test_renew_moves_records_to_renewing_and_renewed_ones_come_back() -> None:
     b.acknowledge(rec(0, 2), RENEW)
     b.acknowledge(rec(1, 2), RENEW)
     b.acknowledge(rec(2, 2), ACCEPT)
-    taken = b.take_acknowledged()
+    taken = take_acknowledged(b)
     assert taken == {TIP: (1, {0: int(RENEW), 1: int(RENEW), 2: int(ACCEPT)})}
-    assert b.has_renewing() and not b.has_records()
+    assert b.has_renewing() and not has_records(b)
     # While renewing, the records cannot be acknowledged.
     with pytest.raises(IllegalStateError):
         b.acknowledge(rec(0, 2), ACCEPT)
@@ -177,29 +185,29 @@ def test_renew_moves_records_to_renewing_and_renewed_ones_come_back() -> None:
     assert b.take_ready() == {TIP: [rec(0, 2)]}
     assert not b.has_renewing()
     # Back in the batch, with its delivery count, and it needs a new ack.
-    assert b.current_records() == {TIP: [rec(0, 2)]}
+    assert current_records(b) == {TIP: [rec(0, 2)]}
     assert not b.all_acknowledged()
     assert b.take_ready() == {}
     b.acknowledge(rec(0, 2), ACCEPT)
-    assert b.take_acknowledged() == {TIP: (1, {0: int(ACCEPT)})}
+    assert take_acknowledged(b) == {TIP: (1, {0: int(ACCEPT)})}
     # The failed renewal was dropped for good.
     with pytest.raises(IllegalStateError):
         b.acknowledge(rec(1, 2), ACCEPT)
-    assert b.is_empty()
+    assert is_empty(b)
 
 
 def test_renew_completion_for_unknown_partition_is_ignored() -> None:
     b = InFlightBatch()
     b.on_renew_completed(TIP, frozenset({0}), frozenset())
-    assert b.is_empty()
+    assert is_empty(b)
 
 
 def test_implicit_acknowledge_all_does_not_touch_renewing_records() -> None:
     b = batch_with(0, 1)
     b.acknowledge(rec(0), RENEW)
-    b.take_acknowledged()
+    take_acknowledged(b)
     b.acknowledge_all(ACCEPT)
-    assert b.take_acknowledged() == {TIP: (1, {1: int(ACCEPT)})}
+    assert take_acknowledged(b) == {TIP: (1, {1: int(ACCEPT)})}
     assert b.has_renewing()
 
 
@@ -207,7 +215,7 @@ def test_clear_forgets_everything() -> None:
     b = batch_with(0)
     b.add_gaps(TIP, 1, [1])
     b.clear()
-    assert b.is_empty() and b.take_acknowledged() == {} and b.node_of(TIP) is None
+    assert is_empty(b) and take_acknowledged(b) == {} and node_of(b, TIP) is None
     with pytest.raises(IllegalStateError):
         b.acknowledge(rec(0), ACCEPT)
 
@@ -216,7 +224,7 @@ def test_current_records_are_in_offset_order() -> None:
     b = InFlightBatch()
     b.add_records(TIP, 1, [rec(5), rec(2)])
     b.add_records(TIP, 1, [rec(3)])
-    assert [r.offset for r in b.current_records()[TIP]] == [2, 3, 5]
+    assert [r.offset for r in current_records(b)[TIP]] == [2, 3, 5]
 
 
 # -- poll_arrow rows ----------------------------------------------------------------
@@ -239,10 +247,10 @@ def rows_batch(*offsets: int, count: int = 1) -> InFlightBatch:
 
 def test_rows_are_accepted_as_a_whole_in_implicit_mode() -> None:
     b = rows_batch(3, 4, 5)
-    assert b.has_records() and not b.all_acknowledged()
+    assert has_records(b) and not b.all_acknowledged()
     b.acknowledge_all(ACCEPT)
-    assert b.take_acknowledged() == {TIP: (1, {3: 1, 4: 1, 5: 1})}
-    assert b.is_empty()
+    assert take_acknowledged(b) == {TIP: (1, {3: 1, 4: 1, 5: 1})}
+    assert is_empty(b)
 
 
 def _rows(partition: int, offsets: list[int], counts: list[int], types: Any) -> Any:
@@ -258,12 +266,12 @@ def test_rows_are_acknowledged_all_or_nothing() -> None:
         b.acknowledge_rows([_rows(1, [9], [1], 1), _rows(0, [3, 4], [2, 1], [1, 2])])
     with pytest.raises(IllegalStateError, match="not returned by the last poll"):
         b.acknowledge_rows([_rows(1, [9], [1], 1), _rows(0, [7], [2], 1)])
-    assert not b.has_pending_acks()  # the refused calls recorded nothing
+    assert not has_pending_acks(b)  # the refused calls recorded nothing
     b.acknowledge_rows([_rows(0, [3, 4], [2, 2], [1, 3])])
     assert b.unacknowledged_count() == 1
     b.acknowledge_rows([_rows(1, [9], [1], 2)])
     assert b.all_acknowledged()
-    assert b.take_acknowledged() == {TIP: (1, {3: 1, 4: 3}), TIP1: (1, {9: 2})}
+    assert take_acknowledged(b) == {TIP: (1, {3: 1, 4: 3}), TIP1: (1, {9: 2})}
     with pytest.raises(IllegalStateError, match="already acknowledged"):
         b.acknowledge_rows([_rows(0, [3], [2], 1)])
 
@@ -300,7 +308,7 @@ def test_implicit_record_spans_are_one_range_and_async_for_acks_one_by_one() -> 
     b.add_records(TIP, 1, [rec(o) for o in (8, 9)])
     b.acknowledge_all(ACCEPT)
     assert b.take_acknowledgements() == {TIP: (1, {}, [(8, 9, 1)])}
-    assert b.is_empty()
+    assert is_empty(b)
     with pytest.raises(IllegalStateError, match="already acknowledged"):
         b.acknowledge(rec(9), ACCEPT)
 
@@ -308,8 +316,8 @@ def test_implicit_record_spans_are_one_range_and_async_for_acks_one_by_one() -> 
 def test_partly_acknowledged_rows_stay_in_the_batch() -> None:
     b = rows_batch(0, 1, 2)
     b.acknowledge_rows([_rows(0, [1], [1], 2)])
-    assert b.take_acknowledged() == {TIP: (1, {1: 2})}
-    assert b.unacknowledged_count() == 2 and not b.is_empty()
+    assert take_acknowledged(b) == {TIP: (1, {1: 2})}
+    assert b.unacknowledged_count() == 2 and not is_empty(b)
     with pytest.raises(IllegalStateError, match="from node 1"):
         b.add_rows(TIP, 2, [_piece([5])])  # another node while rows are in flight
 
@@ -327,7 +335,7 @@ def test_records_acknowledged_in_order_with_one_type_leave_as_one_range() -> Non
         b.acknowledge(r, ACCEPT)
     assert b.all_acknowledged()
     assert b.take_acknowledgements() == {TIP: (1, {}, [(100, 599, 1)])}
-    assert b.is_empty()
+    assert is_empty(b)
     with pytest.raises(IllegalStateError, match="already acknowledged"):
         b.acknowledge(records[7], ACCEPT)  # the same object, once sent
 
@@ -345,7 +353,7 @@ def test_mixed_types_leave_as_one_range_per_run_and_unacknowledged_ones_stay() -
     assert b.take_acknowledgements() == {
         TIP: (1, {}, [(0, 3, 1), (4, 4, 3), (5, 5, 4), (8, 8, 2)]),
     }
-    assert b.has_renewing() and b.current_records() == {TIP: [records[6], records[7],
+    assert b.has_renewing() and current_records(b) == {TIP: [records[6], records[7],
                                                               records[9]]}
     with pytest.raises(IllegalStateError, match="being renewed"):
         b.acknowledge(records[5], ACCEPT)
@@ -444,7 +452,7 @@ def test_property_explicit_acknowledgements_match_a_reference_model(
         assert b.unacknowledged_count() == len(handed) - len(pending)
         assert b.all_acknowledged() == (len(handed) == len(pending))
     check_take()
-    assert b.current_records() == {
+    assert current_records(b) == {
         tip: [handed[(p, o)] for o in sorted(o for q, o in handed if q == p)]
         for p, tip in enumerate(tips[: len(parts)]) if any(q == p for q, _ in handed)
     }

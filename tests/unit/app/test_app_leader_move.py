@@ -22,6 +22,7 @@ from kafka_share._handoff.events import (
 from kafka_share.errors import KafkaTimeoutError
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
+from tests.unit.share.helpers import as_dict
 
 NOWHERE = "127.0.0.1:9"
 TIP = TopicIdPartition(uuid.UUID(int=13), "jobs", 0)
@@ -63,7 +64,7 @@ class Harness:
             kinds = (FetchEvent, AcknowledgeAsyncEvent, AcknowledgeSyncEvent)
             if isinstance(e, kinds) and tip in e.acks:
                 node_acks = e.acks[tip]
-                out.append((node_acks.node_id, node_acks.acknowledgements.as_dict()))
+                out.append((node_acks.node_id, as_dict(node_acks.acknowledgements)))
         return out
 
     def by_node(self, tip: TopicIdPartition = TIP) -> dict[int, dict[int, int]]:

@@ -15,6 +15,7 @@ from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
 from kafka_share.share.results import LocksLost
+from tests.unit.app.helpers import current_records
 
 TIP = TopicIdPartition(uuid.UUID(int=7), "orders", 0)
 NODE = 3
@@ -73,7 +74,7 @@ def test_a_buffered_response_whose_lock_ran_out_is_dropped_and_counted() -> None
     assert _dropped(metrics, "lock-expired") == 10
     # Nothing of the expired response joins the batch: no acknowledgement (not
     # even a GAP) can be sent for records the broker has given to someone else.
-    assert sorted(o for r in in_flight.current_records().values() for o in
+    assert sorted(o for r in current_records(in_flight).values() for o in
                   (x.offset for x in r)) == list(range(10, 20))
 
 

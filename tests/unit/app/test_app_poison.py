@@ -25,6 +25,7 @@ from kafka_share._handoff.events import (
 from kafka_share.errors import KafkaTimeoutError
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
+from tests.unit.share.helpers import as_dict
 
 NOWHERE = "127.0.0.1:9"
 TIP = TopicIdPartition(uuid.UUID(int=12), "jobs", 0)
@@ -65,7 +66,7 @@ class Harness:
         for e in self.events:
             kinds = (FetchEvent, AcknowledgeAsyncEvent, AcknowledgeSyncEvent)
             if isinstance(e, kinds) and TIP in e.acks:
-                out.update(e.acks[TIP].acknowledgements.as_dict())
+                out.update(as_dict(e.acks[TIP].acknowledgements))
         return out
 
     def commit(self) -> None:

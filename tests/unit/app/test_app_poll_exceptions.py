@@ -18,6 +18,8 @@ from kafka_share import AcknowledgeType, ShareConsumer
 from kafka_share._handoff.events import AcknowledgeAsyncEvent, CompletedShareFetch, FetchEvent
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
+from tests.unit.app.helpers import take_acknowledged
+from tests.unit.share.helpers import as_dict
 
 NOWHERE = "127.0.0.1:9"
 TIP0 = TopicIdPartition(uuid.UUID(int=11), "jobs", 0)
@@ -58,7 +60,7 @@ class Recorder:
         out: dict[int, int] = {}
         for e in self.events:
             if isinstance(e, (FetchEvent, AcknowledgeAsyncEvent)) and tip in e.acks:
-                out.update(e.acks[tip].acknowledgements.as_dict())
+                out.update(as_dict(e.acks[tip].acknowledgements))
         return out
 
 
@@ -85,7 +87,7 @@ def test_acks_taken_by_an_interrupted_poll_are_still_sent(mode: str, acquire: st
         with pytest.raises(Interrupt):
             c.poll(1.0)
         pending = {
-            o: t for tip, (_, acks) in c._in_flight.take_acknowledged().items()
+            o: t for tip, (_, acks) in take_acknowledged(c._in_flight).items()
             if tip == TIP0 for o, t in acks.items()
         }
         # Sent to the network thread, or still in the batch for the next poll: not lost.

@@ -52,6 +52,7 @@ from kafka_share.protocol.messages import (
 )
 from tests.fakes.broker import api_versions_response, default_api_versions
 from tests.fakes.pump import Outcome
+from tests.unit.protocol.helpers import buffered_bytes
 
 _SIZE = struct.Struct(">i")
 NODE = 1
@@ -209,7 +210,7 @@ def _deliver(conn: BrokerConnection, server: _Server, ex: _Exchange, cuts: list[
         deadline = time.monotonic() + 5
         while True:
             done = ex.handled()
-            taken = sum(len(f) for f in ex.frames[:done]) + conn._codec.buffered_bytes
+            taken = sum(len(f) for f in ex.frames[:done]) + buffered_bytes(conn._codec)
             if taken == end:
                 break
             assert time.monotonic() < deadline, f"read stalled at {taken} of {end} bytes"
@@ -354,7 +355,7 @@ def test_a_large_response_is_read_in_reads_of_the_low_water_mark(server: _Server
         assert server.sock is not None
         server.sock.sendall(frame[:100_000])
         _wait_readable(conn.sock)
-        while conn._codec.buffered_bytes < 100_000:
+        while buffered_bytes(conn._codec) < 100_000:
             assert conn.on_readable(monotonic_ms())
         missing = len(frame) - 100_000
         assert conn._codec.frame_missing_bytes == missing

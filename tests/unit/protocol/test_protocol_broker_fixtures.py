@@ -12,6 +12,7 @@ import pytest
 
 from kafka_share.protocol import messages as m
 from kafka_share.protocol.api_keys import ApiKey, ApiVersionsTable
+from tests.unit.protocol.helpers import require_share_groups
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -36,7 +37,7 @@ def test_real_api_versions_response(version: int) -> None:
     if version >= 3:
         assert resp.finalized_features_epoch >= 0
         assert table.finalized_features["share.version"] == 1
-        table.require_share_groups()
+        require_share_groups(table)
         supported = {f.name for f in resp.supported_features}
         # v4 also lists features whose minimum is 0 (KAFKA-17011); v3 omits them.
         assert ("share.version" in supported) == (version == 4)

@@ -16,6 +16,13 @@ from kafka_share.protocol.api_keys import (
 )
 from kafka_share.protocol.codec import NEED_DATA, InFlightRequest, KafkaCodec
 from kafka_share.protocol.headers import RequestHeader, ResponseHeader
+from tests.unit.protocol.helpers import (
+    buffered_bytes,
+    in_flight_count,
+    receive_data,
+    receive_eof,
+    require_share_groups,
+)
 
 
 def frame(correlation_id: int, body: bytes, header_version: int) -> bytes:
@@ -39,7 +46,7 @@ def test_request_framing_uses_header_v2_for_flexible() -> None:
     header0, pos0 = RequestHeader.decode(memoryview(data0)[4:], 1)
     assert header0.correlation_id == 8
     assert m.SaslHandshakeRequest.decode(memoryview(data0)[4 + pos0 :], 1).mechanism == "PLAIN"
-    assert codec.in_flight_count == 2
+    assert in_flight_count(codec) == 2
 
 
 def test_one_byte_chunks_and_in_order_matching() -> None:
@@ -51,19 +58,19 @@ def test_one_byte_chunks_and_in_order_matching() -> None:
     stream = frame(c1, hb.encode(1), 1) + frame(c2, fc.encode(0), 0)
     got: list[tuple[InFlightRequest, object]] = []
     for b in stream:
-        codec.receive_data(bytes([b]))
+        receive_data(codec, bytes([b]))
         while (item := codec.next_response()) is not NEED_DATA:
             assert not isinstance(item, type(NEED_DATA))
             got.append(item)
     assert [(r.correlation_id, r.tag) for r, _ in got] == [(c1, "hb"), (c2, None)]
     assert got[0][1] == hb and got[1][1] == fc
-    assert codec.in_flight_count == 0 and codec.buffered_bytes == 0
+    assert in_flight_count(codec) == 0 and buffered_bytes(codec) == 0
 
 
 def test_correlation_mismatch() -> None:
     codec = KafkaCodec("c")
     cid, _ = codec.send_request(m.SaslHandshakeRequest(), 0)
-    codec.receive_data(frame(cid + 5, m.SaslHandshakeResponse().encode(0), 0))
+    receive_data(codec, frame(cid + 5, m.SaslHandshakeResponse().encode(0), 0))
     with pytest.raises(CorruptMessageError, match="correlation id mismatch"):
         codec.next_response()
     with pytest.raises(CorruptMessageError, match="unusable"):
@@ -72,7 +79,7 @@ def test_correlation_mismatch() -> None:
 
 def test_response_without_request() -> None:
     codec = KafkaCodec("c")
-    codec.receive_data(frame(0, b"", 0))
+    receive_data(codec, frame(0, b"", 0))
     with pytest.raises(CorruptMessageError, match="no request in flight"):
         codec.next_response()
 
@@ -80,7 +87,7 @@ def test_response_without_request() -> None:
 def test_oversized_frame_rejected_before_buffering() -> None:
     codec = KafkaCodec("c", max_frame_bytes=1000)
     codec.send_request(m.SaslHandshakeRequest(), 0)
-    codec.receive_data(struct.pack(">i", 1001))
+    receive_data(codec, struct.pack(">i", 1001))
     with pytest.raises(CorruptMessageError, match="max_frame_bytes"):
         codec.next_response()
 
@@ -89,7 +96,7 @@ def test_truncated_frame_body() -> None:
     codec = KafkaCodec("c")
     cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
     body = m.ShareFetchResponse().encode(1)[:-3]
-    codec.receive_data(frame(cid, body, 1))
+    receive_data(codec, frame(cid, body, 1))
     with pytest.raises(CorruptMessageError, match="ShareFetchResponse v1"):
         codec.next_response()
 
@@ -97,10 +104,10 @@ def test_truncated_frame_body() -> None:
 def test_eof_mid_frame() -> None:
     codec = KafkaCodec("c")
     codec.send_request(m.SaslHandshakeRequest(), 0)
-    codec.receive_data(b"\x00\x00\x00\x10\x00")
+    receive_data(codec, b"\x00\x00\x00\x10\x00")
     assert codec.next_response() is NEED_DATA
     with pytest.raises(CorruptMessageError, match="incomplete frame"):
-        codec.receive_eof()
+        receive_eof(codec)
 
 
 def test_api_versions_response_uses_header_v0_and_fallback_to_v0_body() -> None:
@@ -111,7 +118,7 @@ def test_api_versions_response_uses_header_v0_and_fallback_to_v0_body() -> None:
         error_code=35,
         api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)],
     ).encode(0)
-    codec.receive_data(frame(cid, fallback, 0))
+    receive_data(codec, frame(cid, fallback, 0))
     item = codec.next_response()
     assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
     resp = item[1]
@@ -122,7 +129,7 @@ def test_api_versions_response_uses_header_v0_and_fallback_to_v0_body() -> None:
     ok = m.ApiVersionsResponse(
         api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=78, min_version=1, max_version=2)]
     )
-    codec.receive_data(frame(cid2, ok.encode(3), 0))
+    receive_data(codec, frame(cid2, ok.encode(3), 0))
     item2 = codec.next_response()
     assert item2 is not NEED_DATA and not isinstance(item2, type(NEED_DATA))
     assert item2[1] == ok
@@ -182,9 +189,9 @@ def test_share_v0_only_broker_is_refused_with_guidance() -> None:
 
 def test_require_share_groups_checks_feature() -> None:
     apis = {76: (1, 1), 78: (1, 2), 79: (1, 2)}
-    _table(apis, share_version=1).require_share_groups()
+    require_share_groups(_table(apis, share_version=1))
     with pytest.raises(UnsupportedVersionError, match=r"finalized share\.version is 0"):
-        _table(apis, metadata_version=27).require_share_groups()
+        require_share_groups(_table(apis, metadata_version=27))
 
 
 def test_headers_round_trip() -> None:
@@ -254,7 +261,7 @@ def test_a_large_frame_is_read_straight_into_its_own_buffer_and_never_copied() -
     records = records_of(item[1])
     assert records.obj is frame_buffer  # a view of the buffer the socket wrote
     assert records.readonly and bytes(records) == payload
-    assert codec.buffered_bytes == 0
+    assert buffered_bytes(codec) == 0
 
 
 @pytest.mark.parametrize("read_size", [1, 3, 4, 5, 1000, 65536, 70000, 1 << 20])
@@ -267,7 +274,7 @@ def test_any_read_size_yields_the_same_responses(read_size: int) -> None:
         stream += share_fetch_frame(cid, p)
     got = feed(codec, stream, [read_size] * len(stream))
     assert [bytes(records_of(r)) for r in got] == payloads
-    assert codec.in_flight_count == 0 and codec.buffered_bytes == 0
+    assert in_flight_count(codec) == 0 and buffered_bytes(codec) == 0
 
 
 def test_random_read_sizes_yield_the_same_responses() -> None:
@@ -297,7 +304,7 @@ def test_bad_size_after_good_frames_is_reported_after_those_frames() -> None:
     c1, _ = codec.send_request(m.SaslHandshakeRequest(), 0)
     codec.send_request(m.SaslHandshakeRequest(), 0)
     good = frame(c1, m.SaslHandshakeResponse().encode(0), 0)
-    codec.receive_data(good + struct.pack(">i", -7) + b"junk")
+    receive_data(codec, good + struct.pack(">i", -7) + b"junk")
     item = codec.next_response()
     assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
     assert item[0].correlation_id == c1
@@ -311,10 +318,10 @@ def test_buffered_bytes_counts_a_partial_large_frame() -> None:
     codec = KafkaCodec("c")
     cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
     stream = share_fetch_frame(cid, bytes(200_000))
-    codec.receive_data(stream[:150_000])
-    assert codec.buffered_bytes == 150_000
+    receive_data(codec, stream[:150_000])
+    assert buffered_bytes(codec) == 150_000
     with pytest.raises(CorruptMessageError, match="150000 bytes of an incomplete frame"):
-        codec.receive_eof()
+        receive_eof(codec)
 
 
 def test_frame_missing_bytes_counts_down_to_zero_as_the_frame_fills() -> None:
@@ -322,11 +329,11 @@ def test_frame_missing_bytes_counts_down_to_zero_as_the_frame_fills() -> None:
     cid, _ = codec.send_request(m.ShareFetchRequest(), 1)
     stream = share_fetch_frame(cid, bytes(200_000))
     assert codec.frame_missing_bytes == 0
-    codec.receive_data(stream[:2])  # half a size prefix: no frame yet
+    receive_data(codec, stream[:2])  # half a size prefix: no frame yet
     assert codec.frame_missing_bytes == 0
-    codec.receive_data(stream[2:150_000])
+    receive_data(codec, stream[2:150_000])
     assert codec.frame_missing_bytes == len(stream) - 150_000
-    codec.receive_data(stream[150_000:])
+    receive_data(codec, stream[150_000:])
     assert codec.frame_missing_bytes == 0
     assert isinstance(codec.next_response(), tuple)
 

@@ -26,6 +26,7 @@ from kafka_share.protocol.api_keys import (
     api_versions_retry_version,
 )
 from kafka_share.protocol.codec import NEED_DATA, KafkaCodec
+from tests.unit.protocol.helpers import receive_data
 
 #: The body (no size, no header) that librdkafka 2.16's mock broker sends for
 #: ApiVersionsRequest v4, captured from a socket: ErrorCode 35, a one-byte count
@@ -48,7 +49,7 @@ def _frame(correlation_id: int, body: bytes) -> bytes:
 
 def _answer(codec: KafkaCodec, body: bytes) -> m.ApiVersionsResponse:
     cid, _ = codec.send_request(m.ApiVersionsRequest(), API_VERSIONS_FIRST_VERSION)
-    codec.receive_data(_frame(cid, body))
+    receive_data(codec, _frame(cid, body))
     item = codec.next_response()
     assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
     response = item[1]
@@ -75,7 +76,7 @@ def test_unparsable_unsupported_version_answer_is_an_error_35_response_not_corru
     ok = m.ApiVersionsResponse(
         api_keys=[m.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)]
     )
-    codec.receive_data(_frame(cid, ok.encode(0)))
+    receive_data(codec, _frame(cid, ok.encode(0)))
     item = codec.next_response()
     assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
     assert item[1] == ok
@@ -113,7 +114,7 @@ def test_other_api_versions_errors_are_decoded_as_before() -> None:
 def test_a_truncated_frame_of_another_api_is_still_corruption() -> None:
     codec = KafkaCodec("c")
     cid, _ = codec.send_request(m.SaslHandshakeRequest(), 0)
-    codec.receive_data(_frame(cid, b"\x00\x23\x01"))
+    receive_data(codec, _frame(cid, b"\x00\x23\x01"))
     with pytest.raises(CorruptMessageError):
         codec.next_response()
 
@@ -157,7 +158,7 @@ def test_codec_accepts_a_response_with_bytes_after_a_complete_body() -> None:
     cid, _ = codec.send_request(m.MetadataRequest(topics=[]), 12)
     # Metadata v12 is flexible: response header v1 (correlation id + empty tags).
     payload = struct.pack(">i", cid) + b"\x00" + MOCK_METADATA_V12_BODY
-    codec.receive_data(struct.pack(">i", len(payload)) + payload)
+    receive_data(codec, struct.pack(">i", len(payload)) + payload)
     item = codec.next_response()
     assert item is not NEED_DATA and not isinstance(item, type(NEED_DATA))
     response = item[1]
@@ -170,7 +171,7 @@ def test_codec_accepts_a_response_with_bytes_after_a_complete_body() -> None:
     cid2, _ = codec.send_request(m.SaslHandshakeRequest(), 1)
     body2 = m.SaslHandshakeResponse(mechanisms=["PLAIN"]).encode(1)
     payload2 = struct.pack(">i", cid2) + body2
-    codec.receive_data(struct.pack(">i", len(payload2)) + payload2)
+    receive_data(codec, struct.pack(">i", len(payload2)) + payload2)
     item2 = codec.next_response()
     assert item2 is not NEED_DATA and not isinstance(item2, type(NEED_DATA))
     assert item2[1] == m.SaslHandshakeResponse(mechanisms=["PLAIN"])

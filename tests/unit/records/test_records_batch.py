@@ -27,6 +27,7 @@ from kafka_share.records.builder import (
     encode_varint,
     with_crc,
 )
+from tests.unit.records.helpers import compression_type, delete_horizon_ms
 
 CODECS = list(CompressionType)
 
@@ -77,12 +78,12 @@ def test_golden_batch_decodes_to_exact_fields() -> None:
     assert batch.magic == 2
     assert batch.crc == 0x1C4B8621
     assert batch.compute_crc() == 0x1C4B8621
-    assert batch.compression_type is CompressionType.NONE
+    assert compression_type(batch) is CompressionType.NONE
     assert batch.timestamp_type is TimestampType.CREATE_TIME
     assert not batch.is_transactional
     assert not batch.is_control
     assert not batch.has_delete_horizon
-    assert batch.delete_horizon_ms is None
+    assert delete_horizon_ms(batch) is None
     assert batch.last_offset_delta == 0
     assert batch.last_offset == 5
     assert batch.next_offset == 6
@@ -134,7 +135,7 @@ def test_round_trip_every_codec(codec: CompressionType, xerial: bool) -> None:
     specs.append(NewRecord(key=b"", value=b"", headers=[("", None), ("ü", b"")]))
     data = build_batch(specs, base_offset=1000, compression=codec, xerial_snappy=xerial)
     batch = one(data)
-    assert batch.compression_type is codec
+    assert compression_type(batch) is codec
     recs = batch.records()
     assert [r[0] for r in recs] == list(range(1000, 1202))
     for i, (_, ts, key, value, headers) in enumerate(recs[:200]):
@@ -243,7 +244,7 @@ def test_control_record_with_short_key() -> None:
 def test_delete_horizon_flag() -> None:
     batch = one(build_batch([(b"k", None)], has_delete_horizon=True, base_timestamp=99))
     assert batch.has_delete_horizon
-    assert batch.delete_horizon_ms == 99
+    assert delete_horizon_ms(batch) == 99
 
 
 def test_leader_epoch_none_when_absent() -> None:
@@ -405,7 +406,7 @@ def test_unknown_codec_in_batch() -> None:
     data[22] |= 0x07
     batch = one(with_crc(data))
     with pytest.raises(UnsupportedCodecError):
-        _ = batch.compression_type
+        _ = compression_type(batch)
     with pytest.raises(CorruptBatchError, match="unknown compression codec id 7"):
         batch.records()
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from kafka_share.share.ack_deferral import ACK_DEFER_MAX_RECORDS, ACK_DEFER_MS, AckDeferral
 from kafka_share.share.fetch_ahead import AHEAD_MIN_BYTES
+from tests.unit.share.helpers import trickle
 
 
 def test_acks_ride_on_the_fetch_until_an_answer_shows_a_trickle() -> None:
     d = AckDeferral()
     assert d.hold_until_ms(0, 1) is None, "nothing answered yet"
     d.on_response(2, 200, 500)
-    assert d.trickle
+    assert trickle(d)
     assert d.hold_until_ms(10, 2) == 10 + ACK_DEFER_MS
 
 
@@ -30,7 +31,7 @@ def test_an_empty_answer_ends_the_trickle() -> None:
     d = AckDeferral()
     d.on_response(1, 100, 500)
     d.on_response(0, 0, 500)  # the stream went idle: a held ack would wait for nothing
-    assert not d.trickle
+    assert not trickle(d)
     assert d.hold_until_ms(0, 1) is None
 
 

@@ -14,6 +14,7 @@ from kafka_share.share.acknowledgements import (
     Acknowledgements,
     batches_to_map,
 )
+from tests.unit.share.helpers import add_gap, add_if_absent, as_dict, has_non_gap, remove, succeeded
 
 A = int(AcknowledgeType.ACCEPT)
 RL = int(AcknowledgeType.RELEASE)
@@ -26,7 +27,7 @@ def acks_of(entries: dict[int, int]) -> Acknowledgements:
     acks = Acknowledgements()
     for offset, t in entries.items():
         if t == GAP:
-            acks.add_gap(offset)
+            add_gap(acks, offset)
         else:
             acks.add(offset, t)
     return acks
@@ -57,9 +58,9 @@ def test_last_add_wins() -> None:
 def test_add_if_absent_never_overrides() -> None:
     acks = Acknowledgements()
     acks.add(1, AcknowledgeType.REJECT)
-    assert acks.add_if_absent(1, AcknowledgeType.ACCEPT) is False
-    assert acks.add_if_absent(2, AcknowledgeType.ACCEPT) is True
-    assert acks.as_dict() == {1: RJ, 2: A}
+    assert add_if_absent(acks, 1, AcknowledgeType.ACCEPT) is False
+    assert add_if_absent(acks, 2, AcknowledgeType.ACCEPT) is True
+    assert as_dict(acks) == {1: RJ, 2: A}
 
 
 def test_invalid_type_and_offset_rejected_with_clear_error() -> None:
@@ -71,7 +72,7 @@ def test_invalid_type_and_offset_rejected_with_clear_error() -> None:
     with pytest.raises(ValueError, match=">= 0"):
         acks.add(-1, AcknowledgeType.ACCEPT)
     with pytest.raises(ValueError, match=">= 0"):
-        acks.add_gap(-3)
+        add_gap(acks, -3)
     assert len(acks) == 0
 
 
@@ -164,10 +165,10 @@ def test_long_gap_run_is_split() -> None:
 def test_has_renew_and_has_non_gap() -> None:
     acks = acks_of({0: GAP})
     assert not acks.has_renew
-    assert not acks.has_non_gap
+    assert not has_non_gap(acks)
     acks.add(1, AcknowledgeType.RENEW)
     assert acks.has_renew
-    assert acks.has_non_gap
+    assert has_non_gap(acks)
     acks.add(1, AcknowledgeType.ACCEPT)
     assert not acks.has_renew
 
@@ -176,16 +177,16 @@ def test_merge_other_wins() -> None:
     a = acks_of({1: A, 2: RL})
     b = acks_of({2: RJ, 3: GAP})
     a.merge(b)
-    assert a.as_dict() == {1: A, 2: RJ, 3: GAP}
+    assert as_dict(a) == {1: A, 2: RJ, 3: GAP}
     assert len(b) == 2  # the source is untouched
 
 
 def test_remove_and_contains() -> None:
     acks = acks_of({1: A})
     assert 1 in acks
-    assert acks.remove(1) == A
+    assert remove(acks, 1) == A
     assert 1 not in acks
-    assert acks.remove(1) is None
+    assert remove(acks, 1) is None
 
 
 def test_completion_and_result() -> None:
@@ -200,14 +201,14 @@ def test_completion_and_result() -> None:
     assert acks.is_completed
     assert result.error_code == 121
     assert result.error_message == "Invalid record state"
-    assert not result.succeeded
+    assert not succeeded(result)
     assert result.offsets == frozenset({1, 3})  # the GAP is internal
 
 
 def test_successful_result() -> None:
     acks = acks_of({4: A})
     acks.complete(0)
-    assert acks.result().succeeded
+    assert succeeded(acks.result())
     assert acks.error_code == 0
 
 
@@ -296,7 +297,7 @@ def test_ranges_go_on_the_wire_as_they_are() -> None:
     assert len(acks) == 20 and acks and 25 in acks and 15 not in acks
     assert acks.offset_ranges() == [(0, 9), (20, 29)]
     assert acks.to_batches() == [AckBatch(0, 9, (1,)), AckBatch(20, 29, (2,))]
-    assert not acks.has_renew and acks.has_non_gap
+    assert not acks.has_renew and has_non_gap(acks)
 
 
 def test_ranges_are_spelled_out_for_per_offset_work() -> None:
@@ -304,7 +305,7 @@ def test_ranges_are_spelled_out_for_per_offset_work() -> None:
     assert acks.offset_ranges() is None
     assert acks.to_batches() == [AckBatch(0, 2, (1,)), AckBatch(12, 12, (0,))]
     acks.add(1, AcknowledgeType.REJECT)  # the last type wins, also inside a range
-    assert acks.as_dict() == {0: 1, 1: 3, 2: 1, 12: 0}
+    assert as_dict(acks) == {0: 1, 1: 3, 2: 1, 12: 0}
     acks.complete(0)
     assert acks.result().offsets == frozenset({0, 1, 2})
 
@@ -315,7 +316,7 @@ def test_merging_ranges_keeps_ranges_unless_they_overlap() -> None:
     assert a.offset_ranges() == [(0, 4), (5, 6)]
     a.merge(Acknowledgements.from_types({}, ranges=[(6, 7, 3)]))  # overlaps: other wins
     assert a.offset_ranges() is None
-    assert a.as_dict() == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 3, 7: 3}
+    assert as_dict(a) == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 2, 6: 3, 7: 3}
 
 
 def test_bad_ranges_are_refused() -> None:

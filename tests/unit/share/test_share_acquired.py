@@ -16,6 +16,7 @@ from kafka_share.share.acquired import (
     AcquiredRecords,
     match_records,
 )
+from tests.unit.share.helpers import exhausted, offsets_between
 
 
 @attrs.frozen
@@ -172,8 +173,8 @@ def test_invalid_ranges_raise_clear_errors() -> None:
 
 def test_offsets_between_and_contains() -> None:
     acquired = AcquiredRecords.from_ranges([(0, 2, 1), (6, 8, 1)])
-    assert acquired.offsets_between(1, 7) == [1, 2, 6, 7]
-    assert acquired.offsets_between(3, 5) == []
+    assert offsets_between(acquired, 1, 7) == [1, 2, 6, 7]
+    assert offsets_between(acquired, 3, 5) == []
     assert acquired.any_between(3, 6)
     assert not acquired.any_between(3, 5)
     assert 7 in acquired
@@ -193,7 +194,7 @@ def test_cursor_drain_before_for_corrupt_batch() -> None:
     assert gaps == [6]
     cursor.finish(gaps)
     assert gaps == [6, 8, 9]
-    assert cursor.exhausted
+    assert exhausted(cursor)
     assert cursor.next_offset is None
 
 
@@ -259,7 +260,7 @@ def test_take_span_resolves_a_batch_inside_one_range_at_once() -> None:
     assert cursor.next_offset == 30 and gaps == [10, 11]  # unchanged by refusals
     assert cursor.take_span(35, 39, gaps) == 1
     assert gaps == [10, 11, 30, 31, 32, 33, 34]
-    assert cursor.exhausted
+    assert exhausted(cursor)
     assert cursor.take_span(40, 41, gaps) is None
 
 

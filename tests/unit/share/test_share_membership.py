@@ -20,6 +20,7 @@ from kafka_share.share.membership import (
     generate_member_id,
     resolve_assignment,
 )
+from tests.unit.share.helpers import fatal_error, heartbeat_in_flight
 
 S = MemberState
 T1 = uuid.UUID(int=11)
@@ -135,7 +136,7 @@ def test_subscribe_only_joins_on_poll() -> None:
     assert plan.member_epoch == 0
     assert plan.rack_id == "rack-a"
     assert plan.subscribed_topic_names == ("a", "b")
-    assert m.heartbeat_in_flight
+    assert heartbeat_in_flight(m)
     assert m.poll(1, coordinator_known=True) is None  # one in flight
 
 
@@ -304,7 +305,7 @@ def test_load_in_progress_backs_off_exponentially() -> None:
 def test_transport_failure_backs_off_and_resends_fields() -> None:
     m = joined(manager(rack_id="r"))
     m.on_heartbeat_failure(10)
-    assert not m.heartbeat_in_flight
+    assert not heartbeat_in_flight(m)
     assert m.poll(50, coordinator_known=True) is None
     plan = m.poll(110, coordinator_known=True)
     assert plan is not None
@@ -331,7 +332,7 @@ def test_fatal_errors(code: int) -> None:
     assert outcome.error.error_code == code
     assert outcome.error.message == "boom"
     assert m.state is S.FATAL
-    assert m.fatal_error == outcome.error
+    assert fatal_error(m) == outcome.error
     assert m.assigned == {}
     assert m.poll(10_000, coordinator_known=True) is None
     m.on_poll(10_000)
@@ -360,7 +361,7 @@ def test_topic_authorization_is_raised_but_member_stays() -> None:
     assert outcome.error is not None
     assert not outcome.error.fatal
     assert m.state is S.STABLE
-    assert m.fatal_error is None
+    assert fatal_error(m) is None
     assert m.assigned == {T1: frozenset({0, 1})}
     assert m.poll(50, coordinator_known=True) is None  # backoff
     assert m.poll(110, coordinator_known=True) is not None

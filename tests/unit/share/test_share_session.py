@@ -16,6 +16,7 @@ from kafka_share.share.session import (
     ShareSession,
     next_epoch,
 )
+from tests.unit.share.helpers import is_close, is_empty, is_new_session, would_be_empty
 
 FOO = uuid.UUID(int=1)
 BAR = uuid.UUID(int=2)
@@ -54,7 +55,7 @@ def test_initial_request_lists_every_partition() -> None:
     plan = session.build_fetch([foo0, foo1, bar0])
     assert plan.node_id == 3
     assert plan.epoch == INITIAL_EPOCH
-    assert plan.is_new_session
+    assert is_new_session(plan)
     assert list(plan.topics) == [foo0, foo1, bar0]
     assert all(batches == [] for batches in plan.topics.values())
     assert plan.forgotten == ()
@@ -79,7 +80,7 @@ def test_epoch_advances_on_success() -> None:
     plan = session.build_fetch([foo0])
     assert plan.epoch == 1
     assert plan.topics == {}
-    assert plan.is_empty
+    assert is_empty(plan)
     assert session.handle_response(ErrorCode.NONE)
     assert session.epoch == 2
 
@@ -168,7 +169,7 @@ def test_session_errors_reset_to_new_session(code: int) -> None:
     assert session.epoch == INITIAL_EPOCH
     assert not session.in_flight
     plan = session.build_fetch([foo0, foo1], {foo0: acks(1)})
-    assert plan.is_new_session
+    assert is_new_session(plan)
     assert list(plan.topics) == [foo0, foo1]  # the full set again
     assert foo0 in plan.unsendable
 
@@ -220,7 +221,7 @@ def test_acknowledge_uses_and_advances_the_epoch() -> None:
     assert plan.epoch == 1
     assert plan.topics == {foo0: [AckBatch(1, 2, (1,))]}
     assert plan.acknowledgements == {foo0: a}
-    assert not plan.is_close
+    assert not is_close(plan)
     assert session.in_flight
     session.handle_response(ErrorCode.NONE)
     assert session.epoch == 2
@@ -233,7 +234,7 @@ def test_close_uses_final_epoch_and_ends_the_session() -> None:
     session = established(foo0)
     plan = session.build_close({foo0: acks(4, t=AcknowledgeType.RELEASE)})
     assert plan.epoch == FINAL_EPOCH
-    assert plan.is_close
+    assert is_close(plan)
     assert plan.topics == {foo0: [AckBatch(4, 4, (2,))]}
     assert session.handle_response(ErrorCode.NONE)
     assert session.closed
@@ -260,18 +261,18 @@ def test_close_failure_in_transport_also_ends_it() -> None:
 
 def test_would_be_empty() -> None:
     session = ShareSession(node_id=1)
-    assert session.would_be_empty([])
-    assert not session.would_be_empty([foo0])
+    assert would_be_empty(session, [])
+    assert not would_be_empty(session, [foo0])
     # On a new session acks cannot go, so they do not make it non-empty.
-    assert session.would_be_empty([], {foo0: acks(1)})
+    assert would_be_empty(session, [], {foo0: acks(1)})
     session.build_fetch([foo0])
     session.handle_response(ErrorCode.NONE)
-    assert session.would_be_empty([foo0])
-    assert session.would_be_empty([foo0], {foo0: Acknowledgements()})
-    assert not session.would_be_empty([foo0], {foo0: acks(1)})
-    assert not session.would_be_empty([foo0, bar0])
-    assert not session.would_be_empty([])  # would forget foo0
-    assert not session.would_be_empty([foo0_new])  # replaced
+    assert would_be_empty(session, [foo0])
+    assert would_be_empty(session, [foo0], {foo0: Acknowledgements()})
+    assert not would_be_empty(session, [foo0], {foo0: acks(1)})
+    assert not would_be_empty(session, [foo0, bar0])
+    assert not would_be_empty(session, [])  # would forget foo0
+    assert not would_be_empty(session, [foo0_new])  # replaced
     assert not session.in_flight  # a query changes nothing
 
 

@@ -11,6 +11,7 @@ from kafka_share.spark._options import (
     parse_duration_ms,
     parse_source_options,
 )
+from tests.unit.spark.helpers import redacted
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "kafka.group.id": "g", "subscribe": "a",
         "stagingLocation": "/tmp/stage"}
@@ -98,8 +99,8 @@ def test_secrets_never_show() -> None:
         "kafka.sasl.mechanism": "PLAIN",
     })
     assert "hunter2" not in repr(opts)
-    assert "hunter2" not in str(opts.redacted())
-    assert opts.redacted()["sasl.mechanism"] == "PLAIN"
+    assert "hunter2" not in str(redacted(opts))
+    assert redacted(opts)["sasl.mechanism"] == "PLAIN"
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from kafka_share.spark._options import SparkOptionError
 from kafka_share.spark._staging import Chunk, StagingError, StagingStore, spans_of
 from kafka_share.spark._storage import PosixStorage
 from kafka_share.spark._webhdfs import WebHdfsStorage
+from tests.unit.spark.helpers import delete_through
 
 
 def test_spans_merge_consecutive_offsets_with_one_delivery_count() -> None:
@@ -122,7 +123,7 @@ def test_delete_through_forgets_committed_batches(tmp_path: Path) -> None:
     store = StagingStore(str(tmp_path))
     for seq in (1, 2, 3):
         store.put_if_absent(seq, 0, 0, Chunk([], end=True))
-    store.delete_through(2)
+    delete_through(store, 2)
     assert store.batches() == [3]
 
 
