@@ -183,7 +183,7 @@ class AsyncEngineShell:
         the wire before the call goes on (a fetch ahead before the application
         decodes the response it holds), as the network thread would send them,
         whether or not the loop runs between the application's calls."""
-        if self._failed_at_once(event):
+        if self._driver.refused_dead(event):
             return
         future = getattr(event, "future", None)
         if future is not None:
@@ -353,15 +353,6 @@ class AsyncEngineShell:
             _resolve(waiter)
 
     # -- failures -------------------------------------------------------------------------
-
-    def _failed_at_once(self, event: ApplicationEvent) -> bool:
-        died = self._driver.died
-        if died is None:
-            return False
-        future = getattr(event, "future", None)
-        if future is not None and not future.done():
-            future.set_exception(died)
-        return True
 
     def _guarded(self, step: Callable[..., None], *args: object) -> None:
         """Run a step of the shell; a bug in it stops the shell (see the module doc)."""

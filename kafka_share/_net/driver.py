@@ -337,6 +337,17 @@ class EngineDriver:
         self._buffer.add_background(ErrorEvent(err, fatal=True))
         return err
 
+    def refused_dead(self, event: ApplicationEvent) -> bool:
+        """Whether the loop has died: then ``event``'s call fails now with the
+        cause (nobody will apply it), not at its deadline."""
+        died = self.died
+        if died is None:
+            return False
+        future = getattr(event, "future", None)
+        if future is not None and not future.done():
+            future.set_exception(died)
+        return True
+
     def fail_calls(self, error: KafkaError) -> None:
         """Fail every waiting call with ``error`` (the shell is going away)."""
         for event in self._pending:

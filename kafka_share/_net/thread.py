@@ -113,13 +113,8 @@ class NetworkThread:
         self._driver.require(feature)
 
     def submit(self, event: ApplicationEvent) -> None:
-        died = self._driver.died
-        if died is not None:
-            # Nobody drains the queue any more: fail the call now, not at its deadline.
-            future = getattr(event, "future", None)
-            if future is not None and not future.done():
-                future.set_exception(died)
-            return
+        if self._driver.refused_dead(event):
+            return  # nobody drains the queue any more
         self._events.put(event)
         owner = self._ownership.owner
         if owner is LoopOwner.APPLICATION:
