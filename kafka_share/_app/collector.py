@@ -1,12 +1,14 @@
 """Turn completed fetches into the records one ``poll`` returns.
 
-Application thread only (Java's ``ShareFetchCollector`` + ``ShareCompletedFetch``).
-A completed fetch is decoded once, when first reached: every batch is walked
-against the acquired offset ranges (:mod:`kafka_share.share.acquired`), which
-yields the records to deliver with their delivery counts, and the acquired
-offsets without a record (GAP acknowledgements, sent with the next acks).
-Records are then handed out in offset order, at most ``max.poll.records`` per
-poll, and deserialized as they are handed out.
+Application thread only (Java's ``ShareFetchCollector``). A completed fetch is
+decoded once, when first reached, by the collector's
+:class:`~kafka_share._app.decoding.FetchDecoder` (Java's ``ShareCompletedFetch``):
+the records to deliver with their delivery counts, and the acquired offsets
+without a record (GAP acknowledgements, sent with the next acks). Records are
+then handed out in offset order, at most ``max.poll.records`` per poll, and
+deserialized as they are handed out; not those whose lock ran out or ends too
+soon, nor a partition's whose leader moved while the old leader's records are
+still in flight, nor those of a lost share session.
 
 Poison records:
 
@@ -35,11 +37,11 @@ import attrs
 from kafka_share._app.decoding import (
     _DECODE_CHUNK_RECORDS,
     FetchDecoder,
-    _acquired_count,
+    PartitionData,
     _columnar,
-    _drop_offsets,
-    _PartitionData,
+    acquired_count,
     columnar_helpers,
+    drop_offsets,
 )
 from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._handoff.events import CompletedShareFetch
@@ -132,7 +134,7 @@ class FetchCollector(Generic[K, V]):
         self._value_deserializer = value_deserializer
         self._max_poll_records = max_poll_records
         #: decoded fetches with records still to deliver; the first is being delivered
-        self._decoded: deque[_PartitionData] = deque()
+        self._decoded: deque[PartitionData] = deque()
 
     @property
     def decode_steps(self) -> int:
@@ -158,10 +160,10 @@ class FetchCollector(Generic[K, V]):
             return source == node_id and source_generation < generation
 
         records = 0
-        kept: deque[_PartitionData] = deque()
+        kept: deque[PartitionData] = deque()
         for d in self._decoded:
             if stale(d.node_id, d.generation):
-                self._fetch_decoder._decode_rest(d)
+                self._fetch_decoder.decode_rest(d)
                 records += d.undelivered
             else:
                 kept.append(d)
@@ -171,7 +173,7 @@ class FetchCollector(Generic[K, V]):
         def stale_fetch(f: CompletedShareFetch) -> bool:
             nonlocal records
             if stale(f.node_id, f.session_generation):
-                records += _acquired_count(f)
+                records += acquired_count(f)
                 return True
             return False
 
@@ -199,21 +201,21 @@ class FetchCollector(Generic[K, V]):
             if not mine(d.partition, d.node_id, d.generation):
                 continue
             # Records of the offsets may still be in batches not decoded yet.
-            self._fetch_decoder._decode_rest(d)
-            dropped += _drop_offsets(d, offsets)
+            self._fetch_decoder.decode_rest(d)
+            dropped += drop_offsets(d, offsets)
             d.gaps = [g for g in d.gaps if g not in offsets]
 
         def change(f: CompletedShareFetch) -> CompletedShareFetch | None:
             nonlocal dropped
             if not mine(f.partition, f.node_id, f.session_generation):
                 return f
-            before = _acquired_count(f)
+            before = acquired_count(f)
             ranges = [
                 r for first, last, count in f.acquired
                 for r in held_ranges_without(first, last, count, offsets)
             ]
             f.acquired = ranges
-            dropped += before - _acquired_count(f)
+            dropped += before - acquired_count(f)
             return f if ranges else None
 
         self._buffer.replace_each(change)
@@ -272,8 +274,8 @@ class FetchCollector(Generic[K, V]):
         error: KafkaError | None = None
         decoded = self._decoded
         #: (fetch, next_index, bytes_left) of every fetch touched, as it was
-        touched: list[tuple[_PartitionData, int, int]] = []
-        delivered: list[tuple[_PartitionData, list[ConsumerRecord[Any, Any]]]] = []
+        touched: list[tuple[PartitionData, int, int]] = []
+        delivered: list[tuple[PartitionData, list[ConsumerRecord[Any, Any]]]] = []
         #: the node each partition's records come from in this poll
         nodes: dict[TopicIdPartition, tuple[int, int]] = {}
         fetch: CompletedShareFetch | None = None
@@ -288,14 +290,14 @@ class FetchCollector(Generic[K, V]):
                         break
                     if self._expired(fetch.lock_expires_ms, now_ms):
                         self._count_expired(
-                            _acquired_count(fetch), fetch.partition, "before decoding"
+                            acquired_count(fetch), fetch.partition, "before decoding"
                         )
                         fetch = None
                         continue
                     if on_drained is not None and self._buffer.is_empty():
                         hook, on_drained = on_drained, None
-                        hook(_acquired_count(fetch), len(fetch.records))
-                    decoded.append(self._fetch_decoder._decode(fetch))
+                        hook(acquired_count(fetch), len(fetch.records))
+                    decoded.append(self._fetch_decoder.decode(fetch))
                     fetch = None
                 data = decoded[0]
                 tip = data.partition
@@ -305,7 +307,7 @@ class FetchCollector(Generic[K, V]):
                     # records available again (probably to another consumer).
                     # Handing them out would have them worked on twice, and their
                     # acknowledgements (GAPs included) would fail.
-                    self._fetch_decoder._decode_rest(data)
+                    self._fetch_decoder.decode_rest(data)
                     self._count_expired(data.undelivered, tip, "while buffered")
                     decoded.popleft()
                     continue
@@ -322,7 +324,7 @@ class FetchCollector(Generic[K, V]):
                 if data.decoder is not None and len(data.pending) - data.next_index < budget:
                     if self._sliced and decoded_now >= _DECODE_CHUNK_RECORDS:
                         break  # enough for one call: the caller yields, then asks again
-                    decoded_now += max(1, self._fetch_decoder._decode_more(data))
+                    decoded_now += max(1, self._fetch_decoder.decode_more(data))
                 if data.gaps:
                     self._in_flight.add_gaps(tip, data.node_id, data.gaps, data.generation)
                     data.gaps = []
@@ -375,7 +377,7 @@ class FetchCollector(Generic[K, V]):
     # -- delivery ----------------------------------------------------------------
 
     def _deliver(
-        self, data: _PartitionData, budget: int
+        self, data: PartitionData, budget: int
     ) -> tuple[list[ConsumerRecord[K, V]], KafkaError | None, int]:
         """Up to ``budget`` records from ``data``; stops at a recorded error or a
         deserializer failure, which is returned with the records before it."""
@@ -429,7 +431,7 @@ class FetchCollector(Generic[K, V]):
         return out, error, size
 
     def _poison(
-        self, data: _PartitionData, record: ConsumerRecord[Any, Any], exc: Exception, *,
+        self, data: PartitionData, record: ConsumerRecord[Any, Any], exc: Exception, *,
         is_key: bool,
     ) -> RecordDeserializationError:
         offset, key, value = record.offset, record.key, record.value

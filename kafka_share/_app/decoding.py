@@ -24,7 +24,14 @@ from kafka_share.models import ConsumerRecord
 from kafka_share.records.batch import CorruptBatchError, RecordBatch, RecordShape, iter_batches
 from kafka_share.share.acquired import AcquiredCursor, AcquiredRecords
 
-__all__ = ["FetchDecoder", "columnar_helpers", "vectorised_rows"]
+__all__ = [
+    "FetchDecoder",
+    "PartitionData",
+    "acquired_count",
+    "columnar_helpers",
+    "drop_offsets",
+    "vectorised_rows",
+]
 
 
 _OFFSET_FIELD = operator.itemgetter(2)
@@ -39,7 +46,7 @@ _VALUE_SIZE_FIELD = operator.itemgetter(11)
 #: allocations), which over a whole decoded response cost ~0.25 µs per record.
 #: A record batch larger than this is decoded in pieces this big.
 _DECODE_CHUNK_RECORDS = 500
-#: the decoder of a fetch whose decoder raised: see FetchCollector._decode_more
+#: the decoder of a fetch whose decoder raised: see FetchDecoder.decode_more
 _RESUME: Iterator[int] = iter(())
 
 def _payload_size(records: list[Any]) -> int:
@@ -86,13 +93,13 @@ def vectorised_rows() -> Any:
 _VECTORISED: Any = False
 
 
-def _acquired_count(fetch: CompletedShareFetch) -> int:
+def acquired_count(fetch: CompletedShareFetch) -> int:
     return sum(last - first + 1 for first, last, _ in fetch.acquired)
 
 
 class _Walk:
     """What a decoder found in a fetch since its last hand-over to delivery
-    (see :meth:`FetchCollector._acquired_batches`), and the decoding's state at
+    (see :meth:`FetchDecoder._acquired_batches`), and the decoding's state at
     that hand-over.
 
     A decoder is only ever suspended right after a hand-over, so delivery sees
@@ -103,7 +110,7 @@ class _Walk:
 
     __slots__ = ("_saved", "cursor", "data", "errors", "gaps", "handed_over", "size")
 
-    def __init__(self, data: _PartitionData, cursor: AcquiredCursor) -> None:
+    def __init__(self, data: PartitionData, cursor: AcquiredCursor) -> None:
         self.data = data
         self.cursor = cursor
         #: acquired offsets found without a record (GAP acknowledgements)
@@ -167,7 +174,7 @@ class _Walk:
         self.hand_over()
 
 
-class _PartitionData:
+class PartitionData:
     """One completed fetch, decoded, with a cursor over its deliverable records."""
 
     __slots__ = (
@@ -188,7 +195,7 @@ class _PartitionData:
     )
 
     def __init__(self, fetch: CompletedShareFetch) -> None:
-        self.acquired_count = _acquired_count(fetch)
+        self.acquired_count = acquired_count(fetch)
         self.partition = fetch.partition
         self.node_id = fetch.node_id
         self.generation = fetch.session_generation
@@ -226,7 +233,7 @@ class _PartitionData:
 
 
 class FetchDecoder:
-    """Decodes completed fetches into :class:`_PartitionData` for the collector,
+    """Decodes completed fetches into :class:`PartitionData` for the collector,
     a piece at a time, and resumes a decoding that raised from its last
     hand-over (see :class:`_Walk`)."""
 
@@ -244,8 +251,10 @@ class FetchDecoder:
         self._vectorised = vectorised_rows() if vectorised else None
 
 
-    def _decode(self, fetch: CompletedShareFetch) -> _PartitionData:
-        data = _PartitionData(fetch)
+    def decode(self, fetch: CompletedShareFetch) -> PartitionData:
+        """``fetch`` ready for delivery, its decoding started (columnar and not
+        sliced: done); :meth:`decode_more` goes on with it."""
+        data = PartitionData(fetch)
         acquired = AcquiredRecords.from_ranges(fetch.acquired)
         if not acquired:
             return data
@@ -255,17 +264,17 @@ class FetchDecoder:
         data.walk = _Walk(data, acquired.cursor())
         data.decoder = self._decoder(data)
         if self.columnar and not self._sliced:
-            self._decode_more(data)  # all of it
+            self.decode_more(data)  # all of it
         # Rows: the collect loop decodes each piece when delivery reaches it.
         return data
 
-    def _decode_rest(self, data: _PartitionData) -> None:
+    def decode_rest(self, data: PartitionData) -> None:
         """Finish a fetch decoded in slices, before its records are dropped or
         counted (a rare path, so the decoding cost does not matter)."""
         while data.decoder is not None:
-            self._decode_more(data)
+            self.decode_more(data)
 
-    def _decode_more(self, data: _PartitionData) -> int:
+    def decode_more(self, data: PartitionData) -> int:
         """Decode the next piece of ``data`` (columnar and not sliced: all of
         it); returns how many records that piece held."""
         assert data.decoder is not None
@@ -286,7 +295,7 @@ class FetchDecoder:
             data.decoder = _RESUME
             raise
 
-    def _decoder(self, data: _PartitionData) -> Iterator[int]:
+    def _decoder(self, data: PartitionData) -> Iterator[int]:
         """A decoder of ``data.fetch`` from where ``data.walk`` is."""
         assert data.fetch is not None and data.walk is not None
         if self.columnar:
@@ -296,7 +305,7 @@ class FetchDecoder:
     # Size rules waived for now: not split yet (issue 28:
     # the collector into decoding and delivery policy).
     def _decoding(  # noqa: PLR0912, PLR0915
-        self, data: _PartitionData, fetch: CompletedShareFetch, walk: _Walk
+        self, data: PartitionData, fetch: CompletedShareFetch, walk: _Walk
     ) -> Iterator[int]:
         """Decode ``fetch`` into ``data`` a piece at a time: yield how many records
         were found each time at least _DECODE_CHUNK_RECORDS are (in sliced mode,
@@ -409,7 +418,7 @@ class FetchDecoder:
         walk.finish()
 
     def _decoding_columns(
-        self, data: _PartitionData, fetch: CompletedShareFetch, walk: _Walk
+        self, data: PartitionData, fetch: CompletedShareFetch, walk: _Walk
     ) -> Iterator[int]:
         """:meth:`_decoding` for columnar mode: each record batch becomes a
         :class:`~kafka_share._app.columnar.Piece` of columns, decoded without a
@@ -458,7 +467,7 @@ class FetchDecoder:
         walk.finish()
 
     def _acquired_batches(
-        self, data: _PartitionData, fetch: CompletedShareFetch, cursor: Any, walk: _Walk
+        self, data: PartitionData, fetch: CompletedShareFetch, cursor: Any, walk: _Walk
     ) -> Iterator[RecordBatch | int]:
         """The data batches of ``fetch`` that hold offsets at or after the cursor,
         for both decoders. A corrupt batch's acquired records are rejected; lost
@@ -539,7 +548,7 @@ def _report_at(walk: _Walk, error: KafkaError, rejects: list[int]) -> None:
         walk.errors[index] = (error, rejects)
 
 
-def _drop_offsets(data: _PartitionData, offsets: frozenset[int]) -> int:
+def drop_offsets(data: PartitionData, offsets: frozenset[int]) -> int:
     """Remove the undelivered records of ``data`` at ``offsets``; returns how many
     (errors recorded at later indices move with their records)."""
     start = data.next_index
