@@ -88,6 +88,43 @@ class CollectResult(Generic[K, V]):
     size_bytes: int = 0
 
 
+class _Poll(Generic[K, V]):
+    """One ``collect`` call so far: what it returns, and what it puts back if it
+    raises."""
+
+    __slots__ = (
+        "budget",
+        "decoded_now",
+        "delivered",
+        "error",
+        "lock_timeout",
+        "nodes",
+        "on_drained",
+        "out",
+        "size",
+        "touched",
+    )
+
+    def __init__(self, budget: int, on_drained: Callable[[int, int], None] | None) -> None:
+        self.out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
+        #: records this poll may still hand out
+        self.budget = budget
+        #: key + value bytes of ``out``
+        self.size = 0
+        self.lock_timeout: int | None = None
+        #: the error this poll reports (it ends the poll)
+        self.error: KafkaError | None = None
+        #: (fetch, next_index, bytes_left) of every fetch touched, as it was
+        self.touched: list[tuple[PartitionData, int, int]] = []
+        self.delivered: list[tuple[PartitionData, list[ConsumerRecord[Any, Any]]]] = []
+        #: the node each partition's records come from in this poll
+        self.nodes: dict[TopicIdPartition, tuple[int, int]] = {}
+        #: records decoded in this call (sliced decoding; a slice counts 1 at least)
+        self.decoded_now = 0
+        #: called when this takes the last queued fetch; then None (at most once)
+        self.on_drained = on_drained
+
+
 def _record_count(pieces: list[Any]) -> int:
     """Records in columnar pieces."""
     return sum(piece.count for piece in pieces)
@@ -248,9 +285,7 @@ class FetchCollector(Generic[K, V]):
         """
         return self._decoded[0].acquired_count if self._decoded else None
 
-    # Size rules waived for now: not split yet (issue 28:
-    # the collector into decoding and delivery policy).
-    def collect(  # noqa: PLR0912, PLR0915
+    def collect(
         self, on_drained: Callable[[int, int], None] | None = None, *, limit: int | None = None
     ) -> CollectResult[K, V]:
         """Take up to ``max.poll.records`` records (or ``limit``, if fewer) from the
@@ -267,104 +302,134 @@ class FetchCollector(Generic[K, V]):
         was, and no record of this call is in the in-flight batch, so none is
         acknowledged without the application having seen it.
         """
-        out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         budget = self._max_poll_records if limit is None else min(limit, self._max_poll_records)
-        size = 0
-        lock_timeout: int | None = None
-        error: KafkaError | None = None
-        decoded = self._decoded
-        #: (fetch, next_index, bytes_left) of every fetch touched, as it was
-        touched: list[tuple[PartitionData, int, int]] = []
-        delivered: list[tuple[PartitionData, list[ConsumerRecord[Any, Any]]]] = []
-        #: the node each partition's records come from in this poll
-        nodes: dict[TopicIdPartition, tuple[int, int]] = {}
-        fetch: CompletedShareFetch | None = None
+        poll: _Poll[K, V] = _Poll(budget, on_drained)
         now_ms = self._clock() if self._drop_expired else 0
-        #: records decoded in this call (sliced decoding; a slice counts 1 at least)
-        decoded_now = 0
         try:
-            while budget > 0 and error is None:
-                if not decoded:
-                    fetch = self._buffer.take()
-                    if fetch is None:
-                        break
-                    if self._expired(fetch.lock_expires_ms, now_ms):
-                        self._count_expired(
-                            acquired_count(fetch), fetch.partition, "before decoding"
-                        )
-                        fetch = None
-                        continue
-                    if on_drained is not None and self._buffer.is_empty():
-                        hook, on_drained = on_drained, None
-                        hook(acquired_count(fetch), len(fetch.records))
-                    decoded.append(self._fetch_decoder.decode(fetch))
-                    fetch = None
-                data = decoded[0]
-                tip = data.partition
-                if self._expired(data.lock_expires_ms, now_ms):
-                    # Its lock ran out while it waited here (or ends before the
-                    # application could acknowledge them): the broker makes these
-                    # records available again (probably to another consumer).
-                    # Handing them out would have them worked on twice, and their
-                    # acknowledgements (GAPs included) would fail.
-                    self._fetch_decoder.decode_rest(data)
-                    self._count_expired(data.undelivered, tip, "while buffered")
-                    decoded.popleft()
-                    continue
-                holder = nodes.get(tip)
-                if holder is None:
-                    holder = self._in_flight.source_of(tip)
-                if holder is not None and holder != (data.node_id, data.generation):
-                    # The partition's records come from a new node (its leader
-                    # moved) while the old node's are still in flight: this
-                    # fetch waits for a later poll, once the batch no longer
-                    # holds anything of the old node (its acks must go there).
-                    break
-                nodes[tip] = (data.node_id, data.generation)
-                if data.decoder is not None and len(data.pending) - data.next_index < budget:
-                    if self._sliced and decoded_now >= _DECODE_CHUNK_RECORDS:
-                        break  # enough for one call: the caller yields, then asks again
-                    decoded_now += max(1, self._fetch_decoder.decode_more(data))
-                if data.gaps:
-                    self._in_flight.add_gaps(tip, data.node_id, data.gaps, data.generation)
-                    data.gaps = []
-                if not touched or touched[-1][0] is not data:
-                    # The first touch only: it is what an exception restores.
-                    touched.append((data, data.next_index, data.bytes_left))
-                if data.lock_timeout_ms is not None:
-                    lock_timeout = data.lock_timeout_ms
-                records, error, delivered_bytes = self._deliver(data, budget)
-                size += delivered_bytes
-                if records:
-                    out.setdefault(data.partition, []).extend(records)
-                    delivered.append((data, records))
-                    budget -= _record_count(records) if self.columnar else len(records)
-                if data.exhausted:
-                    decoded.popleft()
+            self._fill(poll, now_ms)
         except BaseException:
-            if fetch is not None:
-                self._buffer.push_front(fetch)  # not lost: the next poll takes it
-            if touched and decoded and decoded[0] is touched[-1][0]:
-                decoded.popleft()
-            for data, next_index, bytes_left in reversed(touched):
-                data.next_index = next_index
-                data.bytes_left = bytes_left
-                decoded.appendleft(data)
+            self._restore(poll.touched)
             raise
+        return self._hand_out(poll)
+
+    def _fill(self, poll: _Poll[K, V], now_ms: int) -> None:
+        """Deliver into ``poll`` from the decoded fetches in order, until its budget
+        is spent, an error is to be reported, or no fetch may deliver now."""
+        decoded = self._decoded
+        while poll.budget > 0 and poll.error is None:
+            if not decoded and not self._take_fetch(poll, now_ms):
+                break  # nothing buffered
+            data = decoded[0]
+            if self._expired(data.lock_expires_ms, now_ms):
+                # Its lock ran out while it waited here (or ends before the
+                # application could acknowledge them): the broker makes these
+                # records available again (probably to another consumer).
+                # Handing them out would have them worked on twice, and their
+                # acknowledgements (GAPs included) would fail.
+                self._fetch_decoder.decode_rest(data)
+                self._count_expired(data.undelivered, data.partition, "while buffered")
+                decoded.popleft()
+                continue
+            if not self._may_deliver(poll.nodes, data):
+                break
+            if data.decoder is not None and len(data.pending) - data.next_index < poll.budget:
+                if self._sliced and poll.decoded_now >= _DECODE_CHUNK_RECORDS:
+                    break  # enough for one call: the caller yields, then asks again
+                poll.decoded_now += max(1, self._fetch_decoder.decode_more(data))
+            self._deliver_into(poll, data)
+            if data.exhausted:
+                decoded.popleft()
+
+    def _take_fetch(self, poll: _Poll[K, V], now_ms: int) -> bool:
+        """Start decoding the next buffered fetch whose lock has not run out (it
+        joins ``_decoded``); False: no fetch is left. If this raises, the fetch
+        it took goes back to the buffer (the next poll takes it)."""
+        while True:
+            fetch = self._buffer.take()
+            if fetch is None:
+                return False
+            try:
+                if self._expired(fetch.lock_expires_ms, now_ms):
+                    self._count_expired(
+                        acquired_count(fetch), fetch.partition, "before decoding"
+                    )
+                    continue
+                hook = poll.on_drained
+                if hook is not None and self._buffer.is_empty():
+                    poll.on_drained = None
+                    hook(acquired_count(fetch), len(fetch.records))
+                self._decoded.append(self._fetch_decoder.decode(fetch))
+                return True
+            except BaseException:
+                self._buffer.push_front(fetch)  # not lost: the next poll takes it
+                raise
+
+    def _may_deliver(
+        self, nodes: dict[TopicIdPartition, tuple[int, int]], data: PartitionData
+    ) -> bool:
+        """Whether ``data``'s records may be handed out in this poll, whose
+        partitions' records come from the nodes in ``nodes`` (this adds its own)."""
+        tip = data.partition
+        holder = nodes.get(tip)
+        if holder is None:
+            holder = self._in_flight.source_of(tip)
+        if holder is not None and holder != (data.node_id, data.generation):
+            # The partition's records come from a new node (its leader
+            # moved) while the old node's are still in flight: this
+            # fetch waits for a later poll, once the batch no longer
+            # holds anything of the old node (its acks must go there).
+            return False
+        nodes[tip] = (data.node_id, data.generation)
+        return True
+
+    def _deliver_into(self, poll: _Poll[K, V], data: PartitionData) -> None:
+        """The GAPs ``data`` found so far to the in-flight batch, then its records,
+        up to the poll's budget, into ``poll``."""
+        if data.gaps:
+            self._in_flight.add_gaps(data.partition, data.node_id, data.gaps, data.generation)
+            data.gaps = []
+        touched = poll.touched
+        if not touched or touched[-1][0] is not data:
+            # The first touch only: it is what an exception restores.
+            touched.append((data, data.next_index, data.bytes_left))
+        if data.lock_timeout_ms is not None:
+            poll.lock_timeout = data.lock_timeout_ms
+        records, error, delivered_bytes = self._deliver(data, poll.budget)
+        poll.error = error
+        poll.size += delivered_bytes
+        if records:
+            poll.out.setdefault(data.partition, []).extend(records)
+            poll.delivered.append((data, records))
+            poll.budget -= _record_count(records) if self.columnar else len(records)
+
+    def _restore(self, touched: list[tuple[PartitionData, int, int]]) -> None:
+        """Put the fetches a poll that raised had touched back as they were."""
+        decoded = self._decoded
+        if touched and decoded and decoded[0] is touched[-1][0]:
+            decoded.popleft()
+        for data, next_index, bytes_left in reversed(touched):
+            data.next_index = next_index
+            data.bytes_left = bytes_left
+            decoded.appendleft(data)
+
+    def _hand_out(self, poll: _Poll[K, V]) -> CollectResult[K, V]:
+        """The poll's records, now added to the in-flight batch."""
         if self.columnar:
-            for data, pieces in delivered:
+            for data, pieces in poll.delivered:
                 self._in_flight.add_rows(data.partition, data.node_id, pieces, data.generation)
-            return CollectResult(_columnar().ColumnarRecords(out), error, lock_timeout, size)
+            return CollectResult(
+                _columnar().ColumnarRecords(poll.out), poll.error, poll.lock_timeout, poll.size
+            )
         add_records = self._in_flight.add_records
-        for data, records in delivered:
+        for data, records in poll.delivered:
             add_records(data.partition, data.node_id, records, data.generation)
-        for data, start, _ in touched:
+        for data, start, _ in poll.touched:
             # The fetch lets go of what it delivered (only now: a poll that raised
             # delivers it again), so those records die with the application's
             # references, young (see _DECODE_CHUNK_RECORDS).
             if data.next_index > start:
                 data.pending[start : data.next_index] = [None] * (data.next_index - start)
-        return CollectResult(ConsumerRecords(out), error, lock_timeout, size)
+        return CollectResult(ConsumerRecords(poll.out), poll.error, poll.lock_timeout, poll.size)
 
     def _expired(self, lock_expires_ms: int | None, now_ms: int) -> bool:
         """Whether a record's lock has run out, or ends too soon for the

@@ -210,7 +210,7 @@ class PartitionData:
         #: the acquired offsets it REJECTs (they join the in-flight batch then)
         self.errors_at: dict[int, tuple[KafkaError, list[int]]] = {}
         #: acquired offsets without a record, for the in-flight batch once this
-        #: fetch's delivery starts (not at decoding: see FetchCollector.collect)
+        #: fetch's delivery starts (not at decoding: see FetchCollector._deliver_into)
         self.gaps: list[int] = []
         self.next_index = 0
         #: the decoder of the batches not decoded yet (None: done), and the fetch
@@ -265,7 +265,8 @@ class FetchDecoder:
         data.decoder = self._decoder(data)
         if self.columnar and not self._sliced:
             self.decode_more(data)  # all of it
-        # Rows: the collect loop decodes each piece when delivery reaches it.
+        # Rows: the collector (FetchCollector._fill) decodes each piece when delivery
+        # reaches it.
         return data
 
     def decode_rest(self, data: PartitionData) -> None:
