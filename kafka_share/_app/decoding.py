@@ -20,7 +20,7 @@ from typing import Any
 
 from kafka_share._handoff.events import CompletedShareFetch
 from kafka_share.errors import CorruptMessageError, CorruptRecordError, KafkaError
-from kafka_share.models import ConsumerRecord
+from kafka_share.models import ConsumerRecord, TimestampType
 from kafka_share.records.batch import CorruptBatchError, RecordBatch, RecordShape, iter_batches
 from kafka_share.share.acquired import AcquiredCursor, AcquiredRecords
 
@@ -303,9 +303,7 @@ class FetchDecoder:
             return self._decoding_columns(data, data.fetch, data.walk)
         return self._decoding(data, data.fetch, data.walk)
 
-    # Size rules waived for now: not split yet (issue 28:
-    # the collector into decoding and delivery policy).
-    def _decoding(  # noqa: PLR0912, PLR0915
+    def _decoding(
         self, data: PartitionData, fetch: CompletedShareFetch, walk: _Walk
     ) -> Iterator[int]:
         """Decode ``fetch`` into ``data`` a piece at a time: yield how many records
@@ -324,9 +322,7 @@ class FetchDecoder:
         cursor = walk.cursor
         gaps = walk.gaps
         pending = data.pending
-        take = cursor.take
         take_span = cursor.take_span
-        new: Any = tuple.__new__
         record_type = ConsumerRecord
         topic, partition = tip.topic, tip.partition
         for batch in self._acquired_batches(data, fetch, cursor, walk):
@@ -351,21 +347,8 @@ class FetchDecoder:
                 )
                 prev = base - 1  # the batch's last offset handed over so far
                 try:
-                    vectorised = (
-                        self._vectorised if batch.record_count >= _COLUMNAR_MIN_RECORDS
-                        and batch.size_in_bytes < batch.record_count * _COLUMNAR_MAX_RECORD_BYTES
-                        else None
-                    )
-                    if vectorised is not None:
-                        chunks = vectorised.shaped_record_chunks(
-                            batch, shape, _DECODE_CHUNK_RECORDS
-                        )
-                    elif batch.record_count > _DECODE_CHUNK_RECORDS:
-                        chunks = batch.shaped_record_chunks(shape, _DECODE_CHUNK_RECORDS)
-                    else:
-                        chunks = _whole(batch, shape)
                     broken = False
-                    for shaped in chunks:
+                    for shaped in self._chunks(batch, shape):
                         if not shaped:
                             continue
                         offsets = list(map(_OFFSET_FIELD, shaped))
@@ -397,26 +380,59 @@ class FetchDecoder:
                     continue
                 # Offsets out of order or outside the batch header's range (a
                 # broken batch that passed its CRC): match them one by one.
-            try:
-                records = batch.records()
-            except CorruptBatchError as exc:
-                self._reject_batch(walk, exc)
-                continue
-            # tuple.__new__ skips NamedTuple's Python-level __new__.
-            first_new = len(pending)
-            # Records of this batch handed over already are behind the cursor:
-            # take() skips them.
-            for offset, timestamp, key, value, headers in records:
-                count = take(offset, gaps)
-                if count is None:
-                    continue  # not acquired by us
-                pending.append(new(record_type, (
-                    topic, partition, offset, timestamp, ts_type, key, value, headers,
-                    leader_epoch, count,
-                    -1 if key is None else len(key), -1 if value is None else len(value),
-                )))
-            walk.size += _payload_size(pending[first_new:])
+            self._match_records(walk, batch, ts_type, leader_epoch)
         walk.finish()
+
+    def _chunks(self, batch: RecordBatch, shape: RecordShape) -> Iterator[list[Any]]:
+        """The records of ``batch``, all in one acquired range, as ConsumerRecords
+        of ``shape`` in pieces of up to _DECODE_CHUNK_RECORDS: through numpy for a
+        large batch of small records, if installed."""
+        vectorised = (
+            self._vectorised if batch.record_count >= _COLUMNAR_MIN_RECORDS
+            and batch.size_in_bytes < batch.record_count * _COLUMNAR_MAX_RECORD_BYTES
+            else None
+        )
+        if vectorised is not None:
+            chunks: Iterator[list[Any]] = vectorised.shaped_record_chunks(
+                batch, shape, _DECODE_CHUNK_RECORDS
+            )
+        elif batch.record_count > _DECODE_CHUNK_RECORDS:
+            chunks = batch.shaped_record_chunks(shape, _DECODE_CHUNK_RECORDS)
+        else:
+            chunks = _whole(batch, shape)
+        return chunks
+
+    def _match_records(
+        self, walk: _Walk, batch: RecordBatch, ts_type: TimestampType, leader_epoch: int | None
+    ) -> None:
+        """The records of ``batch`` at acquired offsets, matched one at a time: a
+        batch across acquired ranges, a legacy one, or a broken one."""
+        tip = walk.data.partition
+        topic, partition = tip.topic, tip.partition
+        gaps = walk.gaps
+        pending = walk.data.pending
+        take = walk.cursor.take
+        new: Any = tuple.__new__
+        record_type = ConsumerRecord
+        try:
+            records = batch.records()
+        except CorruptBatchError as exc:
+            self._reject_batch(walk, exc)
+            return
+        # tuple.__new__ skips NamedTuple's Python-level __new__.
+        first_new = len(pending)
+        # Records of this batch handed over already are behind the cursor:
+        # take() skips them.
+        for offset, timestamp, key, value, headers in records:
+            count = take(offset, gaps)
+            if count is None:
+                continue  # not acquired by us
+            pending.append(new(record_type, (
+                topic, partition, offset, timestamp, ts_type, key, value, headers,
+                leader_epoch, count,
+                -1 if key is None else len(key), -1 if value is None else len(value),
+            )))
+        walk.size += _payload_size(pending[first_new:])
 
     def _decoding_columns(
         self, data: PartitionData, fetch: CompletedShareFetch, walk: _Walk
