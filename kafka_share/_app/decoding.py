@@ -250,7 +250,6 @@ class FetchDecoder:
         #: installed, or record.decoder=python: then numpy is not even imported)
         self._vectorised = vectorised_rows() if vectorised else None
 
-
     def decode(self, fetch: CompletedShareFetch) -> PartitionData:
         """``fetch`` ready for delivery, its decoding started (columnar and not
         sliced: done); :meth:`decode_more` goes on with it."""
