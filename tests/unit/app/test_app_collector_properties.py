@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_share._app import collector as collector_module
+from kafka_share._app import decoding as decoding_module
 from kafka_share._app.collector import FetchCollector
 from kafka_share._app.in_flight import GAP, InFlightBatch
 from kafka_share._handoff.events import CompletedShareFetch
@@ -151,8 +152,9 @@ def test_collector_matches_the_reference_model(
     records built from numpy-decoded columns (``vectorised``, from any batch
     size), and in columnar mode (``poll_arrow``): the same records, GAPs and acks."""
     with mock.patch.object(collector_module, "_DECODE_CHUNK_RECORDS", chunk), \
+            mock.patch.object(decoding_module, "_DECODE_CHUNK_RECORDS", chunk), \
             mock.patch.object(
-                collector_module, "_COLUMNAR_MIN_RECORDS", 1 if vectorised else 10**9
+                decoding_module, "_COLUMNAR_MIN_RECORDS", 1 if vectorised else 10**9
             ):
         _check_against_the_model(fetch, max_poll_records, mode, sliced, limit)
 
