@@ -22,19 +22,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from typing import Any
 
+from kafka_share._app.checks import _FOREVER_MS, _now_ms, _timeout_ms
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.core import (
     _COMPLETABLE,
     _DEFAULT_CLOSE_TIMEOUT_S,
     _FATAL_REPEAT_WAIT_MS,
-    _FOREVER_MS,
     ConsumerCore,
     K,
     V,
-    _now_ms,
-    _State,
-    _timeout_ms,
 )
+from kafka_share._app.ownership import _State
 from kafka_share._handoff.events import (
     AcknowledgeOnCloseEvent,
     AcknowledgeSyncEvent,

@@ -15,20 +15,21 @@ supplies the I/O shell as ``self._thread`` (anything with ``submit``,
 
 from __future__ import annotations
 
-import enum
 import itertools
 import logging
-import math
-import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
+from kafka_share._app.acks import _merge_acks, _unacknowledged_message
+from kafka_share._app.background import _unrecoverable
+from kafka_share._app.checks import _FOREVER_MS, _check_topic_name, _now_ms, _timeout_ms
 from kafka_share._app.collector import CollectResult, FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.in_flight import InFlightBatch
+from kafka_share._app.ownership import _OPEN, _Ownership, _State
 from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
     AcknowledgementCompletion,
@@ -52,7 +53,6 @@ from kafka_share.errors import (
     AuthenticationError,
     IllegalStateError,
     InvalidRecordStateError,
-    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     WakeupError,
@@ -89,13 +89,9 @@ _COMPLETABLE = (
 _DEFAULT_CLOSE_TIMEOUT_S = 30.0
 #: poll() without a timeout waits this long before raising a fatal error again
 _FATAL_REPEAT_WAIT_MS = 1000
-#: "no deadline" on the monotonic millisecond clock
-_FOREVER_MS = 2**62
 #: The longest one pass of a waiting poll sleeps before it looks again (it also
 #: refreshes the poll timer then, see ConsumerCore._poll_wait_ms).
 _POLL_PASS_MS = 1000
-_MAX_TOPIC_LENGTH = 249
-_LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{_MAX_TOPIC_LENGTH}}}")
 
 
 class EngineShell(Protocol):
@@ -106,62 +102,6 @@ class EngineShell(Protocol):
     def submit(self, event: ApplicationEvent) -> None: ...
 
     def require(self, feature: ShareFeature) -> None: ...
-
-
-class _State(enum.Enum):
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
-
-
-#: for acknowledge()'s fast path: reading an Enum member off its class runs
-#: Python code (about 80 ns on CPython 3.11), a module global does not
-_OPEN = _State.OPEN
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
-def _timeout_ms(timeout: object, default_ms: int, what: str) -> int:
-    """``timeout`` seconds as milliseconds (``default_ms`` for None, _FOREVER_MS for
-    infinity); a bad value gets an error naming the call and the value."""
-    if timeout is None:
-        return default_ms
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"{what}() timeout must be a number of seconds, got {timeout!r}")
-    if math.isnan(timeout):
-        raise ValueError(f"{what}() timeout must be a number of seconds, got NaN")
-    if timeout < 0:
-        raise ValueError(f"{what}() timeout must not be negative, got {timeout!r}")
-    if timeout == float("inf"):
-        return _FOREVER_MS
-    return min(int(timeout * 1000), _FOREVER_MS)
-
-
-def _check_topic_name(name: object) -> str:
-    """Kafka's rule for legal topic names (``Topic.validate`` in Java)."""
-    if not isinstance(name, str):
-        raise TypeError(f"topic names must be strings, got {name!r}")
-    if (
-        not _LEGAL_TOPIC.fullmatch(name)
-        or name in (".", "..")
-    ):
-        raise InvalidTopicError(
-            f"Invalid topic name {name!r}: a topic name is 1 to {_MAX_TOPIC_LENGTH} "
-            "characters of ASCII letters, digits, '.', '_' and '-', and is not '.' or '..'"
-        )
-    return name
-
-
-def _unrecoverable(error: KafkaError) -> KafkaError:
-    """Say in a fatal error's message that the consumer must be recreated."""
-    error.args = (
-        f"{error.message.rstrip('.')}. The consumer cannot recover from this error: it must be "
-        "closed and recreated.",
-        *error.args[1:],
-    )
-    return error
 
 
 class ConsumerCore(Generic[K, V]):
@@ -955,84 +895,3 @@ class ConsumerCore(Generic[K, V]):
             f"{type(self).__name__}(client_id={self._client_id!r}, "
             f"group_id={self._config.group_id!r}, state={self._state.value})"
         )
-
-
-
-
-def _unacknowledged_message(left: Mapping[TopicIdPartition, int]) -> str:
-    """Java's message, with what is missing: how many records, from where."""
-    total = sum(left.values())
-    shown = sorted(left.items(), key=lambda item: (item[0].topic, item[0].partition))
-    where = ", ".join(f"{tip.topic}-{tip.partition}: {n}" for tip, n in shown[:10])
-    if len(shown) > 10:
-        where += f", and {len(shown) - 10} more partitions"
-    return (
-        "All records must be acknowledged in explicit acknowledgement mode: "
-        f"{total} record{'s' if total != 1 else ''} of the last poll "
-        f"{'are' if total != 1 else 'is'} not ({where}). Call acknowledge() for each "
-        "(ACCEPT, RELEASE, REJECT or RENEW) before the next poll"
-    )
-
-
-def _merge_acks(
-    first: AcksByPartition, second: AcksByPartition
-) -> tuple[AcksByPartition, AcksByPartition]:
-    """``second`` merged into ``first`` where both go to the same node, and the
-    acks of ``second`` bound for another node than ``first``'s for that partition
-    (records delivered by a new leader after a leader move): those go apart."""
-    if not second:
-        return first, {}
-    merged = dict(first)
-    elsewhere: AcksByPartition = {}
-    for tip, node_acks in second.items():
-        existing = merged.get(tip)
-        if existing is None:
-            merged[tip] = node_acks
-        elif existing.node_id != node_acks.node_id:
-            elsewhere[tip] = node_acks
-        else:
-            existing.acknowledgements.merge(node_acks.acknowledgements)
-    return merged, elsewhere
-
-
-class _Ownership:
-    """The single-thread guard (Java's "light lock").
-
-    Re-entrant for the owning thread; another thread gets an error instead of
-    corrupting state. Calls from inside the commit callback are refused.
-    """
-
-    __slots__ = ("_allow_closing", "_consumer")
-
-    def __init__(self, consumer: ConsumerCore[Any, Any], allow_closing: bool) -> None:
-        self._consumer = consumer
-        self._allow_closing = allow_closing
-
-    def __enter__(self) -> None:
-        c = self._consumer
-        me = threading.get_ident()
-        with c._guard:
-            if c._owner is not None and c._owner != me:
-                raise IllegalStateError(
-                    "ShareConsumer is not safe for multi-threaded access: it is in use by "
-                    "another thread (only wakeup() may be called from other threads)"
-                )
-            if c._in_callback:
-                raise IllegalStateError(
-                    "ShareConsumer methods are not accessible from the acknowledgement "
-                    "commit callback (except wakeup())."
-                )
-            if c._state is not _State.OPEN and not (
-                self._allow_closing and c._state is _State.CLOSING
-            ):
-                raise IllegalStateError("This consumer has already been closed.")
-            c._owner = me
-            c._owner_depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        c = self._consumer
-        with c._guard:
-            c._owner_depth -= 1
-            if c._owner_depth == 0:
-                c._owner = None
-

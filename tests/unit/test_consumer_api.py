@@ -405,7 +405,7 @@ def test_an_authentication_error_ends_a_waiting_call_at_once(aio: bool) -> None:
     # at once now, and only once (the next poll does not raise it again).
     import asyncio
 
-    from kafka_share._app.core import _now_ms
+    from kafka_share._app.checks import _now_ms
     from kafka_share._handoff.events import AcknowledgeSyncEvent, ErrorEvent
     from kafka_share.aio import AsyncShareConsumer
     from kafka_share.errors import KafkaTimeoutError, SaslAuthenticationError

@@ -456,7 +456,7 @@ def test_property_explicit_acknowledgements_match_a_reference_model(
 def test_the_unacknowledged_message_counts_records_per_partition() -> None:
     import uuid
 
-    from kafka_share._app.core import _unacknowledged_message
+    from kafka_share._app.acks import _unacknowledged_message
     from kafka_share.models import TopicIdPartition
 
     tid = uuid.UUID(int=7)
