@@ -8,9 +8,10 @@ commit callback), and the argument checks of the public calls.
 
 What differs between the two facades is only *how they wait*: ``ShareConsumer``
 sleeps on its wake pipe while a network thread drives the engine;
-``AsyncShareConsumer`` awaits while an event-loop driver does. Each facade
-supplies the I/O shell as ``self._thread`` (anything with ``submit``,
-``require`` and ``member_id``) and its own ``_send_fetch_ahead``.
+``AsyncShareConsumer`` awaits while an event-loop driver does. Each facade holds
+a core and hands it, in :meth:`ConsumerCore._attach`, the I/O shell
+(:class:`EngineShell`) and its way of waiting (:class:`FacadeWaiting`: its guard,
+how a fetch ahead reaches the shell, what a close from elsewhere says).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from kafka_share._app.checks import _FOREVER_MS, _check_topic_name, _now_ms, _ti
 from kafka_share._app.collector import CollectResult, FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.in_flight import InFlightBatch
-from kafka_share._app.ownership import _OPEN, _Ownership, _State
+from kafka_share._app.ownership import _OPEN, _State
 from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
     AcknowledgementCompletion,
@@ -65,7 +66,7 @@ from kafka_share.share.consume import ACK_LINGER_MS
 from kafka_share.share.fetch_ahead import FetchAheadPolicy
 from kafka_share.share.results import LocksLost, SessionReplaced
 
-__all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell"]
+__all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell", "FacadeWaiting"]
 
 log = logging.getLogger("kafka_share.consumer")
 
@@ -104,10 +105,36 @@ class EngineShell(Protocol):
     def require(self, feature: ShareFeature) -> None: ...
 
 
+class FacadeWaiting(Protocol):
+    """What the core needs of the facade holding it: the parts that depend on how
+    the facade waits (on a thread, or in an event loop's task). It is handed the
+    core on each call rather than holding it, so a facade dropped without close()
+    is freed at once (its ``__del__`` stops the I/O shell)."""
+
+    def owned(
+        self, core: ConsumerCore[Any, Any], allow_closing: bool
+    ) -> AbstractContextManager[None]:
+        """The guard of a call: one thread (or task) at a time, not from the
+        commit callback, not closed (closing too with ``allow_closing``)."""
+        ...
+
+    def send_fetch_ahead(
+        self, core: ConsumerCore[Any, Any], acks: AcksByPartition, max_records: int | None
+    ) -> None:
+        """Submit a fetch ahead carrying ``acks``, asking for at most ``max_records``."""
+        ...
+
+    def closed_meanwhile(self) -> str:
+        """The message of the ``WakeupError`` a call gets when ``close()`` is
+        called from another thread (or task) while it waits."""
+        ...
+
+
 class ConsumerCore(Generic[K, V]):
     """The state and logic both consumer facades share (see the module docstring)."""
 
-    _thread: EngineShell
+    _shell: EngineShell
+    _waiting: FacadeWaiting
 
     def __init__(
         self,
@@ -200,9 +227,11 @@ class ConsumerCore(Generic[K, V]):
         #: "poll" or "poll_arrow", fixed by the first poll (None: not polled yet)
         self._poll_kind: str | None = None
 
-    def _attach(self, shell: EngineShell) -> None:
-        """Take the I/O shell (created with this core's buffer and metrics)."""
-        self._thread = shell
+    def _attach(self, shell: EngineShell, waiting: FacadeWaiting) -> None:
+        """Take the I/O shell (created with this core's buffer and metrics) and the
+        facade's way of waiting."""
+        self._shell = shell
+        self._waiting = waiting
         self._log: Logger = ContextLogger(
             log, consumer_log_prefix(self._client_id, self._config.group_id, shell.member_id)
         )
@@ -210,24 +239,6 @@ class ConsumerCore(Generic[K, V]):
 
     # -- identity --------------------------------------------------------------
 
-
-    @property
-    def client_id(self) -> str:
-        return self._client_id
-
-    @property
-    def group_id(self) -> str:
-        return self._config.group_id
-
-    @property
-    def member_id(self) -> str:
-        """The member id this consumer generated for itself (kept for its lifetime)."""
-        return self._thread.member_id
-
-    @property
-    def acquisition_lock_timeout_ms(self) -> int | None:
-        """The acquisition lock duration the broker reported most recently, if any."""
-        return self._acquisition_lock_timeout_ms
 
     # -- subscription ----------------------------------------------------------
     def _check_topics(self, topics: Collection[str]) -> frozenset[str]:
@@ -241,7 +252,7 @@ class ConsumerCore(Generic[K, V]):
 
 
     def subscription(self) -> frozenset[str]:
-        """The current subscription (empty if none)."""
+        """``subscription`` of the facades (its docstring is there)."""
         with self._owned():
             return self._subscription
 
@@ -527,38 +538,11 @@ class ConsumerCore(Generic[K, V]):
         return ConsumerRecords(by_partition)
 
     def metrics(self) -> dict[str, float]:
-        """A snapshot of this consumer's metrics, under Java's share-consumer names
-        (``records-consumed-rate``, ``fetch-latency-avg``, ``heartbeat-rate``, ...;
-        see :data:`kafka_share.metrics.METRIC_GROUPS`). NaN where nothing was measured.
-        Safe to call from any thread.
-        """
+        """``metrics`` of the facades (its docstring is there)."""
         return self._metrics.snapshot(_now_ms())
 
     def prefetch(self, max_records: int | None = None) -> bool:
-        """Ask the broker for the next poll's records now, while this thread
-        works on the last ones: one ShareFetch, answered at once with what the
-        broker can acquire (it does not wait for records to arrive), carrying
-        the acknowledgements made so far. The next :meth:`poll` hands its
-        records out, or fetches as usual if it brought none.
-
-        Meant for ``share.acquire.mode=record_limit``, which otherwise acquires
-        only inside a poll: with ``max_records`` the broker acquires no more
-        than that, so an application that knows how many records it still
-        wants (a batch with a size) overlaps the round trip without taking
-        records it will not process. Records so fetched are locked for this
-        consumer from now on: call it only when a poll follows soon (closing
-        the consumer releases them).
-
-        Returns False, sending nothing, when records are still buffered for the
-        next poll (a second response would only hold more locks) or are being
-        renewed. Acknowledgements made so far still go out with the next poll
-        or commit then.
-
-        Raises:
-            ValueError: ``max_records`` is not a positive int.
-            IllegalStateError: not subscribed, or the consumer is closed.
-            KafkaError: as :meth:`poll`, an error the network thread reported.
-        """
+        """``prefetch`` of the facades (its docstring is there)."""
         with self._owned():
             planned = self._prefetch_acks(max_records)
             if planned is None:
@@ -616,12 +600,7 @@ class ConsumerCore(Generic[K, V]):
         offset: int,
         type: AcknowledgeType = AcknowledgeType.ACCEPT,
     ) -> None:
-        """Acknowledge by coordinates a record that could not be returned by ``poll``
-        (deserialization failure or corrupt batch), e.g. to REJECT a poison record.
-
-        Raises:
-            IllegalStateError: implicit mode, or the offset is not such a record.
-        """
+        """``acknowledge_offset`` of the facades (its docstring is there)."""
         with self._owned():
             ack_type = self._check_ack_type(type)
             self._in_flight.acknowledge_offset(topic, partition, offset, ack_type)
@@ -629,22 +608,7 @@ class ConsumerCore(Generic[K, V]):
     def acknowledge_arrow(
         self, batch: Any, type: Any = AcknowledgeType.ACCEPT
     ) -> None:
-        """Acknowledge rows returned by ``poll_arrow`` (explicit mode only).
-
-        ``batch`` is the record batch ``poll_arrow`` returned, or any record batch
-        or table with its ``topic``, ``partition``, ``offset`` and
-        ``delivery_count`` columns (a filtered or sliced part of it, for
-        example). ``type`` is one AcknowledgeType for every row (ACCEPT, RELEASE
-        or REJECT), or a sequence (list, numpy or Arrow array) with one type per
-        row. All or nothing: if one row cannot be acknowledged nothing is.
-        Acknowledging a row again before it is sent keeps the last type.
-
-        Raises:
-            IllegalStateError: implicit mode, or a row is not a record of the
-                last ``poll_arrow`` still awaiting its acknowledgement.
-            ValueError: a bad type, RENEW (use ``share.auto.renew``), a wrong
-                number of types, or a batch without the columns above.
-        """
+        """``acknowledge_arrow`` of the facades (its docstring is there)."""
         with self._owned():
             self._acknowledge_arrow_rows(batch, type)
 
@@ -663,7 +627,7 @@ class ConsumerCore(Generic[K, V]):
                 "REJECT or RENEW"
             ) from None
         if ack_type is AcknowledgeType.RENEW:
-            self._thread.require(ShareFeature.RENEW)
+            self._shell.require(ShareFeature.RENEW)
         return ack_type
 
     def _close_acks(self) -> AcksByPartition:
@@ -688,7 +652,7 @@ class ConsumerCore(Generic[K, V]):
         return self._take_acks()
 
     def commit_async(self) -> None:
-        """Send pending acknowledgements without waiting; results reach the callback."""
+        """``commit_async`` of the facades (its docstring is there)."""
         with self._owned():
             acks = self._commit_acks()
             if acks:
@@ -698,11 +662,7 @@ class ConsumerCore(Generic[K, V]):
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None
     ) -> None:
-        """Set (or clear with ``None``) the callback told about every acknowledgement
-        batch's outcome. It runs on the application thread, inside ``poll``,
-        ``commit_sync``, ``commit_async`` and ``close``. Exceptions it raises are
-        logged, not propagated. It must not call this consumer (except ``wakeup``).
-        """
+        """``set_acknowledgement_commit_callback`` of the facades (its docstring is there)."""
         with self._owned():
             if callback is not None and not callable(callback):
                 raise TypeError(f"the callback must be callable, got {callback!r}")
@@ -715,7 +675,7 @@ class ConsumerCore(Generic[K, V]):
     # -- internals: thread ownership ----------------------------------------------------
 
     def _owned(self, *, allow_closing: bool = False) -> AbstractContextManager[None]:
-        return _Ownership(self, allow_closing)
+        return self._waiting.owned(self, allow_closing)
 
     def _check_open(self) -> None:
         if self._state is not _State.OPEN:
@@ -727,7 +687,7 @@ class ConsumerCore(Generic[K, V]):
         return _now_ms() + self._config.default_api_timeout_ms
 
     def _submit(self, event: ApplicationEvent) -> None:
-        self._thread.submit(event)
+        self._shell.submit(event)
 
 
     def _call_wait_ms(
@@ -761,7 +721,7 @@ class ConsumerCore(Generic[K, V]):
 
     def _maybe_raise_wakeup(self) -> None:
         if self._close_requested:
-            raise WakeupError("the blocking call was interrupted by close() from another thread")
+            raise WakeupError(self._waiting.closed_meanwhile())
         if self._wakeup_requested:
             self._wakeup_requested = False
             raise WakeupError("the blocking call was interrupted by wakeup()")
@@ -791,7 +751,7 @@ class ConsumerCore(Generic[K, V]):
     def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
         """Submit a fetch ahead carrying ``acks``, asking for at most
         ``max_records`` (each facade hands it over to its I/O shell in its own way)."""
-        raise NotImplementedError
+        self._waiting.send_fetch_ahead(self, acks, max_records)
 
 
     def _send_acks(self, acks: AcksByPartition, *, fetch: bool, linger: bool = False) -> None:
@@ -890,8 +850,9 @@ class ConsumerCore(Generic[K, V]):
             self._acquisition_lock_timeout_ms = timeout_ms
             self._ahead.note_lock_timeout(timeout_ms)
 
-    def __repr__(self) -> str:
+    def _repr(self, facade: str) -> str:
+        """The facade's ``repr``."""
         return (
-            f"{type(self).__name__}(client_id={self._client_id!r}, "
+            f"{facade}(client_id={self._client_id!r}, "
             f"group_id={self._config.group_id!r}, state={self._state.value})"
         )
