@@ -321,7 +321,7 @@ class AsyncShareConsumer(Generic[K, V]):
             if self._carry is not None:
                 records, self._carry = self._carry, None
                 return records
-            if core._fatal_error is not None and core._fatal_raised:
+            if core._background._fatal_error is not None and core._background._fatal_raised:
                 await self._wait_until(
                     started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
                 )
@@ -356,7 +356,7 @@ class AsyncShareConsumer(Generic[K, V]):
                 await self._shell.wait(core._poll_wait_ms(remaining))
                 core._poll_waited_ms += _now_ms() - waited_from
                 core._poll_still_waiting()
-            core._raise_background()
+            core._background._raise_background()
             core._handle_completions()
 
     async def _poll_sliced(self) -> ConsumerRecords[K, V] | None:

@@ -285,7 +285,7 @@ class ShareConsumer(Generic[K, V]):
         started = core._poll_begin(timeout_ms, max_records)
         records: ConsumerRecords[K, V] = core._no_records()
         try:
-            if core._fatal_error is not None and core._fatal_raised:
+            if core._background._fatal_error is not None and core._background._fatal_raised:
                 self._wait_until(
                     started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
                 )
@@ -345,7 +345,7 @@ class ShareConsumer(Generic[K, V]):
                 core._fetch_buffer.await_not_empty(wait_ms / 1000.0)
             core._poll_waited_ms += _now_ms() - waited_from
             core._poll_still_waiting()
-            core._raise_background()
+            core._background._raise_background()
             core._handle_completions()
 
     def _drive_until_news(self, wait_ms: int, adds: int) -> bool:

@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from kafka_share._app.acks import _merge_acks, _unacknowledged_message
-from kafka_share._app.background import _unrecoverable
+from kafka_share._app.background import BackgroundEvents
 from kafka_share._app.checks import _FOREVER_MS, _check_topic_name, _now_ms, _timeout_ms
 from kafka_share._app.collector import CollectResult, FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
@@ -33,14 +33,12 @@ from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._app.ownership import _OPEN, _State
 from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
-    AcknowledgementCompletion,
     AcknowledgeOnCloseEvent,
     AcknowledgeSyncEvent,
     AcksByPartition,
     ApplicationEvent,
     CompletableEvent,
     CompletedShareFetch,
-    ErrorEvent,
     FetchEvent,
     LeaveGroupEvent,
     NodeAcknowledgements,
@@ -51,7 +49,6 @@ from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._log import ContextLogger, Logger, consumer_log_prefix, offset_ranges
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
-    AuthenticationError,
     IllegalStateError,
     InvalidRecordStateError,
     KafkaError,
@@ -64,7 +61,6 @@ from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.consume import ACK_LINGER_MS
 from kafka_share.share.fetch_ahead import FetchAheadPolicy
-from kafka_share.share.results import LocksLost, SessionReplaced
 
 __all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell", "FacadeWaiting"]
 
@@ -213,16 +209,10 @@ class ConsumerCore(Generic[K, V]):
         self._poll_deadline_ms: int | None = None
         #: the running poll may fetch (not a poll(0) under fetch.ahead=manual)
         self._poll_fetches = True
-        self._deferred_errors: list[KafkaError] = []
-        self._fatal_error: KafkaError | None = None
-        #: the fatal error was raised once: later polls wait before raising it again
-        self._fatal_raised = False
         #: close() was called by another thread while this one was in a call
         self._close_requested = False
-        self._completions: list[AcknowledgementCompletion] = []
-        #: auto-renewal gave up on these records the application holds (told
-        #: at the next poll or commit: _tell_locks_lost)
-        self._locks_lost: list[tuple[LocksLost, list[int]]] = []
+        #: errors, completions and lost locks the network thread reported
+        self._background = BackgroundEvents(self._fetch_buffer, self._collector, self._in_flight)
         self._acquisition_lock_timeout_ms: int | None = None
         #: "poll" or "poll_arrow", fixed by the first poll (None: not polled yet)
         self._poll_kind: str | None = None
@@ -352,7 +342,7 @@ class ConsumerCore(Generic[K, V]):
         self._check_open()
         if not self._subscription:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
-        self._raise_background()
+        self._background._raise_background()
         if self._collector.has_buffered() or self._in_flight.has_renewing():
             return None
         return self._take_acks(), self._fetch_cap(cap)
@@ -395,7 +385,7 @@ class ConsumerCore(Generic[K, V]):
 
     def _start_poll(self) -> None:
         """What every poll does first: errors, the last batch's acks, the checks."""
-        self._raise_background()
+        self._background._raise_background()
         self._handle_completions()
         # Failed records whose error the last poll raised get their default
         # RELEASE/REJECT now, unless acknowledged by coordinates meanwhile.
@@ -701,23 +691,13 @@ class ConsumerCore(Generic[K, V]):
             return None
         if wakeable:
             self._maybe_raise_wakeup()
-            self._raise_authentication_error()
+            self._background._raise_authentication_error()
         remaining_ms = give_up_ms - _now_ms()
         if remaining_ms <= 0:
             raise KafkaTimeoutError(
                 f"{type(event).__name__} did not complete before its deadline"
             )
         return remaining_ms
-
-    def _raise_authentication_error(self) -> None:
-        """A failed authentication ends a waiting call at once: waiting out its
-        deadline cannot help (the credentials are wrong, or not allowed), and a
-        commit_sync would otherwise sit for default.api.timeout.ms."""
-        self._drain_background()
-        for i, error in enumerate(self._deferred_errors):
-            if isinstance(error, AuthenticationError):
-                del self._deferred_errors[i]
-                raise error
 
     def _maybe_raise_wakeup(self) -> None:
         if self._close_requested:
@@ -770,41 +750,12 @@ class ConsumerCore(Generic[K, V]):
                 acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0
             ))
 
-    def _drain_background(self) -> None:
-        for event in self._fetch_buffer.take_background():
-            if isinstance(event, ErrorEvent):
-                if event.fatal:
-                    if self._fatal_error is None:
-                        self._fatal_error = _unrecoverable(event.error)
-                else:
-                    self._deferred_errors.append(event.error)
-            elif isinstance(event, SessionReplaced):
-                self._collector.drop_stale(event.node_id, event.generation)
-            elif isinstance(event, LocksLost):
-                self._collector.drop_lost(event)
-                held = self._in_flight.held_of(event.partition, event.offsets)
-                if held:
-                    self._locks_lost.append((event, held))
-            else:
-                assert isinstance(event, AcknowledgementCompletion)
-                self._completions.append(event)
-
-    def _raise_background(self) -> None:
-        """Raise the oldest error the network thread reported (fatal group errors...)."""
-        self._drain_background()
-        if self._deferred_errors:
-            raise self._deferred_errors.pop(0)
-        if self._fatal_error is not None:
-            # poll() waits before raising it again (see poll); a fresh traceback
-            # each time, or re-raising one object would grow it without bound.
-            self._fatal_raised = True
-            raise self._fatal_error.with_traceback(None)
-
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""
-        self._drain_background()
+        background = self._background
+        background._drain_background()
         self._tell_locks_lost()
-        completions, self._completions = self._completions, []
+        completions, background._completions = background._completions, []
         for c in completions:
             if c.renewed_offsets or (c.error is not None and c.offsets):
                 failed = c.offsets - c.renewed_offsets if c.error is not None else frozenset()
@@ -819,7 +770,8 @@ class ConsumerCore(Generic[K, V]):
         acknowledgement commit callback hears of them now (at the poll or commit
         after it happened), with an error saying why, or a warning says so; not
         only when their acknowledgement fails later."""
-        lost, self._locks_lost = self._locks_lost, []
+        background = self._background
+        lost, background._locks_lost = background._locks_lost, []
         for event, held in lost:
             tip = event.partition
             error = InvalidRecordStateError(
