@@ -122,7 +122,7 @@ class AsyncShareConsumer(Generic[K, V]):
             metrics=core._metrics,
             loop=loop,
         )
-        self._waiting = _TaskWaiting(threading.get_ident())
+        self._waiting = _TaskWaiting(self._shell, threading.get_ident())
         core._attach(self._shell, self._waiting)
         # acknowledge() runs once per record in explicit mode: the instance calls
         # the core's method directly (its fast path), not through a second call.
@@ -222,7 +222,7 @@ class AsyncShareConsumer(Generic[K, V]):
     @property
     def acquisition_lock_timeout_ms(self) -> int | None:
         """The acquisition lock duration the broker reported most recently, if any."""
-        return self._core._acquisition_lock_timeout_ms
+        return self._core._rounds._acquisition_lock_timeout_ms
 
     # -- subscription -----------------------------------------------------------------------
 
@@ -315,7 +315,7 @@ class AsyncShareConsumer(Generic[K, V]):
             # iteration starts with this poll's records.
             self._iter = None
             self._iter_last = None
-        started = core._poll_begin(timeout_ms, max_records)
+        started = core._rounds._poll_begin(timeout_ms, max_records)
         records: ConsumerRecords[K, V] = core._no_records()
         try:
             if self._carry is not None:
@@ -329,7 +329,7 @@ class AsyncShareConsumer(Generic[K, V]):
                 started + (_FOREVER_MS if timeout_ms is None else timeout_ms)
             )
         finally:
-            core._poll_end(records)
+            core._rounds._poll_end(records)
             self._shell.flush()
         return records
 
@@ -344,7 +344,7 @@ class AsyncShareConsumer(Generic[K, V]):
     async def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
         core = self._core
         core._start_poll()
-        core._fetch_sent = False
+        core._rounds._fetch_sent = False
         while True:
             core._maybe_raise_wakeup()
             records, remaining = core._poll_outcome(await self._poll_sliced(), deadline)
@@ -354,7 +354,7 @@ class AsyncShareConsumer(Generic[K, V]):
                 self._shell.flush()  # the engine must see this poll before it waits
                 waited_from = _now_ms()
                 await self._shell.wait(core._poll_wait_ms(remaining))
-                core._poll_waited_ms += _now_ms() - waited_from
+                core._rounds._poll_waited_ms += _now_ms() - waited_from
                 core._poll_still_waiting()
             core._background._raise_background()
             core._handle_completions()
@@ -369,13 +369,14 @@ class AsyncShareConsumer(Generic[K, V]):
         parts: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         total = 0
         max_records = core._config.max_poll_records
-        if core._poll_limit is not None:
-            max_records = min(max_records, core._poll_limit)
+        rounds = core._rounds
+        if rounds._poll_limit is not None:
+            max_records = min(max_records, rounds._poll_limit)
         slice_start = time.monotonic()  # not loop.time(): uvloop caches it per iteration
         collector = core._collector
         while True:
             steps = collector.decode_steps
-            got = core._poll_once(min(SLICE_RECORDS, max_records - total), have_records=total > 0)
+            got = rounds._poll_once(min(SLICE_RECORDS, max_records - total), have_records=total > 0)
             # A slice of a large record batch decoded, no record to hand out yet.
             decoding = got is None and collector.decode_steps != steps
             if got is not None:
@@ -389,7 +390,7 @@ class AsyncShareConsumer(Generic[K, V]):
             if (
                 (got is None and not decoding)
                 or total >= max_records
-                or core._pending_error is not None
+                or rounds._pending_error is not None
                 or core._in_flight.has_renewing()
                 or not core._collector.has_buffered()
             ):
@@ -626,9 +627,10 @@ class _TaskWaiting:
     in a task of the loop it was created on, one task at a time inside an
     awaiting call."""
 
-    __slots__ = ("busy", "busy_call", "idle", "loop_thread")
+    __slots__ = ("_shell", "busy", "busy_call", "idle", "loop_thread")
 
-    def __init__(self, loop_thread: int) -> None:
+    def __init__(self, shell: AsyncEngineShell, loop_thread: int) -> None:
+        self._shell = shell
         self.loop_thread = loop_thread
         #: the task inside an awaiting call, and the call's name
         self.busy: asyncio.Task[Any] | None = None
@@ -645,12 +647,12 @@ class _TaskWaiting:
         return f"{self.busy_call}() was interrupted by close() from another task"
 
     def send_fetch_ahead(
-        self, core: ConsumerCore[Any, Any], acks: AcksByPartition, max_records: int | None
+        self, acks: AcksByPartition, max_records: int | None, ack_deadline_ms: int
     ) -> None:
         """The fetch ahead goes on the wire now, before this task decodes the
         response it holds (nothing to hand over: the loop runs on this thread)."""
-        core._submit(FetchEvent(acks, ahead=True, ack_deadline_ms=core._api_deadline(),
-                                max_records=max_records))
+        self._shell.submit(FetchEvent(acks, ahead=True, ack_deadline_ms=ack_deadline_ms,
+                                      max_records=max_records))
 
 
 class _TaskOwnership:

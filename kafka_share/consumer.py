@@ -157,7 +157,7 @@ class ShareConsumer(Generic[K, V]):
     @property
     def acquisition_lock_timeout_ms(self) -> int | None:
         """The acquisition lock duration the broker reported most recently, if any."""
-        return self._core._acquisition_lock_timeout_ms
+        return self._core._rounds._acquisition_lock_timeout_ms
 
     # -- subscription ----------------------------------------------------------
 
@@ -282,7 +282,7 @@ class ShareConsumer(Generic[K, V]):
 
     def _poll_call(self, timeout_ms: int | None, max_records: int | None) -> ConsumerRecords[K, V]:
         core = self._core
-        started = core._poll_begin(timeout_ms, max_records)
+        started = core._rounds._poll_begin(timeout_ms, max_records)
         records: ConsumerRecords[K, V] = core._no_records()
         try:
             if core._background._fatal_error is not None and core._background._fatal_raised:
@@ -291,7 +291,7 @@ class ShareConsumer(Generic[K, V]):
                 )
             records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
         finally:
-            core._poll_end(records)
+            core._rounds._poll_end(records)
             self._thread.flush()
         return records
 
@@ -331,11 +331,12 @@ class ShareConsumer(Generic[K, V]):
     def _poll_loop(self, deadline: int) -> ConsumerRecords[K, V]:
         core = self._core
         core._start_poll()
-        core._fetch_sent = False
+        rounds = core._rounds
+        rounds._fetch_sent = False
         while True:
             core._maybe_raise_wakeup()
             adds = core._fetch_buffer.adds
-            records, remaining = core._poll_outcome(core._poll_once(core._poll_limit), deadline)
+            records, remaining = core._poll_outcome(rounds._poll_once(rounds._poll_limit), deadline)
             if records is not None:
                 return records
             self._thread.flush()  # the engine must see this poll before it waits
@@ -343,7 +344,7 @@ class ShareConsumer(Generic[K, V]):
             wait_ms = core._poll_wait_ms(remaining)
             if not self._drive_until_news(wait_ms, adds):
                 core._fetch_buffer.await_not_empty(wait_ms / 1000.0)
-            core._poll_waited_ms += _now_ms() - waited_from
+            rounds._poll_waited_ms += _now_ms() - waited_from
             core._poll_still_waiting()
             core._background._raise_background()
             core._handle_completions()
@@ -611,7 +612,7 @@ class _ThreadWaiting:
         return "the blocking call was interrupted by close() from another thread"
 
     def send_fetch_ahead(
-        self, core: ConsumerCore[Any, Any], acks: AcksByPartition, max_records: int | None
+        self, acks: AcksByPartition, max_records: int | None, ack_deadline_ms: int
     ) -> None:
         """Submit a fetch ahead and have it sent before going on: by this thread's own
         round when it runs the I/O loop (``NetworkThread.submit``), else by the
@@ -634,8 +635,8 @@ class _ThreadWaiting:
         """
         # When this thread runs the loop, submitting puts the fetch on the wire.
         sent = None if self._thread.runs_loop else threading.Event()
-        core._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=core._api_deadline(),
-                                max_records=max_records))
+        self._thread.submit(FetchEvent(acks, sent=sent, ahead=True,
+                                       ack_deadline_ms=ack_deadline_ms, max_records=max_records))
         if sent is not None:
             sent.wait(_FETCH_HANDOFF_S)
 

@@ -19,18 +19,18 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
-from kafka_share._app.acks import _merge_acks, _unacknowledged_message
+from kafka_share._app.acks import _unacknowledged_message
 from kafka_share._app.background import BackgroundEvents
 from kafka_share._app.checks import _FOREVER_MS, _check_topic_name, _now_ms, _timeout_ms
-from kafka_share._app.collector import CollectResult, FetchCollector
+from kafka_share._app.collector import FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._app.ownership import _OPEN, _State
+from kafka_share._app.polling import PollRounds
 from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
     AcknowledgeOnCloseEvent,
@@ -39,15 +39,13 @@ from kafka_share._handoff.events import (
     ApplicationEvent,
     CompletableEvent,
     CompletedShareFetch,
-    FetchEvent,
     LeaveGroupEvent,
-    NodeAcknowledgements,
     PollEvent,
     SubscriptionChangeEvent,
 )
 from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._log import ContextLogger, Logger, consumer_log_prefix, offset_ranges
-from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
+from kafka_share.config import AcknowledgementMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
     IllegalStateError,
     InvalidRecordStateError,
@@ -57,10 +55,7 @@ from kafka_share.errors import (
 )
 from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
-from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
-from kafka_share.share.consume import ACK_LINGER_MS
-from kafka_share.share.fetch_ahead import FetchAheadPolicy
 
 __all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell", "FacadeWaiting"]
 
@@ -115,7 +110,7 @@ class FacadeWaiting(Protocol):
         ...
 
     def send_fetch_ahead(
-        self, core: ConsumerCore[Any, Any], acks: AcksByPartition, max_records: int | None
+        self, acks: AcksByPartition, max_records: int | None, ack_deadline_ms: int
     ) -> None:
         """Submit a fetch ahead carrying ``acks``, asking for at most ``max_records``."""
         ...
@@ -157,20 +152,7 @@ class ConsumerCore(Generic[K, V]):
         validate(cfg)  # e.g. SSL/SASL: refuse rather than connect in plaintext
         self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
         self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
-        # record_limit never locks records before the application asks for them;
-        # batch_optimized fetches ahead while the application is fast enough,
-        # unless fetch.ahead=manual leaves that to prefetch().
-        self._prefetch = (cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
-                          and cfg.fetch_ahead == "auto")
-        #: fetch.ahead=manual: poll(0) hands out what is buffered and fetches nothing
-        self._manual = cfg.fetch_ahead == "manual"
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
-        #: a poll's acks while it may still send them with a fetch ahead (None: sent)
-        self._ahead_acks: AcksByPartition | None = None
-        #: when to fetch ahead (batch_optimized), and the application's pace
-        self._ahead = FetchAheadPolicy(cfg.max_poll_records)
-        #: a fetch was sent during the current poll
-        self._fetch_sent = False
         # Implicit mode accepts whole batches: their records need no entry each.
         self._in_flight = InFlightBatch(record_spans=not self._explicit)
         self._metrics = ShareConsumerMetrics(
@@ -201,19 +183,10 @@ class ConsumerCore(Generic[K, V]):
         # handler running on the very thread that waits (Event.set and
         # Future.set_result take locks that thread may hold).
         self._wakeup_requested = False
-        self._pending_error: KafkaError | None = None
-        self._poll_waited_ms = 0
-        #: the running poll's ``max_records`` (None: ``max.poll.records``)
-        self._poll_limit: int | None = None
-        #: when the running poll gives up (None: no timeout, or not polling)
-        self._poll_deadline_ms: int | None = None
-        #: the running poll may fetch (not a poll(0) under fetch.ahead=manual)
-        self._poll_fetches = True
         #: close() was called by another thread while this one was in a call
         self._close_requested = False
         #: errors, completions and lost locks the network thread reported
         self._background = BackgroundEvents(self._fetch_buffer, self._collector, self._in_flight)
-        self._acquisition_lock_timeout_ms: int | None = None
         #: "poll" or "poll_arrow", fixed by the first poll (None: not polled yet)
         self._poll_kind: str | None = None
 
@@ -222,6 +195,10 @@ class ConsumerCore(Generic[K, V]):
         facade's way of waiting."""
         self._shell = shell
         self._waiting = waiting
+        self._rounds: PollRounds[K, V] = PollRounds(
+            self._config, self._fetch_buffer, self._in_flight, self._collector, self._metrics,
+            shell, waiting,
+        )
         self._log: Logger = ContextLogger(
             log, consumer_log_prefix(self._client_id, self._config.group_id, shell.member_id)
         )
@@ -257,23 +234,6 @@ class ConsumerCore(Generic[K, V]):
             if timeout_ms >= _FOREVER_MS:
                 timeout_ms = None  # poll(float("inf")) is poll()
         return timeout_ms
-
-    def _poll_begin(self, timeout_ms: int | None, max_records: int | None) -> int:
-        """Start a poll's measurements and limits; returns its start time."""
-        started = _now_ms()
-        self._poll_limit = max_records
-        self._poll_deadline_ms = None if timeout_ms is None else started + timeout_ms
-        self._poll_fetches = not (self._manual and timeout_ms == 0)
-        self._ahead.poll_started(time.monotonic() * 1000.0)
-        self._metrics.record_poll_start(started)
-        self._poll_waited_ms = 0
-        return started
-
-    def _poll_end(self, records: ConsumerRecords[K, V]) -> None:
-        self._poll_limit = None
-        self._poll_deadline_ms = None
-        self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
-        self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
 
     def _poll_wait_ms(self, remaining_ms: int) -> int:
         """How long one pass of a waiting poll may sleep: at most
@@ -318,23 +278,6 @@ class ConsumerCore(Generic[K, V]):
             raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
         return max_records
 
-    def _fetch_cap(self, limit: int | None = None) -> int | None:
-        """The records the next fetch asks for at most: the application's pace
-        (:class:`FetchAheadPolicy`) and ``limit`` (by default the running poll's
-        ``max_records``); None: ``max.poll.records``."""
-        pace = self._ahead.max_records()
-        if limit is None:
-            limit = self._poll_limit
-        if limit is None:
-            return pace
-        return limit if pace is None else min(pace, limit)
-
-    def _fetch_until_ms(self) -> int | None:
-        """When a poll's fetch round ends: record_limit acquires only for a poll
-        that waits, so the round ends with it (see ShareConsumeManager.on_fetch);
-        batch_optimized keeps fetching in the background."""
-        return None if self._prefetch else self._poll_deadline_ms
-
     def _prefetch_acks(self, max_records: object) -> tuple[AcksByPartition, int | None] | None:
         """The checks of ``prefetch``: the acks to send with it and its cap, or
         None when it has nothing to do (records are buffered or being renewed)."""
@@ -345,7 +288,7 @@ class ConsumerCore(Generic[K, V]):
         self._background._raise_background()
         if self._collector.has_buffered() or self._in_flight.has_renewing():
             return None
-        return self._take_acks(), self._fetch_cap(cap)
+        return self._rounds._take_acks(), self._rounds._fetch_cap(cap)
 
     def _check_poll_kind(self, kind: str) -> None:
         """A consumer delivers either ConsumerRecords (``poll``) or Arrow record
@@ -390,8 +333,9 @@ class ConsumerCore(Generic[K, V]):
         # Failed records whose error the last poll raised get their default
         # RELEASE/REJECT now, unless acknowledged by coordinates meanwhile.
         self._in_flight.settle_failed()
-        if self._pending_error is not None:
-            err, self._pending_error = self._pending_error, None
+        rounds = self._rounds
+        if rounds._pending_error is not None:
+            err, rounds._pending_error = rounds._pending_error, None
             self._in_flight.mark_failed_raised()
             raise err
         if self._explicit:
@@ -405,128 +349,6 @@ class ConsumerCore(Generic[K, V]):
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         self._submit(PollEvent(now_ms=_now_ms()))
 
-    def _poll_once(
-        self, limit: int | None = None, *, have_records: bool = False
-    ) -> ConsumerRecords[K, V] | None:
-        """One round: send the acks taken so far, hand out records if there are
-        some (None if not), and ask for more when the buffer runs dry.
-
-        ``limit``: at most this many records (a slice of a poll); ``have_records``:
-        the poll already holds records of earlier slices, so an error found now is
-        raised by the next poll instead of hiding them."""
-        acks = self._take_acks()
-        if self._in_flight.has_renewing():
-            # Renewed records come back first; no new records meanwhile.
-            if acks:
-                self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
-            returned = self._in_flight.take_ready()
-            return self._records_of(returned) if returned else None
-        buffered_before = self._collector.has_buffered()
-        acks, on_drained = self._fetch_ahead_now(acks)
-        batch, acks = self._collect(acks, on_drained, limit)
-        # Otherwise fetch when nothing was buffered (Java), or, in prefetch
-        # mode, as soon as this poll drained the buffer, unless it hands out
-        # records: those are acknowledged only by the next poll (or the
-        # application), and a ShareFetch acknowledging only part of a large
-        # response's records keeps the broker on it for tens of milliseconds
-        # (measured: ~35 ms for a 9,000-record response less its last 82, even
-        # with max_wait_ms 0), where one acknowledging all of them is answered
-        # in ~3 ms. The next poll sends it, with these records' acks. This also
-        # keeps a large max.poll.records from stalling: records still held count
-        # towards the broker's per-partition lock limit, and a fetch sent while
-        # they reach it would wait fetch.max.wait.ms for nothing, once per
-        # response. (A fetch ahead of a small response is the policy's decision,
-        # above.)
-        want_fetch = (
-            self._poll_fetches
-            and not self._fetch_sent
-            and (not buffered_before or (self._prefetch and not batch.records and not have_records))
-            and not self._collector.has_buffered()
-        )
-        if not batch.records and batch.error is None:
-            if want_fetch or acks:
-                self._send_acks(acks, fetch=want_fetch)
-                self._fetch_sent = self._fetch_sent or want_fetch
-            return None
-        if batch.error is None:
-            # GAP acks found while decoding go out with this round.
-            acks, elsewhere = _merge_acks(acks, self._take_acks())
-            if elsewhere:  # a leader move: to the new node on their own
-                self._send_acks(elsewhere, fetch=False, linger=True)
-        # A failed record's default RELEASE/REJECT waits in the batch until the
-        # application has seen its error (InFlightBatch.settle_failed), so it
-        # can still override it.
-        self._send_acks(acks, fetch=want_fetch, linger=True)
-        self._fetch_sent = self._fetch_sent or want_fetch
-        if batch.error is not None:
-            if not batch.records and not have_records:
-                self._in_flight.mark_failed_raised()
-                raise batch.error
-            self._pending_error = batch.error
-        self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
-        self._metrics.record_consumed(len(batch.records), batch.size_bytes, _now_ms())
-        return batch.records
-
-    def _fetch_ahead_now(
-        self, acks: AcksByPartition
-    ) -> tuple[AcksByPartition, Callable[[int, int], None] | None]:
-        """Fetch ahead (batch_optimized) while records are still to be delivered,
-        so the broker works while this thread decodes and the application
-        processes; this poll's acks ride on it. The policy
-        (:class:`FetchAheadPolicy`) decides; otherwise the decision is taken
-        again when :meth:`_collect` takes the last queued response (the hook).
-
-        Returns the acks still to send and the hook for the collector.
-        """
-        if not self._prefetch:
-            return acks, None
-        delivering = self._collector.delivering()
-        if not self._fetch_sent and self._ahead.ahead_while_delivering(
-            delivering, self._collector.delivering_acquired(), self._fetch_buffer.is_empty()
-        ):
-            self._ahead.sent_for(delivering)
-            self._send_fetch_ahead(acks, self._fetch_cap())
-            self._fetch_sent = True
-            return {}, None
-        # A response taken from the queue means the fetch before it was
-        # answered, so the hook may ask again even if this poll sent one.
-        self._ahead_acks = acks
-        return acks, self._ahead_on_drained
-
-    def _collect(
-        self,
-        acks: AcksByPartition,
-        on_drained: Callable[[int, int], None] | None,
-        limit: int | None = None,
-    ) -> tuple[CollectResult[K, V], AcksByPartition]:
-        """Collect the records of this poll; returns them and the acks still to send."""
-        most = self._config.max_poll_records
-        self._collector.expiry_margin_ms = self._ahead.hand_out_margin_ms(
-            most if limit is None else min(limit, most)
-        )
-        try:
-            batch = self._collector.collect(on_drained, limit=limit)
-        except BaseException:
-            # Whatever raised (a KeyboardInterrupt in a deserializer...), the
-            # acks this poll took from the batch still go out.
-            if on_drained is not None and self._ahead_acks is None:
-                acks = {}  # they went out with the fetch ahead
-            self._ahead_acks = None
-            self._send_acks(acks, fetch=False)
-            raise
-        if on_drained is not None:
-            if self._ahead_acks is None:  # the hook sent them with a fetch ahead
-                acks = {}
-                self._fetch_sent = True
-                self._ahead.sent_for(self._collector.delivering())
-            self._ahead_acks = None
-        return batch, acks
-
-    def _records_of(
-        self, by_partition: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]
-    ) -> ConsumerRecords[K, V]:
-        return ConsumerRecords(by_partition)
-
     def metrics(self) -> dict[str, float]:
         """``metrics`` of the facades (its docstring is there)."""
         return self._metrics.snapshot(_now_ms())
@@ -538,7 +360,7 @@ class ConsumerCore(Generic[K, V]):
             if planned is None:
                 return False
             acks, cap = planned
-            self._send_fetch_ahead(acks, cap)
+            self._rounds._send_fetch_ahead(acks, cap)
             return True
 
     # -- acknowledging ---------------------------------------------------------------
@@ -625,7 +447,7 @@ class ConsumerCore(Generic[K, V]):
         Implicit mode accepts nothing here: the broker releases the last batch."""
         self._state = _State.CLOSING
         self._in_flight.settle_failed(everything=True)
-        return self._take_acks()
+        return self._rounds._take_acks()
 
     def _closed(self) -> None:
         self._state = _State.CLOSED
@@ -639,7 +461,7 @@ class ConsumerCore(Generic[K, V]):
         if not self._explicit:
             self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
         self._in_flight.settle_failed()
-        return self._take_acks()
+        return self._rounds._take_acks()
 
     def commit_async(self) -> None:
         """``commit_async`` of the facades (its docstring is there)."""
@@ -706,50 +528,6 @@ class ConsumerCore(Generic[K, V]):
             self._wakeup_requested = False
             raise WakeupError("the blocking call was interrupted by wakeup()")
 
-    def _take_acks(self) -> AcksByPartition:
-        taken = self._in_flight.take_acknowledgements()
-        out: AcksByPartition = {}
-        generations = self._in_flight.generations
-        for tip, (node_id, offsets, ranges) in taken.items():
-            out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(
-                offsets, ranges=ranges, session_generation=generations.get(tip)
-            ))
-        return out
-
-    def _ahead_on_drained(self, acquired: int, size: int) -> None:
-        """Collector hook: the last queued response was just taken, not decoded.
-
-        A small response means the consumer has caught up with the log: nothing
-        is waiting to be prefetched, and a fetch ahead would only come back empty
-        and delay the long-polling fetch that brings the next record. Such a
-        response is drained first, then fetched for as usual.
-        """
-        if self._ahead_acks is not None and self._ahead.ahead_on_drained(acquired, size):
-            acks, self._ahead_acks = self._ahead_acks, None
-            self._send_fetch_ahead(acks, self._fetch_cap())
-
-    def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
-        """Submit a fetch ahead carrying ``acks``, asking for at most
-        ``max_records`` (each facade hands it over to its I/O shell in its own way)."""
-        self._waiting.send_fetch_ahead(self, acks, max_records)
-
-
-    def _send_acks(self, acks: AcksByPartition, *, fetch: bool, linger: bool = False) -> None:
-        """Ride on a fetch, or go out as a ShareAcknowledge.
-
-        ``linger``: the buffer still holds records, so more acks follow within
-        milliseconds; the network thread keeps these for up to ``ACK_LINGER_MS``
-        and puts them on the next ShareFetch to their node if one goes out by then,
-        instead of a ShareAcknowledge each that the fetch would queue behind.
-        """
-        if fetch:
-            self._submit(FetchEvent(acks, max_records=self._fetch_cap(),
-                                    until_ms=self._fetch_until_ms()))
-        elif acks:
-            self._submit(AcknowledgeAsyncEvent(
-                acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0
-            ))
-
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""
         background = self._background
@@ -761,7 +539,7 @@ class ConsumerCore(Generic[K, V]):
                 failed = c.offsets - c.renewed_offsets if c.error is not None else frozenset()
                 self._in_flight.on_renew_completed(c.partition, c.renewed_offsets, failed)
             if c.acquisition_lock_timeout_ms is not None and c.renewed_offsets:
-                self._note_lock_timeout(c.acquisition_lock_timeout_ms)
+                self._rounds._note_lock_timeout(c.acquisition_lock_timeout_ms)
             if self._callback is not None:
                 self._run_callback({c.partition: set(c.offsets)}, c.error)
 
@@ -796,11 +574,6 @@ class ConsumerCore(Generic[K, V]):
             self._log.exception("Exception thrown by acknowledgement commit callback")
         finally:
             self._in_callback = False
-
-    def _note_lock_timeout(self, timeout_ms: int | None) -> None:
-        if timeout_ms is not None and timeout_ms > 0:
-            self._acquisition_lock_timeout_ms = timeout_ms
-            self._ahead.note_lock_timeout(timeout_ms)
 
     def _repr(self, facade: str) -> str:
         """The facade's ``repr``."""

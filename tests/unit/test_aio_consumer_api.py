@@ -390,7 +390,8 @@ def test_a_poll_runs_one_engine_round_for_its_poll_and_fetch_events() -> None:
             fetching = list(log)
             log.clear()
             c._core._fetch_buffer.add_all([fetch(0, 3)])
-            c._core._prefetch = False  # a buffered response is drained before fetching again
+            # a buffered response is drained before fetching again
+            c._core._rounds._prefetch = False
             assert (await c.poll(0)).count() == 3
             return fetching, list(log)
         finally:
