@@ -23,7 +23,14 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mappi
 from contextlib import AbstractContextManager
 from typing import Any, Generic
 
-from kafka_share._app.checks import _FOREVER_MS, _now_ms, _timeout_ms
+from kafka_share._app.checks import (
+    _FOREVER_MS,
+    _check_max_records,
+    _check_topics,
+    _now_ms,
+    _poll_timeout_ms,
+    _timeout_ms,
+)
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.core import (
     _COMPLETABLE,
@@ -235,7 +242,7 @@ class AsyncShareConsumer(Generic[K, V]):
         """
         core = self._core
         async with self._awaiting("subscribe"):
-            new = core._check_topics(topics)
+            new = _check_topics(topics)
             if not new:
                 await self._unsubscribe_locked()
                 return
@@ -278,8 +285,8 @@ class AsyncShareConsumer(Generic[K, V]):
                 :meth:`ShareConsumer.poll <kafka_share.ShareConsumer.poll>`.
         """
         core = self._core
-        timeout_ms = core._poll_timeout_ms(timeout)
-        limit = core._check_max_records(max_records)
+        timeout_ms = _poll_timeout_ms(timeout)
+        limit = _check_max_records(max_records)
         async with self._awaiting("poll"):
             core._check_poll_kind("poll")
             return await self._poll_call(timeout_ms, limit)
@@ -299,8 +306,8 @@ class AsyncShareConsumer(Generic[K, V]):
         acknowledge rows with :meth:`acknowledge_arrow` in explicit mode.
         """
         core = self._core
-        timeout_ms = core._poll_timeout_ms(timeout)
-        limit = core._check_max_records(max_records)
+        timeout_ms = _poll_timeout_ms(timeout)
+        limit = _check_max_records(max_records)
         async with self._awaiting("poll_arrow"):
             core._check_poll_kind("poll_arrow")
             records: Any = await self._poll_call(timeout_ms, limit)

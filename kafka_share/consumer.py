@@ -32,7 +32,14 @@ from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic
 
-from kafka_share._app.checks import _FOREVER_MS, _now_ms, _timeout_ms
+from kafka_share._app.checks import (
+    _FOREVER_MS,
+    _check_max_records,
+    _check_topics,
+    _now_ms,
+    _poll_timeout_ms,
+    _timeout_ms,
+)
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.core import (
     _COMPLETABLE,
@@ -173,7 +180,7 @@ class ShareConsumer(Generic[K, V]):
         """
         core = self._core
         with core._owned():
-            new = core._check_topics(topics)
+            new = _check_topics(topics)
             if not new:
                 self._unsubscribe_locked()
                 return
@@ -230,8 +237,8 @@ class ShareConsumer(Generic[K, V]):
                 (1 s without a timeout), so a loop that catches it cannot spin.
         """
         core = self._core
-        timeout_ms = core._poll_timeout_ms(timeout)
-        limit = core._check_max_records(max_records)
+        timeout_ms = _poll_timeout_ms(timeout)
+        limit = _check_max_records(max_records)
         with core._owned():
             core._check_poll_kind("poll")
             return self._poll_call(timeout_ms, limit)
@@ -273,8 +280,8 @@ class ShareConsumer(Generic[K, V]):
             WakeupError, CorruptRecordError, KafkaError: as :meth:`poll`.
         """
         core = self._core
-        timeout_ms = core._poll_timeout_ms(timeout)
-        limit = core._check_max_records(max_records)
+        timeout_ms = _poll_timeout_ms(timeout)
+        limit = _check_max_records(max_records)
         with core._owned():
             core._check_poll_kind("poll_arrow")
             records: Any = self._poll_call(timeout_ms, limit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Collection
 
 from kafka_share.errors import InvalidTopicError
 
@@ -47,3 +48,31 @@ def _check_topic_name(name: object) -> str:
             "characters of ASCII letters, digits, '.', '_' and '-', and is not '.' or '..'"
         )
     return name
+
+
+def _check_topics(topics: Collection[str]) -> frozenset[str]:
+    """The legal topic names of a ``subscribe`` argument (empty: unsubscribe)."""
+    if isinstance(topics, (str, bytes)):
+        raise TypeError(
+            f"subscribe() takes a collection of topic names, not a single string: "
+            f"use subscribe([{topics!r}])"
+        )
+    return frozenset(_check_topic_name(t) for t in topics)
+
+
+def _poll_timeout_ms(timeout: float | None) -> int | None:
+    """``poll``'s timeout in ms (None: no timeout)."""
+    timeout_ms: int | None = None
+    if timeout is not None:
+        timeout_ms = _timeout_ms(timeout, 0, "poll")
+        if timeout_ms >= _FOREVER_MS:
+            timeout_ms = None  # poll(float("inf")) is poll()
+    return timeout_ms
+
+
+def _check_max_records(max_records: object) -> int | None:
+    if max_records is None:
+        return None
+    if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
+        raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
+    return max_records

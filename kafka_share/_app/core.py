@@ -1,10 +1,14 @@
-"""The application-side core shared by ``ShareConsumer`` and ``AsyncShareConsumer``.
+"""The application-side core held by ``ShareConsumer`` and ``AsyncShareConsumer``.
 
-Everything a consumer does on the application's side of the engine lives here:
-turning the in-flight batch into acknowledgements (``_take_acks``), collecting
-records from the fetch buffer (``_start_poll``, ``_poll_once``), the fetch-ahead
-decision, merging acks, background errors and acknowledgement completions (the
-commit callback), and the argument checks of the public calls.
+``ConsumerCore`` holds what a consumer keeps on the application's side of the
+engine (configuration, the in-flight batch, the collector, the subscription,
+thread ownership) and the logic of the calls both facades share: the start and
+outcome of a poll (``_start_poll``, ``_poll_outcome``), the acknowledgements a
+commit or close sends, the commit callback, and the checks of ``acknowledge``.
+Its parts, each holding its own state: :class:`~kafka_share._app.polling.PollRounds`
+(a poll's rounds: collect, fetch, fetch ahead, send acks) and
+:class:`~kafka_share._app.background.BackgroundEvents` (what the network thread
+reports beside the records); the argument checks are in :mod:`kafka_share._app.checks`.
 
 What differs between the two facades is only *how they wait*: ``ShareConsumer``
 sleeps on its wake pipe while a network thread drives the engine;
@@ -19,13 +23,13 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from kafka_share._app.acks import _unacknowledged_message
 from kafka_share._app.background import BackgroundEvents
-from kafka_share._app.checks import _FOREVER_MS, _check_topic_name, _now_ms, _timeout_ms
+from kafka_share._app.checks import _check_max_records, _now_ms
 from kafka_share._app.collector import FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.in_flight import InFlightBatch
@@ -208,14 +212,6 @@ class ConsumerCore(Generic[K, V]):
 
 
     # -- subscription ----------------------------------------------------------
-    def _check_topics(self, topics: Collection[str]) -> frozenset[str]:
-        """The legal topic names of a ``subscribe`` argument (empty: unsubscribe)."""
-        if isinstance(topics, (str, bytes)):
-            raise TypeError(
-                f"subscribe() takes a collection of topic names, not a single string: "
-                f"use subscribe([{topics!r}])"
-            )
-        return frozenset(_check_topic_name(t) for t in topics)
 
 
     def subscription(self) -> frozenset[str]:
@@ -225,15 +221,6 @@ class ConsumerCore(Generic[K, V]):
 
 
     # -- polling -------------------------------------------------------------------
-
-    def _poll_timeout_ms(self, timeout: float | None) -> int | None:
-        """``poll``'s timeout in ms (None: no timeout)."""
-        timeout_ms: int | None = None
-        if timeout is not None:
-            timeout_ms = _timeout_ms(timeout, 0, "poll")
-            if timeout_ms >= _FOREVER_MS:
-                timeout_ms = None  # poll(float("inf")) is poll()
-        return timeout_ms
 
     def _poll_wait_ms(self, remaining_ms: int) -> int:
         """How long one pass of a waiting poll may sleep: at most
@@ -270,18 +257,10 @@ class ConsumerCore(Generic[K, V]):
             return _columnar().ColumnarRecords()  # type: ignore[no-any-return]
         return ConsumerRecords()
 
-    @staticmethod
-    def _check_max_records(max_records: object) -> int | None:
-        if max_records is None:
-            return None
-        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
-            raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
-        return max_records
-
     def _prefetch_acks(self, max_records: object) -> tuple[AcksByPartition, int | None] | None:
         """The checks of ``prefetch``: the acks to send with it and its cap, or
         None when it has nothing to do (records are buffered or being renewed)."""
-        cap = self._check_max_records(max_records)
+        cap = _check_max_records(max_records)
         self._check_open()
         if not self._subscription:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
