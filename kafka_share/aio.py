@@ -229,7 +229,7 @@ class AsyncShareConsumer(Generic[K, V]):
     @property
     def acquisition_lock_timeout_ms(self) -> int | None:
         """The acquisition lock duration the broker reported most recently, if any."""
-        return self._core._rounds._acquisition_lock_timeout_ms
+        return self._core._rounds.acquisition_lock_timeout_ms
 
     # -- subscription -----------------------------------------------------------------------
 
@@ -322,13 +322,13 @@ class AsyncShareConsumer(Generic[K, V]):
             # iteration starts with this poll's records.
             self._iter = None
             self._iter_last = None
-        started = core._rounds._poll_begin(timeout_ms, max_records)
+        started = core._rounds.begin(timeout_ms, max_records)
         records: ConsumerRecords[K, V] = core._no_records()
         try:
             if self._carry is not None:
                 records, self._carry = self._carry, None
                 return records
-            if core._background._fatal_error is not None and core._background._fatal_raised:
+            if core._background.repeats_fatal():
                 await self._wait_until(
                     started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
                 )
@@ -336,7 +336,7 @@ class AsyncShareConsumer(Generic[K, V]):
                 started + (_FOREVER_MS if timeout_ms is None else timeout_ms)
             )
         finally:
-            core._rounds._poll_end(records)
+            core._rounds.end(records)
             self._shell.flush()
         return records
 
@@ -351,7 +351,7 @@ class AsyncShareConsumer(Generic[K, V]):
     async def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
         core = self._core
         core._start_poll()
-        core._rounds._fetch_sent = False
+        core._rounds.fetch_sent = False
         while True:
             core._maybe_raise_wakeup()
             records, remaining = core._poll_outcome(await self._poll_sliced(), deadline)
@@ -361,9 +361,9 @@ class AsyncShareConsumer(Generic[K, V]):
                 self._shell.flush()  # the engine must see this poll before it waits
                 waited_from = _now_ms()
                 await self._shell.wait(core._poll_wait_ms(remaining))
-                core._rounds._poll_waited_ms += _now_ms() - waited_from
+                core._rounds.waited_ms += _now_ms() - waited_from
                 core._poll_still_waiting()
-            core._background._raise_background()
+            core._background.raise_error()
             core._handle_completions()
 
     async def _poll_sliced(self) -> ConsumerRecords[K, V] | None:
@@ -377,13 +377,13 @@ class AsyncShareConsumer(Generic[K, V]):
         total = 0
         max_records = core._config.max_poll_records
         rounds = core._rounds
-        if rounds._poll_limit is not None:
-            max_records = min(max_records, rounds._poll_limit)
+        if rounds.limit is not None:
+            max_records = min(max_records, rounds.limit)
         slice_start = time.monotonic()  # not loop.time(): uvloop caches it per iteration
         collector = core._collector
         while True:
             steps = collector.decode_steps
-            got = rounds._poll_once(min(SLICE_RECORDS, max_records - total), have_records=total > 0)
+            got = rounds.poll_once(min(SLICE_RECORDS, max_records - total), have_records=total > 0)
             # A slice of a large record batch decoded, no record to hand out yet.
             decoding = got is None and collector.decode_steps != steps
             if got is not None:
@@ -397,7 +397,7 @@ class AsyncShareConsumer(Generic[K, V]):
             if (
                 (got is None and not decoding)
                 or total >= max_records
-                or rounds._pending_error is not None
+                or rounds.pending_error is not None
                 or core._in_flight.has_renewing()
                 or not core._collector.has_buffered()
             ):

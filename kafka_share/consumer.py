@@ -164,7 +164,7 @@ class ShareConsumer(Generic[K, V]):
     @property
     def acquisition_lock_timeout_ms(self) -> int | None:
         """The acquisition lock duration the broker reported most recently, if any."""
-        return self._core._rounds._acquisition_lock_timeout_ms
+        return self._core._rounds.acquisition_lock_timeout_ms
 
     # -- subscription ----------------------------------------------------------
 
@@ -289,16 +289,16 @@ class ShareConsumer(Generic[K, V]):
 
     def _poll_call(self, timeout_ms: int | None, max_records: int | None) -> ConsumerRecords[K, V]:
         core = self._core
-        started = core._rounds._poll_begin(timeout_ms, max_records)
+        started = core._rounds.begin(timeout_ms, max_records)
         records: ConsumerRecords[K, V] = core._no_records()
         try:
-            if core._background._fatal_error is not None and core._background._fatal_raised:
+            if core._background.repeats_fatal():
                 self._wait_until(
                     started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
                 )
             records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
         finally:
-            core._rounds._poll_end(records)
+            core._rounds.end(records)
             self._thread.flush()
         return records
 
@@ -339,11 +339,11 @@ class ShareConsumer(Generic[K, V]):
         core = self._core
         core._start_poll()
         rounds = core._rounds
-        rounds._fetch_sent = False
+        rounds.fetch_sent = False
         while True:
             core._maybe_raise_wakeup()
             adds = core._fetch_buffer.adds
-            records, remaining = core._poll_outcome(rounds._poll_once(rounds._poll_limit), deadline)
+            records, remaining = core._poll_outcome(rounds.poll_once(rounds.limit), deadline)
             if records is not None:
                 return records
             self._thread.flush()  # the engine must see this poll before it waits
@@ -351,9 +351,9 @@ class ShareConsumer(Generic[K, V]):
             wait_ms = core._poll_wait_ms(remaining)
             if not self._drive_until_news(wait_ms, adds):
                 core._fetch_buffer.await_not_empty(wait_ms / 1000.0)
-            rounds._poll_waited_ms += _now_ms() - waited_from
+            rounds.waited_ms += _now_ms() - waited_from
             core._poll_still_waiting()
-            core._background._raise_background()
+            core._background.raise_error()
             core._handle_completions()
 
     def _drive_until_news(self, wait_ms: int, adds: int) -> bool:

@@ -48,17 +48,17 @@ class BackgroundEvents:
         #: at the next poll or commit: ConsumerCore._tell_locks_lost)
         self._locks_lost: list[tuple[LocksLost, list[int]]] = []
 
-    def _raise_authentication_error(self) -> None:
+    def raise_authentication_error(self) -> None:
         """A failed authentication ends a waiting call at once: waiting out its
         deadline cannot help (the credentials are wrong, or not allowed), and a
         commit_sync would otherwise sit for default.api.timeout.ms."""
-        self._drain_background()
+        self.drain()
         for i, error in enumerate(self._deferred_errors):
             if isinstance(error, AuthenticationError):
                 del self._deferred_errors[i]
                 raise error
 
-    def _drain_background(self) -> None:
+    def drain(self) -> None:
         for event in self._fetch_buffer.take_background():
             if isinstance(event, ErrorEvent):
                 if event.fatal:
@@ -77,9 +77,9 @@ class BackgroundEvents:
                 assert isinstance(event, AcknowledgementCompletion)
                 self._completions.append(event)
 
-    def _raise_background(self) -> None:
+    def raise_error(self) -> None:
         """Raise the oldest error the network thread reported (fatal group errors...)."""
-        self._drain_background()
+        self.drain()
         if self._deferred_errors:
             raise self._deferred_errors.pop(0)
         if self._fatal_error is not None:
@@ -87,3 +87,19 @@ class BackgroundEvents:
             # each time, or re-raising one object would grow it without bound.
             self._fatal_raised = True
             raise self._fatal_error.with_traceback(None)
+
+    def repeats_fatal(self) -> bool:
+        """A fatal error was raised by an earlier poll: the next one waits before
+        raising it again."""
+        return self._fatal_error is not None and self._fatal_raised
+
+    def take_completions(self) -> list[AcknowledgementCompletion]:
+        """The acknowledgement completions drained so far (for the commit callback)."""
+        completions, self._completions = self._completions, []
+        return completions
+
+    def take_locks_lost(self) -> list[tuple[LocksLost, list[int]]]:
+        """Records the application holds whose locks auto-renewal gave up on,
+        drained so far, with the offsets it holds."""
+        lost, self._locks_lost = self._locks_lost, []
+        return lost

@@ -264,10 +264,10 @@ class ConsumerCore(Generic[K, V]):
         self._check_open()
         if not self._subscription:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
-        self._background._raise_background()
+        self._background.raise_error()
         if self._collector.has_buffered() or self._in_flight.has_renewing():
             return None
-        return self._rounds._take_acks(), self._rounds._fetch_cap(cap)
+        return self._rounds.take_acks(), self._rounds.fetch_cap(cap)
 
     def _check_poll_kind(self, kind: str) -> None:
         """A consumer delivers either ConsumerRecords (``poll``) or Arrow record
@@ -307,14 +307,14 @@ class ConsumerCore(Generic[K, V]):
 
     def _start_poll(self) -> None:
         """What every poll does first: errors, the last batch's acks, the checks."""
-        self._background._raise_background()
+        self._background.raise_error()
         self._handle_completions()
         # Failed records whose error the last poll raised get their default
         # RELEASE/REJECT now, unless acknowledged by coordinates meanwhile.
         self._in_flight.settle_failed()
         rounds = self._rounds
-        if rounds._pending_error is not None:
-            err, rounds._pending_error = rounds._pending_error, None
+        if rounds.pending_error is not None:
+            err, rounds.pending_error = rounds.pending_error, None
             self._in_flight.mark_failed_raised()
             raise err
         if self._explicit:
@@ -339,7 +339,7 @@ class ConsumerCore(Generic[K, V]):
             if planned is None:
                 return False
             acks, cap = planned
-            self._rounds._send_fetch_ahead(acks, cap)
+            self._rounds.send_fetch_ahead(acks, cap)
             return True
 
     # -- acknowledging ---------------------------------------------------------------
@@ -426,7 +426,7 @@ class ConsumerCore(Generic[K, V]):
         Implicit mode accepts nothing here: the broker releases the last batch."""
         self._state = _State.CLOSING
         self._in_flight.settle_failed(everything=True)
-        return self._rounds._take_acks()
+        return self._rounds.take_acks()
 
     def _closed(self) -> None:
         self._state = _State.CLOSED
@@ -440,7 +440,7 @@ class ConsumerCore(Generic[K, V]):
         if not self._explicit:
             self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
         self._in_flight.settle_failed()
-        return self._rounds._take_acks()
+        return self._rounds.take_acks()
 
     def commit_async(self) -> None:
         """``commit_async`` of the facades (its docstring is there)."""
@@ -492,7 +492,7 @@ class ConsumerCore(Generic[K, V]):
             return None
         if wakeable:
             self._maybe_raise_wakeup()
-            self._background._raise_authentication_error()
+            self._background.raise_authentication_error()
         remaining_ms = give_up_ms - _now_ms()
         if remaining_ms <= 0:
             raise KafkaTimeoutError(
@@ -509,16 +509,15 @@ class ConsumerCore(Generic[K, V]):
 
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""
-        background = self._background
-        background._drain_background()
+        self._background.drain()
         self._tell_locks_lost()
-        completions, background._completions = background._completions, []
+        completions = self._background.take_completions()
         for c in completions:
             if c.renewed_offsets or (c.error is not None and c.offsets):
                 failed = c.offsets - c.renewed_offsets if c.error is not None else frozenset()
                 self._in_flight.on_renew_completed(c.partition, c.renewed_offsets, failed)
             if c.acquisition_lock_timeout_ms is not None and c.renewed_offsets:
-                self._rounds._note_lock_timeout(c.acquisition_lock_timeout_ms)
+                self._rounds.note_lock_timeout(c.acquisition_lock_timeout_ms)
             if self._callback is not None:
                 self._run_callback({c.partition: set(c.offsets)}, c.error)
 
@@ -527,8 +526,7 @@ class ConsumerCore(Generic[K, V]):
         acknowledgement commit callback hears of them now (at the poll or commit
         after it happened), with an error saying why, or a warning says so; not
         only when their acknowledgement fails later."""
-        background = self._background
-        lost, background._locks_lost = background._locks_lost, []
+        lost = self._background.take_locks_lost()
         for event, held in lost:
             tip = event.partition
             error = InvalidRecordStateError(

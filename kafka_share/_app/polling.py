@@ -69,41 +69,41 @@ class PollRounds(Generic[K, V]):
         #: when to fetch ahead (batch_optimized), and the application's pace
         self._ahead = FetchAheadPolicy(config.max_poll_records)
         #: a fetch was sent during the current poll
-        self._fetch_sent = False
-        self._pending_error: KafkaError | None = None
-        self._poll_waited_ms = 0
+        self.fetch_sent = False
+        self.pending_error: KafkaError | None = None
+        self.waited_ms = 0
         #: the running poll's ``max_records`` (None: ``max.poll.records``)
-        self._poll_limit: int | None = None
+        self.limit: int | None = None
         #: when the running poll gives up (None: no timeout, or not polling)
         self._poll_deadline_ms: int | None = None
         #: the running poll may fetch (not a poll(0) under fetch.ahead=manual)
         self._poll_fetches = True
-        self._acquisition_lock_timeout_ms: int | None = None
+        self.acquisition_lock_timeout_ms: int | None = None
 
-    def _poll_begin(self, timeout_ms: int | None, max_records: int | None) -> int:
+    def begin(self, timeout_ms: int | None, max_records: int | None) -> int:
         """Start a poll's measurements and limits; returns its start time."""
         started = _now_ms()
-        self._poll_limit = max_records
+        self.limit = max_records
         self._poll_deadline_ms = None if timeout_ms is None else started + timeout_ms
         self._poll_fetches = not (self._manual and timeout_ms == 0)
         self._ahead.poll_started(time.monotonic() * 1000.0)
         self._metrics.record_poll_start(started)
-        self._poll_waited_ms = 0
+        self.waited_ms = 0
         return started
 
-    def _poll_end(self, records: ConsumerRecords[K, V]) -> None:
-        self._poll_limit = None
+    def end(self, records: ConsumerRecords[K, V]) -> None:
+        self.limit = None
         self._poll_deadline_ms = None
-        self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
+        self._metrics.record_poll_end(_now_ms(), waited_ms=self.waited_ms)
         self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
 
-    def _fetch_cap(self, limit: int | None = None) -> int | None:
+    def fetch_cap(self, limit: int | None = None) -> int | None:
         """The records the next fetch asks for at most: the application's pace
         (:class:`FetchAheadPolicy`) and ``limit`` (by default the running poll's
         ``max_records``); None: ``max.poll.records``."""
         pace = self._ahead.max_records()
         if limit is None:
-            limit = self._poll_limit
+            limit = self.limit
         if limit is None:
             return pace
         return limit if pace is None else min(pace, limit)
@@ -114,7 +114,7 @@ class PollRounds(Generic[K, V]):
         batch_optimized keeps fetching in the background."""
         return None if self._prefetch else self._poll_deadline_ms
 
-    def _poll_once(
+    def poll_once(
         self, limit: int | None = None, *, have_records: bool = False
     ) -> ConsumerRecords[K, V] | None:
         """One round: send the acks taken so far, hand out records if there are
@@ -123,7 +123,7 @@ class PollRounds(Generic[K, V]):
         ``limit``: at most this many records (a slice of a poll); ``have_records``:
         the poll already holds records of earlier slices, so an error found now is
         raised by the next poll instead of hiding them."""
-        acks = self._take_acks()
+        acks = self.take_acks()
         if self._in_flight.has_renewing():
             # Renewed records come back first; no new records meanwhile.
             if acks:
@@ -148,31 +148,31 @@ class PollRounds(Generic[K, V]):
         # above.)
         want_fetch = (
             self._poll_fetches
-            and not self._fetch_sent
+            and not self.fetch_sent
             and (not buffered_before or (self._prefetch and not batch.records and not have_records))
             and not self._collector.has_buffered()
         )
         if not batch.records and batch.error is None:
             if want_fetch or acks:
                 self._send_acks(acks, fetch=want_fetch)
-                self._fetch_sent = self._fetch_sent or want_fetch
+                self.fetch_sent = self.fetch_sent or want_fetch
             return None
         if batch.error is None:
             # GAP acks found while decoding go out with this round.
-            acks, elsewhere = _merge_acks(acks, self._take_acks())
+            acks, elsewhere = _merge_acks(acks, self.take_acks())
             if elsewhere:  # a leader move: to the new node on their own
                 self._send_acks(elsewhere, fetch=False, linger=True)
         # A failed record's default RELEASE/REJECT waits in the batch until the
         # application has seen its error (InFlightBatch.settle_failed), so it
         # can still override it.
         self._send_acks(acks, fetch=want_fetch, linger=True)
-        self._fetch_sent = self._fetch_sent or want_fetch
+        self.fetch_sent = self.fetch_sent or want_fetch
         if batch.error is not None:
             if not batch.records and not have_records:
                 self._in_flight.mark_failed_raised()
                 raise batch.error
-            self._pending_error = batch.error
-        self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
+            self.pending_error = batch.error
+        self.note_lock_timeout(batch.acquisition_lock_timeout_ms)
         self._metrics.record_consumed(len(batch.records), batch.size_bytes, _now_ms())
         return batch.records
 
@@ -190,12 +190,12 @@ class PollRounds(Generic[K, V]):
         if not self._prefetch:
             return acks, None
         delivering = self._collector.delivering()
-        if not self._fetch_sent and self._ahead.ahead_while_delivering(
+        if not self.fetch_sent and self._ahead.ahead_while_delivering(
             delivering, self._collector.delivering_acquired(), self._fetch_buffer.is_empty()
         ):
             self._ahead.sent_for(delivering)
-            self._send_fetch_ahead(acks, self._fetch_cap())
-            self._fetch_sent = True
+            self.send_fetch_ahead(acks, self.fetch_cap())
+            self.fetch_sent = True
             return {}, None
         # A response taken from the queue means the fetch before it was
         # answered, so the hook may ask again even if this poll sent one.
@@ -226,7 +226,7 @@ class PollRounds(Generic[K, V]):
         if on_drained is not None:
             if self._ahead_acks is None:  # the hook sent them with a fetch ahead
                 acks = {}
-                self._fetch_sent = True
+                self.fetch_sent = True
                 self._ahead.sent_for(self._collector.delivering())
             self._ahead_acks = None
         return batch, acks
@@ -236,7 +236,7 @@ class PollRounds(Generic[K, V]):
     ) -> ConsumerRecords[K, V]:
         return ConsumerRecords(by_partition)
 
-    def _take_acks(self) -> AcksByPartition:
+    def take_acks(self) -> AcksByPartition:
         taken = self._in_flight.take_acknowledgements()
         out: AcksByPartition = {}
         generations = self._in_flight.generations
@@ -256,9 +256,9 @@ class PollRounds(Generic[K, V]):
         """
         if self._ahead_acks is not None and self._ahead.ahead_on_drained(acquired, size):
             acks, self._ahead_acks = self._ahead_acks, None
-            self._send_fetch_ahead(acks, self._fetch_cap())
+            self.send_fetch_ahead(acks, self.fetch_cap())
 
-    def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
+    def send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
         """Submit a fetch ahead carrying ``acks``, asking for at most
         ``max_records`` (each facade hands it over to its I/O shell in its own way)."""
         self._waiting.send_fetch_ahead(acks, max_records, self._api_deadline())
@@ -272,16 +272,16 @@ class PollRounds(Generic[K, V]):
         instead of a ShareAcknowledge each that the fetch would queue behind.
         """
         if fetch:
-            self._submit(FetchEvent(acks, max_records=self._fetch_cap(),
+            self._submit(FetchEvent(acks, max_records=self.fetch_cap(),
                                     until_ms=self._fetch_until_ms()))
         elif acks:
             self._submit(AcknowledgeAsyncEvent(
                 acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0
             ))
 
-    def _note_lock_timeout(self, timeout_ms: int | None) -> None:
+    def note_lock_timeout(self, timeout_ms: int | None) -> None:
         if timeout_ms is not None and timeout_ms > 0:
-            self._acquisition_lock_timeout_ms = timeout_ms
+            self.acquisition_lock_timeout_ms = timeout_ms
             self._ahead.note_lock_timeout(timeout_ms)
 
     def _api_deadline(self) -> int:

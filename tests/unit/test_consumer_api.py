@@ -298,7 +298,7 @@ def test_acknowledge_errors_say_why() -> None:
         # Delivered (as the collector would), acknowledged and sent by a commit.
         c._core._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [rec])
         c.acknowledge(rec)
-        c._core._rounds._take_acks()
+        c._core._rounds.take_acks()
         with pytest.raises(IllegalStateError, match="already acknowledged"):
             c.acknowledge(rec)
         with pytest.raises(IllegalStateError, match=r"acknowledge_offset\(\) only takes"):
@@ -388,7 +388,7 @@ def test_acknowledge_fast_path_checks_the_record_and_leaves_ranges() -> None:
             c.acknowledge(records[0][11]._replace(delivery_count=1))
         for r in records[0][11:] + records[1][10:]:
             c.acknowledge(r)
-        acks = {tip: na.acknowledgements for tip, na in c._core._rounds._take_acks().items()}
+        acks = {tip: na.acknowledgements for tip, na in c._core._rounds.take_acks().items()}
         assert acks[tips[0]].offset_ranges() == [(0, 9), (10, 10), (11, 19)]
         assert acks[tips[0]].as_dict() == {o: 3 if o == 10 else 1 for o in range(20)}
         assert acks[tips[1]].offset_ranges() == [(50, 59), (60, 69)]
