@@ -102,9 +102,9 @@ class EngineShell(Protocol):
 
 class FacadeWaiting(Protocol):
     """What the core needs of the facade holding it: the parts that depend on how
-    the facade waits (on a thread, or in an event loop's task). It is handed the
-    core on each call rather than holding it, so a facade dropped without close()
-    is freed at once (its ``__del__`` stops the I/O shell)."""
+    the facade waits (on a thread, or in an event loop's task). It never holds
+    the core (the guard is handed it): no reference cycle, so a facade dropped
+    without close() is freed at once (its ``__del__`` stops the I/O shell)."""
 
     def owned(
         self, core: ConsumerCore[Any, Any], allow_closing: bool
@@ -208,17 +208,12 @@ class ConsumerCore(Generic[K, V]):
         )
         self._collector.log = self._log
 
-    # -- identity --------------------------------------------------------------
-
-
     # -- subscription ----------------------------------------------------------
-
 
     def subscription(self) -> frozenset[str]:
         """``subscription`` of the facades (its docstring is there)."""
         with self._owned():
             return self._subscription
-
 
     # -- polling -------------------------------------------------------------------
 
@@ -449,7 +444,6 @@ class ConsumerCore(Generic[K, V]):
             if acks:
                 self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
 
-
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None
     ) -> None:
@@ -460,8 +454,6 @@ class ConsumerCore(Generic[K, V]):
             # Completions always come back (RENEW needs them); without a callback
             # they are simply not reported.
             self._callback = callback
-
-    # -- wakeup and close -------------------------------------------------------------
 
     # -- internals: thread ownership ----------------------------------------------------
 
@@ -479,7 +471,6 @@ class ConsumerCore(Generic[K, V]):
 
     def _submit(self, event: ApplicationEvent) -> None:
         self._shell.submit(event)
-
 
     def _call_wait_ms(
         self, event: CompletableEvent, give_up_ms: int, *, wakeable: bool
