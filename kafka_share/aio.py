@@ -203,13 +203,13 @@ class AsyncShareConsumer(Generic[K, V]):
                 self._iterating = False
             self._iter = iter(records)
 
+    def __repr__(self) -> str:
+        return self._core._repr(type(self).__name__)
+
     # -- the single-task guard ------------------------------------------------------------
 
     def _awaiting(self, call: str, *, allow_closing: bool = False) -> _AwaitingCall:
         return _AwaitingCall(self._core, self._waiting, call, allow_closing)
-
-    def __repr__(self) -> str:
-        return self._core._repr(type(self).__name__)
 
     # -- identity ------------------------------------------------------------------------
 
