@@ -20,21 +20,28 @@ import asyncio
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Generic
 
+from kafka_share._app.checks import (
+    _FOREVER_MS,
+    _check_max_records,
+    _check_topics,
+    _now_ms,
+    _poll_timeout_ms,
+    _timeout_ms,
+)
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.core import (
     _COMPLETABLE,
     _DEFAULT_CLOSE_TIMEOUT_S,
     _FATAL_REPEAT_WAIT_MS,
-    _FOREVER_MS,
+    AcknowledgementCommitCallback,
     ConsumerCore,
     K,
     V,
-    _now_ms,
-    _State,
-    _timeout_ms,
 )
+from kafka_share._app.ownership import _State
 from kafka_share._handoff.events import (
     AcknowledgeOnCloseEvent,
     AcknowledgeSyncEvent,
@@ -58,7 +65,7 @@ SLICE_RECORDS = 500
 SLICE_MS = 2
 
 
-class AsyncShareConsumer(ConsumerCore[K, V]):
+class AsyncShareConsumer(Generic[K, V]):
     """A consumer in a Kafka share group (KIP-932) for asyncio.
 
     Created inside a running event loop, and used from that loop's thread::
@@ -104,30 +111,29 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._state = _State.CLOSED
             raise RuntimeError(
                 "AsyncShareConsumer must be created inside a running event loop (in a "
                 "coroutine); use ShareConsumer outside asyncio"
             ) from None
-        super().__init__(
+        core: ConsumerCore[K, V] = ConsumerCore(
             config, key_deserializer, value_deserializer, kwargs,
             validate=validate_supported, sliced_decoding=True,
         )
+        #: the state and logic shared with ShareConsumer
+        self._core = core
         self._loop = loop
-        self._loop_thread = threading.get_ident()
         self._shell = AsyncEngineShell(
-            config=self._config,
-            client_id=self._client_id,
-            fetch_buffer=self._fetch_buffer,
-            metrics=self._metrics,
+            config=core._config,
+            client_id=core._client_id,
+            fetch_buffer=core._fetch_buffer,
+            metrics=core._metrics,
             loop=loop,
         )
-        self._attach(self._shell)
-        #: the task inside an awaiting call, and the call's name
-        self._busy: asyncio.Task[Any] | None = None
-        self._busy_call = ""
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._waiting = _TaskWaiting(self._shell, threading.get_ident())
+        core._attach(self._shell, self._waiting)
+        # acknowledge() runs once per record in explicit mode: the instance calls
+        # the core's method directly (its fast path), not through a second call.
+        self.acknowledge = core.acknowledge  # type: ignore[method-assign]
         #: records a cancelled poll had collected: the next poll returns them first
         self._carry: ConsumerRecords[K, V] | None = None
         #: ``async for``: the batch being iterated and the record handed out last
@@ -136,13 +142,13 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         #: the poll running is the one ``async for`` asked for
         self._iterating = False
         self._shell.start()
-        self._state = _State.OPEN
-        self._log.debug("async share consumer created")
+        core._state = _State.OPEN
+        core._log.debug("async share consumer created")
 
     # -- context manager and iteration -------------------------------------------------
 
     async def __aenter__(self) -> AsyncShareConsumer[K, V]:
-        self._check_open()
+        self._core._check_open()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -150,9 +156,10 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
 
     def __del__(self) -> None:
         # Dropped without close(): do not leave sockets registered with the loop.
-        if getattr(self, "_state", _State.CLOSED) is _State.OPEN:
+        core = getattr(self, "_core", None)
+        if core is not None and core._state is _State.OPEN:
             try:
-                if threading.get_ident() == self._loop_thread:
+                if threading.get_ident() == self._waiting.loop_thread:
                     self._shell.stop()
                 else:
                     self._loop.call_soon_threadsafe(self._shell.stop)
@@ -171,10 +178,11 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         mode each record must be acknowledged before the next ``poll``, as usual.
         The iteration ends when the consumer is closed (also by another task).
         """
+        core = self._core
         last, self._iter_last = self._iter_last, None
-        if last is not None and not self._explicit and self._state is _State.OPEN:
-            with self._owned():
-                self._in_flight.acknowledge(last, AcknowledgeType.ACCEPT)
+        if last is not None and not core._explicit and core._state is _State.OPEN:
+            with core._owned():
+                core._in_flight.acknowledge(last, AcknowledgeType.ACCEPT)
         while True:
             if self._iter is not None:
                 record = next(self._iter, None)
@@ -182,26 +190,46 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                     self._iter_last = record
                     return record
                 self._iter = None
-            if self._state is not _State.OPEN:
+            if core._state is not _State.OPEN:
                 raise StopAsyncIteration
             self._iterating = True
             try:
                 records = await self.poll()
             except WakeupError:
-                if self._close_requested or self._state is not _State.OPEN:
+                if core._close_requested or core._state is not _State.OPEN:
                     raise StopAsyncIteration from None
                 raise
             finally:
                 self._iterating = False
             self._iter = iter(records)
 
+    def __repr__(self) -> str:
+        return self._core._repr(type(self).__name__)
+
     # -- the single-task guard ------------------------------------------------------------
 
-    def _owned(self, *, allow_closing: bool = False) -> _TaskOwnership:
-        return _TaskOwnership(self, allow_closing)
-
     def _awaiting(self, call: str, *, allow_closing: bool = False) -> _AwaitingCall:
-        return _AwaitingCall(self, call, allow_closing)
+        return _AwaitingCall(self._core, self._waiting, call, allow_closing)
+
+    # -- identity ------------------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self._core._client_id
+
+    @property
+    def group_id(self) -> str:
+        return self._core._config.group_id
+
+    @property
+    def member_id(self) -> str:
+        """The member id this consumer generated for itself (kept for its lifetime)."""
+        return self._core._shell.member_id
+
+    @property
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """The acquisition lock duration the broker reported most recently, if any."""
+        return self._core._rounds.acquisition_lock_timeout_ms
 
     # -- subscription -----------------------------------------------------------------------
 
@@ -212,22 +240,28 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         Raises:
             InvalidTopicError: a name is not a legal Kafka topic name; the message names it.
         """
+        core = self._core
         async with self._awaiting("subscribe"):
-            new = self._check_topics(topics)
+            new = _check_topics(topics)
             if not new:
                 await self._unsubscribe_locked()
                 return
-            await self._call(SubscriptionChangeEvent(deadline_ms=self._api_deadline(), topics=new))
-            self._subscription = new
+            await self._call(SubscriptionChangeEvent(deadline_ms=core._api_deadline(), topics=new))
+            core._subscription = new
 
     async def unsubscribe(self) -> None:
         """Clear the subscription and leave the group."""
         async with self._awaiting("unsubscribe"):
             await self._unsubscribe_locked()
 
+    def subscription(self) -> frozenset[str]:
+        """The current subscription (empty if none)."""
+        return self._core.subscription()
+
     async def _unsubscribe_locked(self) -> None:
-        self._subscription = frozenset()
-        await self._call(LeaveGroupEvent(deadline_ms=self._api_deadline()))
+        core = self._core
+        core._subscription = frozenset()
+        await self._call(LeaveGroupEvent(deadline_ms=core._api_deadline()))
 
     # -- polling ---------------------------------------------------------------------------
 
@@ -250,10 +284,11 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
             RecordDeserializationError, CorruptRecordError, KafkaError: as
                 :meth:`ShareConsumer.poll <kafka_share.ShareConsumer.poll>`.
         """
-        timeout_ms = self._poll_timeout_ms(timeout)
-        limit = self._check_max_records(max_records)
+        core = self._core
+        timeout_ms = _poll_timeout_ms(timeout)
+        limit = _check_max_records(max_records)
         async with self._awaiting("poll"):
-            self._check_poll_kind("poll")
+            core._check_poll_kind("poll")
             return await self._poll_call(timeout_ms, limit)
 
     async def poll_arrow(
@@ -270,28 +305,30 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         :meth:`ShareConsumer.poll_arrow <kafka_share.ShareConsumer.poll_arrow>`;
         acknowledge rows with :meth:`acknowledge_arrow` in explicit mode.
         """
-        timeout_ms = self._poll_timeout_ms(timeout)
-        limit = self._check_max_records(max_records)
+        core = self._core
+        timeout_ms = _poll_timeout_ms(timeout)
+        limit = _check_max_records(max_records)
         async with self._awaiting("poll_arrow"):
-            self._check_poll_kind("poll_arrow")
+            core._check_poll_kind("poll_arrow")
             records: Any = await self._poll_call(timeout_ms, limit)
             return _columnar().to_record_batch(records, view_types=view_types)
 
     async def _poll_call(
         self, timeout_ms: int | None, max_records: int | None
     ) -> ConsumerRecords[K, V]:
+        core = self._core
         if not self._iterating:
             # A poll of its own ends an ``async for``'s batch: the next
             # iteration starts with this poll's records.
             self._iter = None
             self._iter_last = None
-        started = self._poll_begin(timeout_ms, max_records)
-        records: ConsumerRecords[K, V] = self._no_records()
+        started = core._rounds.begin(timeout_ms, max_records)
+        records: ConsumerRecords[K, V] = core._no_records()
         try:
             if self._carry is not None:
                 records, self._carry = self._carry, None
                 return records
-            if self._fatal_error is not None and self._fatal_raised:
+            if core._background.repeats_fatal():
                 await self._wait_until(
                     started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
                 )
@@ -299,51 +336,54 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                 started + (_FOREVER_MS if timeout_ms is None else timeout_ms)
             )
         finally:
-            self._poll_end(records)
+            core._rounds.end(records)
             self._shell.flush()
         return records
 
     async def _wait_until(self, deadline_ms: int) -> None:
         while True:
-            self._maybe_raise_wakeup()
+            self._core._maybe_raise_wakeup()
             remaining_ms = deadline_ms - _now_ms()
             if remaining_ms <= 0:
                 return
             await self._shell.wait(remaining_ms)
 
     async def _poll(self, deadline: int) -> ConsumerRecords[K, V]:
-        self._start_poll()
-        self._fetch_sent = False
+        core = self._core
+        core._start_poll()
+        core._rounds.fetch_sent = False
         while True:
-            self._maybe_raise_wakeup()
-            records, remaining = self._poll_outcome(await self._poll_sliced(), deadline)
+            core._maybe_raise_wakeup()
+            records, remaining = core._poll_outcome(await self._poll_sliced(), deadline)
             if records is not None:
                 return records
-            if not self._fetch_buffer.has_data() and not self._fetch_buffer.has_background():
+            if not core._fetch_buffer.has_data() and not core._fetch_buffer.has_background():
                 self._shell.flush()  # the engine must see this poll before it waits
                 waited_from = _now_ms()
-                await self._shell.wait(self._poll_wait_ms(remaining))
-                self._poll_waited_ms += _now_ms() - waited_from
-                self._poll_still_waiting()
-            self._raise_background()
-            self._handle_completions()
+                await self._shell.wait(core._poll_wait_ms(remaining))
+                core._rounds.waited_ms += _now_ms() - waited_from
+                core._poll_still_waiting()
+            core._background.raise_error()
+            core._handle_completions()
 
     async def _poll_sliced(self) -> ConsumerRecords[K, V] | None:
         """Collect this poll's records in slices of :data:`SLICE_RECORDS` (decoding
         one record batch, or a piece of a large one, per slice), yielding to the
         loop between slices once :data:`SLICE_MS` have passed. If the poll is
         cancelled at a yield, what it collected waits for the next poll."""
+        core = self._core
         first: ConsumerRecords[K, V] | None = None
         parts: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         total = 0
-        max_records = self._config.max_poll_records
-        if self._poll_limit is not None:
-            max_records = min(max_records, self._poll_limit)
+        max_records = core._config.max_poll_records
+        rounds = core._rounds
+        if rounds.limit is not None:
+            max_records = min(max_records, rounds.limit)
         slice_start = time.monotonic()  # not loop.time(): uvloop caches it per iteration
-        collector = self._collector
+        collector = core._collector
         while True:
             steps = collector.decode_steps
-            got = self._poll_once(min(SLICE_RECORDS, max_records - total), have_records=total > 0)
+            got = rounds.poll_once(min(SLICE_RECORDS, max_records - total), have_records=total > 0)
             # A slice of a large record batch decoded, no record to hand out yet.
             decoding = got is None and collector.decode_steps != steps
             if got is not None:
@@ -357,9 +397,9 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
             if (
                 (got is None and not decoding)
                 or total >= max_records
-                or self._pending_error is not None
-                or self._in_flight.has_renewing()
-                or not self._collector.has_buffered()
+                or rounds.pending_error is not None
+                or core._in_flight.has_renewing()
+                or not core._collector.has_buffered()
             ):
                 break
             if (time.monotonic() - slice_start) * 1000 >= SLICE_MS:
@@ -370,6 +410,95 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                     raise
                 slice_start = time.monotonic()
         return type(first)(parts) if parts and first is not None else first
+
+    def metrics(self) -> dict[str, float]:
+        """A snapshot of this consumer's metrics, under Java's share-consumer names
+        (``records-consumed-rate``, ``fetch-latency-avg``, ``heartbeat-rate``, ...;
+        see :data:`kafka_share.metrics.METRIC_GROUPS`). NaN where nothing was measured.
+        Safe to call from any thread.
+        """
+        return self._core.metrics()
+
+    def prefetch(self, max_records: int | None = None) -> bool:
+        """Ask the broker for the next poll's records now, while this thread
+        works on the last ones: one ShareFetch, answered at once with what the
+        broker can acquire (it does not wait for records to arrive), carrying
+        the acknowledgements made so far. The next :meth:`poll` hands its
+        records out, or fetches as usual if it brought none.
+
+        Meant for ``share.acquire.mode=record_limit``, which otherwise acquires
+        only inside a poll: with ``max_records`` the broker acquires no more
+        than that, so an application that knows how many records it still
+        wants (a batch with a size) overlaps the round trip without taking
+        records it will not process. Records so fetched are locked for this
+        consumer from now on: call it only when a poll follows soon (closing
+        the consumer releases them).
+
+        Returns False, sending nothing, when records are still buffered for the
+        next poll (a second response would only hold more locks) or are being
+        renewed. Acknowledgements made so far still go out with the next poll
+        or commit then.
+
+        Raises:
+            ValueError: ``max_records`` is not a positive int.
+            IllegalStateError: not subscribed, or the consumer is closed.
+            KafkaError: as :meth:`poll`, an error the network thread reported.
+        """
+        return self._core.prefetch(max_records)
+
+    # -- acknowledging ---------------------------------------------------------------------
+
+    def acknowledge(
+        self, record: ConsumerRecord[K, V], type: AcknowledgeType = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Acknowledge a record of the current batch (explicit mode only).
+
+        Acknowledging the same record twice before it is sent keeps the last type.
+        The acknowledgement is sent by the next ``poll``, ``commit_sync``,
+        ``commit_async`` or ``close``.
+
+        Raises:
+            IllegalStateError: implicit mode, or the record is not in the current batch.
+            UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
+        """
+        # Instances call the core's method directly (bound in __init__).
+        self._core.acknowledge(record, type)
+
+    def acknowledge_offset(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        type: AcknowledgeType = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """Acknowledge by coordinates a record that could not be returned by ``poll``
+        (deserialization failure or corrupt batch), e.g. to REJECT a poison record.
+
+        Raises:
+            IllegalStateError: implicit mode, or the offset is not such a record.
+        """
+        self._core.acknowledge_offset(topic, partition, offset, type)
+
+    def acknowledge_arrow(
+        self, batch: Any, type: Any = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Acknowledge rows returned by ``poll_arrow`` (explicit mode only).
+
+        ``batch`` is the record batch ``poll_arrow`` returned, or any record batch
+        or table with its ``topic``, ``partition``, ``offset`` and
+        ``delivery_count`` columns (a filtered or sliced part of it, for
+        example). ``type`` is one AcknowledgeType for every row (ACCEPT, RELEASE
+        or REJECT), or a sequence (list, numpy or Arrow array) with one type per
+        row. All or nothing: if one row cannot be acknowledged nothing is.
+        Acknowledging a row again before it is sent keeps the last type.
+
+        Raises:
+            IllegalStateError: implicit mode, or a row is not a record of the
+                last ``poll_arrow`` still awaiting its acknowledgement.
+            ValueError: a bad type, RENEW (use ``share.auto.renew``), a wrong
+                number of types, or a batch without the columns above.
+        """
+        self._core.acknowledge_arrow(batch, type)
 
     # -- committing ------------------------------------------------------------------------
 
@@ -387,24 +516,39 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
             KafkaTimeoutError: no answer within ``timeout`` seconds
                 (default ``default.api.timeout.ms``).
         """
-        timeout_ms = _timeout_ms(timeout, self._config.default_api_timeout_ms, "commit_sync")
+        core = self._core
+        timeout_ms = _timeout_ms(timeout, core._config.default_api_timeout_ms, "commit_sync")
         async with self._awaiting("commit_sync"):
-            acks = self._commit_acks()
+            acks = core._commit_acks()
             if not acks:
                 return {}
             result = await self._call(
                 AcknowledgeSyncEvent(deadline_ms=_now_ms() + timeout_ms, acks=acks)
             )
-            self._handle_completions()
+            core._handle_completions()
             assert isinstance(result, dict)
             return result
+
+    def commit_async(self) -> None:
+        """Send pending acknowledgements without waiting; results reach the callback."""
+        self._core.commit_async()
+
+    def set_acknowledgement_commit_callback(
+        self, callback: AcknowledgementCommitCallback | None
+    ) -> None:
+        """Set (or clear with ``None``) the callback told about every acknowledgement
+        batch's outcome. It runs on the application thread, inside ``poll``,
+        ``commit_sync``, ``commit_async`` and ``close``. Exceptions it raises are
+        logged, not propagated. It must not call this consumer (except ``wakeup``).
+        """
+        self._core.set_acknowledgement_commit_callback(callback)
 
     # -- wakeup and close ------------------------------------------------------------------
 
     def wakeup(self) -> None:
         """Make the pending (or next) ``poll`` or ``commit_sync`` raise ``WakeupError``.
         Safe from any thread and from a signal handler."""
-        self._wakeup_requested = True
+        self._core._wakeup_requested = True
         self._shell.wake()
 
     async def close(self, timeout: float | None = None) -> None:
@@ -415,23 +559,25 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
         first with ``WakeupError``. Records of the last poll that were not
         acknowledged are released by the broker. Closing twice is harmless.
         """
+        core = self._core
         timeout_ms = _timeout_ms(timeout, int(_DEFAULT_CLOSE_TIMEOUT_S * 1000), "close")
-        if self._state is not _State.OPEN:
+        if core._state is not _State.OPEN:
             return
-        budget_ms = min(timeout_ms, self._config.request_timeout_ms)
-        if self._busy is not None and self._busy is not asyncio.current_task():
-            self._close_requested = True
+        budget_ms = min(timeout_ms, core._config.request_timeout_ms)
+        busy = self._waiting.busy
+        if busy is not None and busy is not asyncio.current_task():
+            core._close_requested = True
             self._shell.wake()
             try:
-                await asyncio.wait_for(self._idle.wait(), budget_ms / 1000)
+                await asyncio.wait_for(self._waiting.idle.wait(), budget_ms / 1000)
             except TimeoutError:
                 pass
-            if self._state is not _State.OPEN:
+            if core._state is not _State.OPEN:
                 return
         async with self._awaiting("close", allow_closing=True):
             deadline = _now_ms() + budget_ms
             try:
-                acks = self._close_acks()
+                acks = core._close_acks()
                 for event, what in (
                     (AcknowledgeOnCloseEvent(deadline_ms=deadline, acks=acks),
                      "acknowledgements on close"),
@@ -441,36 +587,26 @@ class AsyncShareConsumer(ConsumerCore[K, V]):
                     try:
                         await self._call(event, wakeable=False)
                     except KafkaError as exc:
-                        self._log.info("%s did not complete: %s", what, exc)
-                self._handle_completions()
+                        core._log.info("%s did not complete: %s", what, exc)
+                core._handle_completions()
             finally:
                 self._shell.stop()
-                self._closed()
+                core._closed()
 
     # -- internals -------------------------------------------------------------------------
 
     async def _call(self, event: CompletableEvent, *, wakeable: bool = True) -> object:
         """Submit a completable event and await its result (bounded by its deadline;
         the shell completes it by then, the slack only guards against a bug)."""
+        core = self._core
         assert isinstance(event, _COMPLETABLE)
-        self._submit(event)
+        core._submit(event)
         give_up_ms = event.deadline_ms + 500
         while True:
-            remaining_ms = self._call_wait_ms(event, give_up_ms, wakeable=wakeable)
+            remaining_ms = core._call_wait_ms(event, give_up_ms, wakeable=wakeable)
             if remaining_ms is None:
                 return event.future.result()
             await self._shell.wait(remaining_ms)
-
-    def _maybe_raise_wakeup(self) -> None:
-        if self._close_requested:
-            raise WakeupError(f"{self._busy_call}() was interrupted by close() from another task")
-        super()._maybe_raise_wakeup()
-
-    def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
-        """The fetch ahead goes on the wire now, before this task decodes the
-        response it holds (nothing to hand over: the loop runs on this thread)."""
-        self._shell.submit(FetchEvent(acks, ahead=True, ack_deadline_ms=self._api_deadline(),
-                       max_records=max_records))
 
     @property
     def blocked_loop_max_ms(self) -> int:
@@ -493,19 +629,56 @@ def _task_or_none() -> asyncio.Task[Any] | None:
         return None
 
 
+class _TaskWaiting:
+    """How ``AsyncShareConsumer`` waits (:class:`~kafka_share._app.core.FacadeWaiting`):
+    in a task of the loop it was created on, one task at a time inside an
+    awaiting call."""
+
+    __slots__ = ("_shell", "busy", "busy_call", "idle", "loop_thread")
+
+    def __init__(self, shell: AsyncEngineShell, loop_thread: int) -> None:
+        self._shell = shell
+        self.loop_thread = loop_thread
+        #: the task inside an awaiting call, and the call's name
+        self.busy: asyncio.Task[Any] | None = None
+        self.busy_call = ""
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def owned(
+        self, core: ConsumerCore[Any, Any], allow_closing: bool
+    ) -> AbstractContextManager[None]:
+        return _TaskOwnership(core, self, allow_closing)
+
+    def closed_meanwhile(self) -> str:
+        return f"{self.busy_call}() was interrupted by close() from another task"
+
+    def send_fetch_ahead(
+        self, acks: AcksByPartition, max_records: int | None, ack_deadline_ms: int
+    ) -> None:
+        """The fetch ahead goes on the wire now, before this task decodes the
+        response it holds (nothing to hand over: the loop runs on this thread)."""
+        self._shell.submit(FetchEvent(acks, ahead=True, ack_deadline_ms=ack_deadline_ms,
+                                      max_records=max_records))
+
+
 class _TaskOwnership:
     """The guard of the plain calls: the loop's thread, no other task awaiting a call,
     not from the commit callback, not closed."""
 
-    __slots__ = ("_allow_closing", "_consumer")
+    __slots__ = ("_allow_closing", "_consumer", "_waiting")
 
-    def __init__(self, consumer: AsyncShareConsumer[Any, Any], allow_closing: bool) -> None:
+    def __init__(
+        self, consumer: ConsumerCore[Any, Any], waiting: _TaskWaiting, allow_closing: bool
+    ) -> None:
         self._consumer = consumer
+        self._waiting = waiting
         self._allow_closing = allow_closing
 
     def __enter__(self) -> None:
         c = self._consumer
-        if threading.get_ident() != c._loop_thread:
+        w = self._waiting
+        if threading.get_ident() != w.loop_thread:
             raise IllegalStateError(
                 "AsyncShareConsumer must be used from its event loop's thread (only "
                 "wakeup() may be called from other threads)"
@@ -519,9 +692,9 @@ class _TaskOwnership:
             self._allow_closing and c._state is _State.CLOSING
         ):
             raise IllegalStateError("This consumer has already been closed.")
-        if c._busy is not None and c._busy is not _task_or_none():
+        if w.busy is not None and w.busy is not _task_or_none():
             raise IllegalStateError(
-                f"AsyncShareConsumer is in use by another task (awaiting {c._busy_call}()): "
+                f"AsyncShareConsumer is in use by another task (awaiting {w.busy_call}()): "
                 "one task at a time may use it (wakeup() and close() excepted)"
             )
 
@@ -533,30 +706,32 @@ class _AwaitingCall:
     """Marks the consumer busy while a coroutine of it awaits (after the checks of
     :class:`_TaskOwnership`)."""
 
-    __slots__ = ("_allow_closing", "_call", "_consumer", "_outer")
+    __slots__ = ("_allow_closing", "_call", "_consumer", "_outer", "_waiting")
 
-    def __init__(self, consumer: AsyncShareConsumer[Any, Any], call: str,
+    def __init__(self, consumer: ConsumerCore[Any, Any], waiting: _TaskWaiting, call: str,
                  allow_closing: bool) -> None:
         self._consumer = consumer
+        self._waiting = waiting
         self._call = call
         self._allow_closing = allow_closing
         self._outer = False
 
     async def __aenter__(self) -> None:
         c = self._consumer
-        _TaskOwnership(c, self._allow_closing).__enter__()
-        if c._busy is None:
+        w = self._waiting
+        _TaskOwnership(c, w, self._allow_closing).__enter__()
+        if w.busy is None:
             self._outer = True
-            c._busy = asyncio.current_task()
-            c._busy_call = self._call
+            w.busy = asyncio.current_task()
+            w.busy_call = self._call
             # Plain calls from other tasks take the checked path (see acknowledge).
             c._owner = -1
-            c._idle.clear()
+            w.idle.clear()
 
     async def __aexit__(self, *exc: object) -> None:
         if self._outer:
-            c = self._consumer
-            c._busy = None
-            c._busy_call = ""
-            c._owner = None
-            c._idle.set()
+            w = self._waiting
+            w.busy = None
+            w.busy_call = ""
+            self._consumer._owner = None
+            w.idle.set()

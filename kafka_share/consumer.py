@@ -29,22 +29,28 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Generic
 
+from kafka_share._app.checks import (
+    _FOREVER_MS,
+    _check_max_records,
+    _check_topics,
+    _now_ms,
+    _poll_timeout_ms,
+    _timeout_ms,
+)
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.core import (
     _COMPLETABLE,
     _DEFAULT_CLOSE_TIMEOUT_S,
     _FATAL_REPEAT_WAIT_MS,
-    _FOREVER_MS,
     AcknowledgementCommitCallback,
     ConsumerCore,
     K,
     V,
-    _now_ms,
-    _State,
-    _timeout_ms,
 )
+from kafka_share._app.ownership import _Ownership, _State
 from kafka_share._handoff.events import (
     AcknowledgeOnCloseEvent,
     AcknowledgeSyncEvent,
@@ -57,7 +63,7 @@ from kafka_share._handoff.events import (
 from kafka_share._net.security import validate_supported
 from kafka_share._net.thread import NetworkThread
 from kafka_share.errors import KafkaError
-from kafka_share.models import ConsumerRecords, TopicIdPartition
+from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
@@ -70,7 +76,7 @@ _FETCH_HANDOFF_S = 0.002
 _ROUND_EVERY_MS = 10
 
 
-class ShareConsumer(ConsumerCore[K, V]):
+class ShareConsumer(Generic[K, V]):
     """A consumer in a Kafka share group (KIP-932), like Java's ``KafkaShareConsumer``.
 
     Configuration takes Kafka's dotted keys, Python keyword names, or both::
@@ -100,24 +106,29 @@ class ShareConsumer(ConsumerCore[K, V]):
         value_deserializer: Callable[[bytes], V] | None = None,
         **kwargs: object,
     ) -> None:
-        super().__init__(config, key_deserializer, value_deserializer, kwargs,
-                         validate=validate_supported)
-        cfg = self._config
-        self._thread: NetworkThread = NetworkThread(
-            config=cfg,
-            client_id=self._client_id,
-            fetch_buffer=self._fetch_buffer,
-            metrics=self._metrics,
+        core: ConsumerCore[K, V] = ConsumerCore(
+            config, key_deserializer, value_deserializer, kwargs, validate=validate_supported
         )
-        self._attach(self._thread)
+        #: the state and logic shared with AsyncShareConsumer
+        self._core = core
+        self._thread: NetworkThread = NetworkThread(
+            config=core._config,
+            client_id=core._client_id,
+            fetch_buffer=core._fetch_buffer,
+            metrics=core._metrics,
+        )
+        core._attach(self._thread, _ThreadWaiting(self._thread))
+        # acknowledge() runs once per record in explicit mode: the instance calls
+        # the core's method directly (its fast path), not through a second call.
+        self.acknowledge = core.acknowledge  # type: ignore[method-assign]
         self._thread.start()
-        self._state = _State.OPEN
-        self._log.debug("share consumer created")
+        core._state = _State.OPEN
+        core._log.debug("share consumer created")
 
     # -- context manager -------------------------------------------------------
 
     def __enter__(self) -> ShareConsumer[K, V]:
-        self._check_open()
+        self._core._check_open()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -125,11 +136,35 @@ class ShareConsumer(ConsumerCore[K, V]):
 
     def __del__(self) -> None:
         # A consumer dropped without close() must not leave a thread behind.
-        if getattr(self, "_state", _State.CLOSED) is _State.OPEN:
+        core = getattr(self, "_core", None)
+        if core is not None and core._state is _State.OPEN:
             try:
                 self._thread.stop_now()
             except Exception:
                 pass
+
+    def __repr__(self) -> str:
+        return self._core._repr(type(self).__name__)
+
+    # -- identity --------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self._core._client_id
+
+    @property
+    def group_id(self) -> str:
+        return self._core._config.group_id
+
+    @property
+    def member_id(self) -> str:
+        """The member id this consumer generated for itself (kept for its lifetime)."""
+        return self._core._shell.member_id
+
+    @property
+    def acquisition_lock_timeout_ms(self) -> int | None:
+        """The acquisition lock duration the broker reported most recently, if any."""
+        return self._core._rounds.acquisition_lock_timeout_ms
 
     # -- subscription ----------------------------------------------------------
 
@@ -143,23 +178,29 @@ class ShareConsumer(ConsumerCore[K, V]):
             InvalidTopicError: a name is not a legal Kafka topic name (1 to 249 of
                 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``); the message names it.
         """
-        with self._owned():
-            new = self._check_topics(topics)
+        core = self._core
+        with core._owned():
+            new = _check_topics(topics)
             if not new:
                 self._unsubscribe_locked()
                 return
-            self._call(SubscriptionChangeEvent(deadline_ms=self._api_deadline(), topics=new))
-            self._subscription = new
+            self._call(SubscriptionChangeEvent(deadline_ms=core._api_deadline(), topics=new))
+            core._subscription = new
 
+
+    def subscription(self) -> frozenset[str]:
+        """The current subscription (empty if none)."""
+        return self._core.subscription()
 
     def unsubscribe(self) -> None:
         """Clear the subscription and leave the group."""
-        with self._owned():
+        with self._core._owned():
             self._unsubscribe_locked()
 
     def _unsubscribe_locked(self) -> None:
-        self._subscription = frozenset()
-        self._call(LeaveGroupEvent(deadline_ms=self._api_deadline()))
+        core = self._core
+        core._subscription = frozenset()
+        self._call(LeaveGroupEvent(deadline_ms=core._api_deadline()))
 
     # -- polling -------------------------------------------------------------------
 
@@ -195,10 +236,11 @@ class ShareConsumer(ConsumerCore[K, V]):
                 once; every later poll raises it again after waiting out its timeout
                 (1 s without a timeout), so a loop that catches it cannot spin.
         """
-        timeout_ms = self._poll_timeout_ms(timeout)
-        limit = self._check_max_records(max_records)
-        with self._owned():
-            self._check_poll_kind("poll")
+        core = self._core
+        timeout_ms = _poll_timeout_ms(timeout)
+        limit = _check_max_records(max_records)
+        with core._owned():
+            core._check_poll_kind("poll")
             return self._poll_call(timeout_ms, limit)
 
     def poll_arrow(
@@ -237,24 +279,26 @@ class ShareConsumer(ConsumerCore[K, V]):
             ImportError: pyarrow or numpy is not installed.
             WakeupError, CorruptRecordError, KafkaError: as :meth:`poll`.
         """
-        timeout_ms = self._poll_timeout_ms(timeout)
-        limit = self._check_max_records(max_records)
-        with self._owned():
-            self._check_poll_kind("poll_arrow")
+        core = self._core
+        timeout_ms = _poll_timeout_ms(timeout)
+        limit = _check_max_records(max_records)
+        with core._owned():
+            core._check_poll_kind("poll_arrow")
             records: Any = self._poll_call(timeout_ms, limit)
             return _columnar().to_record_batch(records, view_types=view_types)
 
     def _poll_call(self, timeout_ms: int | None, max_records: int | None) -> ConsumerRecords[K, V]:
-        started = self._poll_begin(timeout_ms, max_records)
-        records: ConsumerRecords[K, V] = self._no_records()
+        core = self._core
+        started = core._rounds.begin(timeout_ms, max_records)
+        records: ConsumerRecords[K, V] = core._no_records()
         try:
-            if self._fatal_error is not None and self._fatal_raised:
+            if core._background.repeats_fatal():
                 self._wait_until(
                     started + (_FATAL_REPEAT_WAIT_MS if timeout_ms is None else timeout_ms)
                 )
             records = self._poll(started + (_FOREVER_MS if timeout_ms is None else timeout_ms))
         finally:
-            self._poll_end(records)
+            core._rounds.end(records)
             self._thread.flush()
         return records
 
@@ -262,10 +306,11 @@ class ShareConsumer(ConsumerCore[K, V]):
     def _wait_until(self, deadline_ms: int) -> None:
         """Sleep until ``deadline_ms``; :meth:`wakeup` (or a close from another
         thread) ends it with ``WakeupError``."""
-        pipe = self._fetch_buffer.wake_pipe
+        core = self._core
+        pipe = core._fetch_buffer.wake_pipe
         while True:
             pipe.drain()  # before the checks: a byte written after them ends the wait
-            self._maybe_raise_wakeup()
+            core._maybe_raise_wakeup()
             remaining_ms = deadline_ms - _now_ms()
             if remaining_ms <= 0:
                 return
@@ -277,7 +322,7 @@ class ShareConsumer(ConsumerCore[K, V]):
         runs_loop = thread.enter_loop()
         try:
             if runs_loop and (
-                not self._collector.has_buffered()
+                not self._core._collector.has_buffered()
                 or _now_ms() - thread.last_round_ms >= _ROUND_EVERY_MS
             ):
                 # What arrived while the application processed the last batch. Not
@@ -291,23 +336,25 @@ class ShareConsumer(ConsumerCore[K, V]):
                 thread.leave_loop()
 
     def _poll_loop(self, deadline: int) -> ConsumerRecords[K, V]:
-        self._start_poll()
-        self._fetch_sent = False
+        core = self._core
+        core._start_poll()
+        rounds = core._rounds
+        rounds.fetch_sent = False
         while True:
-            self._maybe_raise_wakeup()
-            adds = self._fetch_buffer.adds
-            records, remaining = self._poll_outcome(self._poll_once(self._poll_limit), deadline)
+            core._maybe_raise_wakeup()
+            adds = core._fetch_buffer.adds
+            records, remaining = core._poll_outcome(rounds.poll_once(rounds.limit), deadline)
             if records is not None:
                 return records
             self._thread.flush()  # the engine must see this poll before it waits
             waited_from = _now_ms()
-            wait_ms = self._poll_wait_ms(remaining)
+            wait_ms = core._poll_wait_ms(remaining)
             if not self._drive_until_news(wait_ms, adds):
-                self._fetch_buffer.await_not_empty(wait_ms / 1000.0)
-            self._poll_waited_ms += _now_ms() - waited_from
-            self._poll_still_waiting()
-            self._raise_background()
-            self._handle_completions()
+                core._fetch_buffer.await_not_empty(wait_ms / 1000.0)
+            rounds.waited_ms += _now_ms() - waited_from
+            core._poll_still_waiting()
+            core._background.raise_error()
+            core._handle_completions()
 
     def _drive_until_news(self, wait_ms: int, adds: int) -> bool:
         """Run the I/O loop on this thread until a response brings records (the
@@ -316,11 +363,12 @@ class ShareConsumer(ConsumerCore[K, V]):
         not hand out (renewed records come first) are no news: the loop waits for
         the answer that frees them instead of spinning. False when this thread
         does not run the loop (the caller waits for the network thread)."""
-        buffer = self._fetch_buffer
+        core = self._core
+        buffer = core._fetch_buffer
         thread = self._thread
         end = _now_ms() + wait_ms
-        while not (buffer.adds != adds or buffer.has_background() or self._wakeup_requested
-                   or self._close_requested):
+        while not (buffer.adds != adds or buffer.has_background() or core._wakeup_requested
+                   or core._close_requested):
             left = end - _now_ms()
             # At least one round, even for poll(0): it puts this poll's fetch on
             # the wire (nothing else would until the next poll).
@@ -329,6 +377,95 @@ class ShareConsumer(ConsumerCore[K, V]):
             if left <= 0:
                 break
         return True
+
+    def metrics(self) -> dict[str, float]:
+        """A snapshot of this consumer's metrics, under Java's share-consumer names
+        (``records-consumed-rate``, ``fetch-latency-avg``, ``heartbeat-rate``, ...;
+        see :data:`kafka_share.metrics.METRIC_GROUPS`). NaN where nothing was measured.
+        Safe to call from any thread.
+        """
+        return self._core.metrics()
+
+    def prefetch(self, max_records: int | None = None) -> bool:
+        """Ask the broker for the next poll's records now, while this thread
+        works on the last ones: one ShareFetch, answered at once with what the
+        broker can acquire (it does not wait for records to arrive), carrying
+        the acknowledgements made so far. The next :meth:`poll` hands its
+        records out, or fetches as usual if it brought none.
+
+        Meant for ``share.acquire.mode=record_limit``, which otherwise acquires
+        only inside a poll: with ``max_records`` the broker acquires no more
+        than that, so an application that knows how many records it still
+        wants (a batch with a size) overlaps the round trip without taking
+        records it will not process. Records so fetched are locked for this
+        consumer from now on: call it only when a poll follows soon (closing
+        the consumer releases them).
+
+        Returns False, sending nothing, when records are still buffered for the
+        next poll (a second response would only hold more locks) or are being
+        renewed. Acknowledgements made so far still go out with the next poll
+        or commit then.
+
+        Raises:
+            ValueError: ``max_records`` is not a positive int.
+            IllegalStateError: not subscribed, or the consumer is closed.
+            KafkaError: as :meth:`poll`, an error the network thread reported.
+        """
+        return self._core.prefetch(max_records)
+
+    # -- acknowledging ---------------------------------------------------------------
+
+    def acknowledge(
+        self, record: ConsumerRecord[K, V], type: AcknowledgeType = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Acknowledge a record of the current batch (explicit mode only).
+
+        Acknowledging the same record twice before it is sent keeps the last type.
+        The acknowledgement is sent by the next ``poll``, ``commit_sync``,
+        ``commit_async`` or ``close``.
+
+        Raises:
+            IllegalStateError: implicit mode, or the record is not in the current batch.
+            UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
+        """
+        # Instances call the core's method directly (bound in __init__).
+        self._core.acknowledge(record, type)
+
+    def acknowledge_offset(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        type: AcknowledgeType = AcknowledgeType.ACCEPT,
+    ) -> None:
+        """Acknowledge by coordinates a record that could not be returned by ``poll``
+        (deserialization failure or corrupt batch), e.g. to REJECT a poison record.
+
+        Raises:
+            IllegalStateError: implicit mode, or the offset is not such a record.
+        """
+        self._core.acknowledge_offset(topic, partition, offset, type)
+
+    def acknowledge_arrow(
+        self, batch: Any, type: Any = AcknowledgeType.ACCEPT
+    ) -> None:
+        """Acknowledge rows returned by ``poll_arrow`` (explicit mode only).
+
+        ``batch`` is the record batch ``poll_arrow`` returned, or any record batch
+        or table with its ``topic``, ``partition``, ``offset`` and
+        ``delivery_count`` columns (a filtered or sliced part of it, for
+        example). ``type`` is one AcknowledgeType for every row (ACCEPT, RELEASE
+        or REJECT), or a sequence (list, numpy or Arrow array) with one type per
+        row. All or nothing: if one row cannot be acknowledged nothing is.
+        Acknowledging a row again before it is sent keeps the last type.
+
+        Raises:
+            IllegalStateError: implicit mode, or a row is not a record of the
+                last ``poll_arrow`` still awaiting its acknowledgement.
+            ValueError: a bad type, RENEW (use ``share.auto.renew``), a wrong
+                number of types, or a batch without the columns above.
+        """
+        self._core.acknowledge_arrow(batch, type)
 
     # -- committing ------------------------------------------------------------------
 
@@ -348,16 +485,31 @@ class ShareConsumer(ConsumerCore[K, V]):
             KafkaTimeoutError: no answer within ``timeout`` seconds
                 (default ``default.api.timeout.ms``).
         """
-        timeout_ms = _timeout_ms(timeout, self._config.default_api_timeout_ms, "commit_sync")
-        with self._owned():
-            acks = self._commit_acks()
+        core = self._core
+        timeout_ms = _timeout_ms(timeout, core._config.default_api_timeout_ms, "commit_sync")
+        with core._owned():
+            acks = core._commit_acks()
             if not acks:
                 return {}
             event = AcknowledgeSyncEvent(deadline_ms=_now_ms() + timeout_ms, acks=acks)
             result = self._call(event)
-            self._handle_completions()
+            core._handle_completions()
             assert isinstance(result, dict)
             return result
+
+    def commit_async(self) -> None:
+        """Send pending acknowledgements without waiting; results reach the callback."""
+        self._core.commit_async()
+
+    def set_acknowledgement_commit_callback(
+        self, callback: AcknowledgementCommitCallback | None
+    ) -> None:
+        """Set (or clear with ``None``) the callback told about every acknowledgement
+        batch's outcome. It runs on the application thread, inside ``poll``,
+        ``commit_sync``, ``commit_async`` and ``close``. Exceptions it raises are
+        logged, not propagated. It must not call this consumer (except ``wakeup``).
+        """
+        self._core.set_acknowledgement_commit_callback(callback)
 
     # -- wakeup and close -------------------------------------------------------------
 
@@ -369,8 +521,9 @@ class ShareConsumer(ConsumerCore[K, V]):
         ``poll``): it sets a flag and writes a byte to a pipe the blocked call
         sleeps on, taking no lock.
         """
-        self._wakeup_requested = True
-        self._fetch_buffer.wakeup()
+        core = self._core
+        core._wakeup_requested = True
+        core._fetch_buffer.wakeup()
         self._thread.wake_loop()  # a poll running the loop waits in its select
 
     def close(self, timeout: float | None = None) -> None:
@@ -381,43 +534,44 @@ class ShareConsumer(ConsumerCore[K, V]):
         Records of the last poll that were not acknowledged are released by the
         broker for other consumers. Closing twice is harmless.
         """
+        core = self._core
         timeout_ms = _timeout_ms(timeout, int(_DEFAULT_CLOSE_TIMEOUT_S * 1000), "close")
-        if self._state is not _State.OPEN:
+        if core._state is not _State.OPEN:
             return
-        owner = self._owner
-        if owner is not None and owner != threading.get_ident() and not self._in_callback:
+        owner = core._owner
+        if owner is not None and owner != threading.get_ident() and not core._in_callback:
             # Another thread is inside a call (typically a poll blocked without a
             # timeout): make that call raise WakeupError, then close once it has
             # left. Checked every few ms for at most the close timeout.
-            self._close_requested = True
-            self._fetch_buffer.wakeup()
+            core._close_requested = True
+            core._fetch_buffer.wakeup()
             self._thread.wake_loop()  # a poll running the loop waits in its select
-            give_up = time.monotonic() + min(timeout_ms, self._config.request_timeout_ms) / 1000
-            while self._owner is not None and time.monotonic() < give_up:
+            give_up = time.monotonic() + min(timeout_ms, core._config.request_timeout_ms) / 1000
+            while core._owner is not None and time.monotonic() < give_up:
                 time.sleep(_CLOSE_HANDOVER_S)
-            if self._state is not _State.OPEN:
+            if core._state is not _State.OPEN:
                 return
-        with self._owned(allow_closing=True):
-            deadline = _now_ms() + min(timeout_ms, self._config.request_timeout_ms)
+        with core._owned(allow_closing=True):
+            deadline = _now_ms() + min(timeout_ms, core._config.request_timeout_ms)
             first_error: BaseException | None = None
             try:
-                acks = self._close_acks()
+                acks = core._close_acks()
                 try:
                     self._call(AcknowledgeOnCloseEvent(deadline_ms=deadline, acks=acks),
                                wakeable=False)
                 except KafkaError as exc:
-                    self._log.info("acknowledgements on close did not complete: %s", exc)
+                    core._log.info("acknowledgements on close did not complete: %s", exc)
                 try:
                     self._call(LeaveGroupEvent(deadline_ms=deadline, on_close=True),
                                wakeable=False)
                 except KafkaError as exc:
-                    self._log.info("leaving the group on close did not complete: %s", exc)
-                self._handle_completions()
+                    core._log.info("leaving the group on close did not complete: %s", exc)
+                core._handle_completions()
             except BaseException as exc:  # run every step, then raise the first error
                 first_error = exc
             finally:
                 self._thread.stop(max(0, deadline - _now_ms()))
-                self._closed()
+                core._closed()
             if first_error is not None:
                 raise first_error
 
@@ -430,21 +584,43 @@ class ShareConsumer(ConsumerCore[K, V]):
         thread), ``wakeup()`` when it is called. Nothing here waits on a lock a
         signal handler could need.
         """
+        core = self._core
         assert isinstance(event, _COMPLETABLE)
-        pipe = self._fetch_buffer.wake_pipe
+        pipe = core._fetch_buffer.wake_pipe
         event.future.add_done_callback(lambda _: pipe.wake())
-        self._submit(event)
+        core._submit(event)
         # A little slack past the deadline: the network thread completes the
         # future by then at the latest; this only guards against a dead thread.
         give_up_ms = event.deadline_ms + 500
         while True:
             pipe.drain()  # before the checks: a byte written after them ends the wait
-            remaining_ms = self._call_wait_ms(event, give_up_ms, wakeable=wakeable)
+            remaining_ms = core._call_wait_ms(event, give_up_ms, wakeable=wakeable)
             if remaining_ms is None:
                 return event.future.result()
             pipe.wait(remaining_ms / 1000.0)
 
-    def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
+
+class _ThreadWaiting:
+    """How ``ShareConsumer`` waits (:class:`~kafka_share._app.core.FacadeWaiting`):
+    on its own thread, under the single-thread guard, with a network thread
+    that may be running the I/O loop."""
+
+    __slots__ = ("_thread",)
+
+    def __init__(self, thread: NetworkThread) -> None:
+        self._thread = thread
+
+    def owned(
+        self, core: ConsumerCore[Any, Any], allow_closing: bool
+    ) -> AbstractContextManager[None]:
+        return _Ownership(core, allow_closing)
+
+    def closed_meanwhile(self) -> str:
+        return "the blocking call was interrupted by close() from another thread"
+
+    def send_fetch_ahead(
+        self, acks: AcksByPartition, max_records: int | None, ack_deadline_ms: int
+    ) -> None:
         """Submit a fetch ahead and have it sent before going on: by this thread's own
         round when it runs the I/O loop (``NetworkThread.submit``), else by the
         network thread, handed the GIL as described below.
@@ -466,8 +642,8 @@ class ShareConsumer(ConsumerCore[K, V]):
         """
         # When this thread runs the loop, submitting puts the fetch on the wire.
         sent = None if self._thread.runs_loop else threading.Event()
-        self._submit(FetchEvent(acks, sent=sent, ahead=True, ack_deadline_ms=self._api_deadline(),
-                                max_records=max_records))
+        self._thread.submit(FetchEvent(acks, sent=sent, ahead=True,
+                                       ack_deadline_ms=ack_deadline_ms, max_records=max_records))
         if sent is not None:
             sent.wait(_FETCH_HANDOFF_S)
 

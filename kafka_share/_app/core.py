@@ -1,71 +1,67 @@
-"""The application-side core shared by ``ShareConsumer`` and ``AsyncShareConsumer``.
+"""The application-side core held by ``ShareConsumer`` and ``AsyncShareConsumer``.
 
-Everything a consumer does on the application's side of the engine lives here:
-turning the in-flight batch into acknowledgements (``_take_acks``), collecting
-records from the fetch buffer (``_start_poll``, ``_poll_once``), the fetch-ahead
-decision, merging acks, background errors and acknowledgement completions (the
-commit callback), and the argument checks of the public calls.
+``ConsumerCore`` holds what a consumer keeps on the application's side of the
+engine (configuration, the in-flight batch, the collector, the subscription,
+thread ownership) and the logic of the calls both facades share: the start and
+outcome of a poll (``_start_poll``, ``_poll_outcome``), the acknowledgements a
+commit or close sends, the commit callback, and the checks of ``acknowledge``.
+Its parts, each holding its own state: :class:`~kafka_share._app.polling.PollRounds`
+(a poll's rounds: collect, fetch, fetch ahead, send acks) and
+:class:`~kafka_share._app.background.BackgroundEvents` (what the network thread
+reports beside the records); the argument checks are in :mod:`kafka_share._app.checks`.
 
 What differs between the two facades is only *how they wait*: ``ShareConsumer``
 sleeps on its wake pipe while a network thread drives the engine;
-``AsyncShareConsumer`` awaits while an event-loop driver does. Each facade
-supplies the I/O shell as ``self._thread`` (anything with ``submit``,
-``require`` and ``member_id``) and its own ``_send_fetch_ahead``.
+``AsyncShareConsumer`` awaits while an event-loop driver does. Each facade holds
+a core and hands it, in :meth:`ConsumerCore._attach`, the I/O shell
+(:class:`EngineShell`) and its way of waiting (:class:`FacadeWaiting`: its guard,
+how a fetch ahead reaches the shell, what a close from elsewhere says).
 """
 
 from __future__ import annotations
 
-import enum
 import itertools
 import logging
-import math
-import re
 import threading
-import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
-from kafka_share._app.collector import CollectResult, FetchCollector
+from kafka_share._app.acks import _unacknowledged_message
+from kafka_share._app.background import BackgroundEvents
+from kafka_share._app.checks import _check_max_records, _now_ms
+from kafka_share._app.collector import FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.in_flight import InFlightBatch
+from kafka_share._app.ownership import _OPEN, _State
+from kafka_share._app.polling import PollRounds
 from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
-    AcknowledgementCompletion,
     AcknowledgeOnCloseEvent,
     AcknowledgeSyncEvent,
     AcksByPartition,
     ApplicationEvent,
     CompletableEvent,
     CompletedShareFetch,
-    ErrorEvent,
-    FetchEvent,
     LeaveGroupEvent,
-    NodeAcknowledgements,
     PollEvent,
     SubscriptionChangeEvent,
 )
 from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._log import ContextLogger, Logger, consumer_log_prefix, offset_ranges
-from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig, parse_config
+from kafka_share.config import AcknowledgementMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
-    AuthenticationError,
     IllegalStateError,
     InvalidRecordStateError,
-    InvalidTopicError,
     KafkaError,
     KafkaTimeoutError,
     WakeupError,
 )
 from kafka_share.metrics import ShareConsumerMetrics
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
-from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
-from kafka_share.share.consume import ACK_LINGER_MS
-from kafka_share.share.fetch_ahead import FetchAheadPolicy
-from kafka_share.share.results import LocksLost, SessionReplaced
 
-__all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell"]
+__all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell", "FacadeWaiting"]
 
 log = logging.getLogger("kafka_share.consumer")
 
@@ -89,13 +85,9 @@ _COMPLETABLE = (
 _DEFAULT_CLOSE_TIMEOUT_S = 30.0
 #: poll() without a timeout waits this long before raising a fatal error again
 _FATAL_REPEAT_WAIT_MS = 1000
-#: "no deadline" on the monotonic millisecond clock
-_FOREVER_MS = 2**62
 #: The longest one pass of a waiting poll sleeps before it looks again (it also
 #: refreshes the poll timer then, see ConsumerCore._poll_wait_ms).
 _POLL_PASS_MS = 1000
-_MAX_TOPIC_LENGTH = 249
-_LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{_MAX_TOPIC_LENGTH}}}")
 
 
 class EngineShell(Protocol):
@@ -108,66 +100,36 @@ class EngineShell(Protocol):
     def require(self, feature: ShareFeature) -> None: ...
 
 
-class _State(enum.Enum):
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
+class FacadeWaiting(Protocol):
+    """What the core needs of the facade holding it: the parts that depend on how
+    the facade waits (on a thread, or in an event loop's task). It never holds
+    the core (the guard is handed it): no reference cycle, so a facade dropped
+    without close() is freed at once (its ``__del__`` stops the I/O shell)."""
 
+    def owned(
+        self, core: ConsumerCore[Any, Any], allow_closing: bool
+    ) -> AbstractContextManager[None]:
+        """The guard of a call: one thread (or task) at a time, not from the
+        commit callback, not closed (closing too with ``allow_closing``)."""
+        ...
 
-#: for acknowledge()'s fast path: reading an Enum member off its class runs
-#: Python code (about 80 ns on CPython 3.11), a module global does not
-_OPEN = _State.OPEN
+    def send_fetch_ahead(
+        self, acks: AcksByPartition, max_records: int | None, ack_deadline_ms: int
+    ) -> None:
+        """Submit a fetch ahead carrying ``acks``, asking for at most ``max_records``."""
+        ...
 
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
-def _timeout_ms(timeout: object, default_ms: int, what: str) -> int:
-    """``timeout`` seconds as milliseconds (``default_ms`` for None, _FOREVER_MS for
-    infinity); a bad value gets an error naming the call and the value."""
-    if timeout is None:
-        return default_ms
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"{what}() timeout must be a number of seconds, got {timeout!r}")
-    if math.isnan(timeout):
-        raise ValueError(f"{what}() timeout must be a number of seconds, got NaN")
-    if timeout < 0:
-        raise ValueError(f"{what}() timeout must not be negative, got {timeout!r}")
-    if timeout == float("inf"):
-        return _FOREVER_MS
-    return min(int(timeout * 1000), _FOREVER_MS)
-
-
-def _check_topic_name(name: object) -> str:
-    """Kafka's rule for legal topic names (``Topic.validate`` in Java)."""
-    if not isinstance(name, str):
-        raise TypeError(f"topic names must be strings, got {name!r}")
-    if (
-        not _LEGAL_TOPIC.fullmatch(name)
-        or name in (".", "..")
-    ):
-        raise InvalidTopicError(
-            f"Invalid topic name {name!r}: a topic name is 1 to {_MAX_TOPIC_LENGTH} "
-            "characters of ASCII letters, digits, '.', '_' and '-', and is not '.' or '..'"
-        )
-    return name
-
-
-def _unrecoverable(error: KafkaError) -> KafkaError:
-    """Say in a fatal error's message that the consumer must be recreated."""
-    error.args = (
-        f"{error.message.rstrip('.')}. The consumer cannot recover from this error: it must be "
-        "closed and recreated.",
-        *error.args[1:],
-    )
-    return error
+    def closed_meanwhile(self) -> str:
+        """The message of the ``WakeupError`` a call gets when ``close()`` is
+        called from another thread (or task) while it waits."""
+        ...
 
 
 class ConsumerCore(Generic[K, V]):
     """The state and logic both consumer facades share (see the module docstring)."""
 
-    _thread: EngineShell
+    _shell: EngineShell
+    _waiting: FacadeWaiting
 
     def __init__(
         self,
@@ -194,20 +156,7 @@ class ConsumerCore(Generic[K, V]):
         validate(cfg)  # e.g. SSL/SASL: refuse rather than connect in plaintext
         self._client_id = cfg.client_id or f"kafka-share-{cfg.group_id}-{next(_client_numbers)}"
         self._explicit = cfg.share_acknowledgement_mode is AcknowledgementMode.EXPLICIT
-        # record_limit never locks records before the application asks for them;
-        # batch_optimized fetches ahead while the application is fast enough,
-        # unless fetch.ahead=manual leaves that to prefetch().
-        self._prefetch = (cfg.share_acquire_mode is AcquireMode.BATCH_OPTIMIZED
-                          and cfg.fetch_ahead == "auto")
-        #: fetch.ahead=manual: poll(0) hands out what is buffered and fetches nothing
-        self._manual = cfg.fetch_ahead == "manual"
         self._fetch_buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
-        #: a poll's acks while it may still send them with a fetch ahead (None: sent)
-        self._ahead_acks: AcksByPartition | None = None
-        #: when to fetch ahead (batch_optimized), and the application's pace
-        self._ahead = FetchAheadPolicy(cfg.max_poll_records)
-        #: a fetch was sent during the current poll
-        self._fetch_sent = False
         # Implicit mode accepts whole batches: their records need no entry each.
         self._in_flight = InFlightBatch(record_spans=not self._explicit)
         self._metrics = ShareConsumerMetrics(
@@ -238,101 +187,35 @@ class ConsumerCore(Generic[K, V]):
         # handler running on the very thread that waits (Event.set and
         # Future.set_result take locks that thread may hold).
         self._wakeup_requested = False
-        self._pending_error: KafkaError | None = None
-        self._poll_waited_ms = 0
-        #: the running poll's ``max_records`` (None: ``max.poll.records``)
-        self._poll_limit: int | None = None
-        #: when the running poll gives up (None: no timeout, or not polling)
-        self._poll_deadline_ms: int | None = None
-        #: the running poll may fetch (not a poll(0) under fetch.ahead=manual)
-        self._poll_fetches = True
-        self._deferred_errors: list[KafkaError] = []
-        self._fatal_error: KafkaError | None = None
-        #: the fatal error was raised once: later polls wait before raising it again
-        self._fatal_raised = False
         #: close() was called by another thread while this one was in a call
         self._close_requested = False
-        self._completions: list[AcknowledgementCompletion] = []
-        #: auto-renewal gave up on these records the application holds (told
-        #: at the next poll or commit: _tell_locks_lost)
-        self._locks_lost: list[tuple[LocksLost, list[int]]] = []
-        self._acquisition_lock_timeout_ms: int | None = None
+        #: errors, completions and lost locks the network thread reported
+        self._background = BackgroundEvents(self._fetch_buffer, self._collector, self._in_flight)
         #: "poll" or "poll_arrow", fixed by the first poll (None: not polled yet)
         self._poll_kind: str | None = None
 
-    def _attach(self, shell: EngineShell) -> None:
-        """Take the I/O shell (created with this core's buffer and metrics)."""
-        self._thread = shell
+    def _attach(self, shell: EngineShell, waiting: FacadeWaiting) -> None:
+        """Take the I/O shell (created with this core's buffer and metrics) and the
+        facade's way of waiting."""
+        self._shell = shell
+        self._waiting = waiting
+        self._rounds: PollRounds[K, V] = PollRounds(
+            self._config, self._fetch_buffer, self._in_flight, self._collector, self._metrics,
+            shell, waiting,
+        )
         self._log: Logger = ContextLogger(
             log, consumer_log_prefix(self._client_id, self._config.group_id, shell.member_id)
         )
         self._collector.log = self._log
 
-    # -- identity --------------------------------------------------------------
-
-
-    @property
-    def client_id(self) -> str:
-        return self._client_id
-
-    @property
-    def group_id(self) -> str:
-        return self._config.group_id
-
-    @property
-    def member_id(self) -> str:
-        """The member id this consumer generated for itself (kept for its lifetime)."""
-        return self._thread.member_id
-
-    @property
-    def acquisition_lock_timeout_ms(self) -> int | None:
-        """The acquisition lock duration the broker reported most recently, if any."""
-        return self._acquisition_lock_timeout_ms
-
     # -- subscription ----------------------------------------------------------
-    def _check_topics(self, topics: Collection[str]) -> frozenset[str]:
-        """The legal topic names of a ``subscribe`` argument (empty: unsubscribe)."""
-        if isinstance(topics, (str, bytes)):
-            raise TypeError(
-                f"subscribe() takes a collection of topic names, not a single string: "
-                f"use subscribe([{topics!r}])"
-            )
-        return frozenset(_check_topic_name(t) for t in topics)
-
 
     def subscription(self) -> frozenset[str]:
-        """The current subscription (empty if none)."""
+        """``subscription`` of the facades (its docstring is there)."""
         with self._owned():
             return self._subscription
 
-
     # -- polling -------------------------------------------------------------------
-
-    def _poll_timeout_ms(self, timeout: float | None) -> int | None:
-        """``poll``'s timeout in ms (None: no timeout)."""
-        timeout_ms: int | None = None
-        if timeout is not None:
-            timeout_ms = _timeout_ms(timeout, 0, "poll")
-            if timeout_ms >= _FOREVER_MS:
-                timeout_ms = None  # poll(float("inf")) is poll()
-        return timeout_ms
-
-    def _poll_begin(self, timeout_ms: int | None, max_records: int | None) -> int:
-        """Start a poll's measurements and limits; returns its start time."""
-        started = _now_ms()
-        self._poll_limit = max_records
-        self._poll_deadline_ms = None if timeout_ms is None else started + timeout_ms
-        self._poll_fetches = not (self._manual and timeout_ms == 0)
-        self._ahead.poll_started(time.monotonic() * 1000.0)
-        self._metrics.record_poll_start(started)
-        self._poll_waited_ms = 0
-        return started
-
-    def _poll_end(self, records: ConsumerRecords[K, V]) -> None:
-        self._poll_limit = None
-        self._poll_deadline_ms = None
-        self._metrics.record_poll_end(_now_ms(), waited_ms=self._poll_waited_ms)
-        self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
 
     def _poll_wait_ms(self, remaining_ms: int) -> int:
         """How long one pass of a waiting poll may sleep: at most
@@ -369,42 +252,17 @@ class ConsumerCore(Generic[K, V]):
             return _columnar().ColumnarRecords()  # type: ignore[no-any-return]
         return ConsumerRecords()
 
-    @staticmethod
-    def _check_max_records(max_records: object) -> int | None:
-        if max_records is None:
-            return None
-        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
-            raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
-        return max_records
-
-    def _fetch_cap(self, limit: int | None = None) -> int | None:
-        """The records the next fetch asks for at most: the application's pace
-        (:class:`FetchAheadPolicy`) and ``limit`` (by default the running poll's
-        ``max_records``); None: ``max.poll.records``."""
-        pace = self._ahead.max_records()
-        if limit is None:
-            limit = self._poll_limit
-        if limit is None:
-            return pace
-        return limit if pace is None else min(pace, limit)
-
-    def _fetch_until_ms(self) -> int | None:
-        """When a poll's fetch round ends: record_limit acquires only for a poll
-        that waits, so the round ends with it (see ShareConsumeManager.on_fetch);
-        batch_optimized keeps fetching in the background."""
-        return None if self._prefetch else self._poll_deadline_ms
-
     def _prefetch_acks(self, max_records: object) -> tuple[AcksByPartition, int | None] | None:
         """The checks of ``prefetch``: the acks to send with it and its cap, or
         None when it has nothing to do (records are buffered or being renewed)."""
-        cap = self._check_max_records(max_records)
+        cap = _check_max_records(max_records)
         self._check_open()
         if not self._subscription:
             raise IllegalStateError("Consumer is not subscribed to any topics.")
-        self._raise_background()
+        self._background.raise_error()
         if self._collector.has_buffered() or self._in_flight.has_renewing():
             return None
-        return self._take_acks(), self._fetch_cap(cap)
+        return self._rounds.take_acks(), self._rounds.fetch_cap(cap)
 
     def _check_poll_kind(self, kind: str) -> None:
         """A consumer delivers either ConsumerRecords (``poll``) or Arrow record
@@ -444,13 +302,14 @@ class ConsumerCore(Generic[K, V]):
 
     def _start_poll(self) -> None:
         """What every poll does first: errors, the last batch's acks, the checks."""
-        self._raise_background()
+        self._background.raise_error()
         self._handle_completions()
         # Failed records whose error the last poll raised get their default
         # RELEASE/REJECT now, unless acknowledged by coordinates meanwhile.
         self._in_flight.settle_failed()
-        if self._pending_error is not None:
-            err, self._pending_error = self._pending_error, None
+        rounds = self._rounds
+        if rounds.pending_error is not None:
+            err, rounds.pending_error = rounds.pending_error, None
             self._in_flight.mark_failed_raised()
             raise err
         if self._explicit:
@@ -464,167 +323,18 @@ class ConsumerCore(Generic[K, V]):
             raise IllegalStateError("Consumer is not subscribed to any topics.")
         self._submit(PollEvent(now_ms=_now_ms()))
 
-    def _poll_once(
-        self, limit: int | None = None, *, have_records: bool = False
-    ) -> ConsumerRecords[K, V] | None:
-        """One round: send the acks taken so far, hand out records if there are
-        some (None if not), and ask for more when the buffer runs dry.
-
-        ``limit``: at most this many records (a slice of a poll); ``have_records``:
-        the poll already holds records of earlier slices, so an error found now is
-        raised by the next poll instead of hiding them."""
-        acks = self._take_acks()
-        if self._in_flight.has_renewing():
-            # Renewed records come back first; no new records meanwhile.
-            if acks:
-                self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
-            returned = self._in_flight.take_ready()
-            return self._records_of(returned) if returned else None
-        buffered_before = self._collector.has_buffered()
-        acks, on_drained = self._fetch_ahead_now(acks)
-        batch, acks = self._collect(acks, on_drained, limit)
-        # Otherwise fetch when nothing was buffered (Java), or, in prefetch
-        # mode, as soon as this poll drained the buffer, unless it hands out
-        # records: those are acknowledged only by the next poll (or the
-        # application), and a ShareFetch acknowledging only part of a large
-        # response's records keeps the broker on it for tens of milliseconds
-        # (measured: ~35 ms for a 9,000-record response less its last 82, even
-        # with max_wait_ms 0), where one acknowledging all of them is answered
-        # in ~3 ms. The next poll sends it, with these records' acks. This also
-        # keeps a large max.poll.records from stalling: records still held count
-        # towards the broker's per-partition lock limit, and a fetch sent while
-        # they reach it would wait fetch.max.wait.ms for nothing, once per
-        # response. (A fetch ahead of a small response is the policy's decision,
-        # above.)
-        want_fetch = (
-            self._poll_fetches
-            and not self._fetch_sent
-            and (not buffered_before or (self._prefetch and not batch.records and not have_records))
-            and not self._collector.has_buffered()
-        )
-        if not batch.records and batch.error is None:
-            if want_fetch or acks:
-                self._send_acks(acks, fetch=want_fetch)
-                self._fetch_sent = self._fetch_sent or want_fetch
-            return None
-        if batch.error is None:
-            # GAP acks found while decoding go out with this round.
-            acks, elsewhere = _merge_acks(acks, self._take_acks())
-            if elsewhere:  # a leader move: to the new node on their own
-                self._send_acks(elsewhere, fetch=False, linger=True)
-        # A failed record's default RELEASE/REJECT waits in the batch until the
-        # application has seen its error (InFlightBatch.settle_failed), so it
-        # can still override it.
-        self._send_acks(acks, fetch=want_fetch, linger=True)
-        self._fetch_sent = self._fetch_sent or want_fetch
-        if batch.error is not None:
-            if not batch.records and not have_records:
-                self._in_flight.mark_failed_raised()
-                raise batch.error
-            self._pending_error = batch.error
-        self._note_lock_timeout(batch.acquisition_lock_timeout_ms)
-        self._metrics.record_consumed(len(batch.records), batch.size_bytes, _now_ms())
-        return batch.records
-
-    def _fetch_ahead_now(
-        self, acks: AcksByPartition
-    ) -> tuple[AcksByPartition, Callable[[int, int], None] | None]:
-        """Fetch ahead (batch_optimized) while records are still to be delivered,
-        so the broker works while this thread decodes and the application
-        processes; this poll's acks ride on it. The policy
-        (:class:`FetchAheadPolicy`) decides; otherwise the decision is taken
-        again when :meth:`_collect` takes the last queued response (the hook).
-
-        Returns the acks still to send and the hook for the collector.
-        """
-        if not self._prefetch:
-            return acks, None
-        delivering = self._collector.delivering()
-        if not self._fetch_sent and self._ahead.ahead_while_delivering(
-            delivering, self._collector.delivering_acquired(), self._fetch_buffer.is_empty()
-        ):
-            self._ahead.sent_for(delivering)
-            self._send_fetch_ahead(acks, self._fetch_cap())
-            self._fetch_sent = True
-            return {}, None
-        # A response taken from the queue means the fetch before it was
-        # answered, so the hook may ask again even if this poll sent one.
-        self._ahead_acks = acks
-        return acks, self._ahead_on_drained
-
-    def _collect(
-        self,
-        acks: AcksByPartition,
-        on_drained: Callable[[int, int], None] | None,
-        limit: int | None = None,
-    ) -> tuple[CollectResult[K, V], AcksByPartition]:
-        """Collect the records of this poll; returns them and the acks still to send."""
-        most = self._config.max_poll_records
-        self._collector.expiry_margin_ms = self._ahead.hand_out_margin_ms(
-            most if limit is None else min(limit, most)
-        )
-        try:
-            batch = self._collector.collect(on_drained, limit=limit)
-        except BaseException:
-            # Whatever raised (a KeyboardInterrupt in a deserializer...), the
-            # acks this poll took from the batch still go out.
-            if on_drained is not None and self._ahead_acks is None:
-                acks = {}  # they went out with the fetch ahead
-            self._ahead_acks = None
-            self._send_acks(acks, fetch=False)
-            raise
-        if on_drained is not None:
-            if self._ahead_acks is None:  # the hook sent them with a fetch ahead
-                acks = {}
-                self._fetch_sent = True
-                self._ahead.sent_for(self._collector.delivering())
-            self._ahead_acks = None
-        return batch, acks
-
-    def _records_of(
-        self, by_partition: dict[TopicIdPartition, list[ConsumerRecord[Any, Any]]]
-    ) -> ConsumerRecords[K, V]:
-        return ConsumerRecords(by_partition)
-
     def metrics(self) -> dict[str, float]:
-        """A snapshot of this consumer's metrics, under Java's share-consumer names
-        (``records-consumed-rate``, ``fetch-latency-avg``, ``heartbeat-rate``, ...;
-        see :data:`kafka_share.metrics.METRIC_GROUPS`). NaN where nothing was measured.
-        Safe to call from any thread.
-        """
+        """``metrics`` of the facades (its docstring is there)."""
         return self._metrics.snapshot(_now_ms())
 
     def prefetch(self, max_records: int | None = None) -> bool:
-        """Ask the broker for the next poll's records now, while this thread
-        works on the last ones: one ShareFetch, answered at once with what the
-        broker can acquire (it does not wait for records to arrive), carrying
-        the acknowledgements made so far. The next :meth:`poll` hands its
-        records out, or fetches as usual if it brought none.
-
-        Meant for ``share.acquire.mode=record_limit``, which otherwise acquires
-        only inside a poll: with ``max_records`` the broker acquires no more
-        than that, so an application that knows how many records it still
-        wants (a batch with a size) overlaps the round trip without taking
-        records it will not process. Records so fetched are locked for this
-        consumer from now on: call it only when a poll follows soon (closing
-        the consumer releases them).
-
-        Returns False, sending nothing, when records are still buffered for the
-        next poll (a second response would only hold more locks) or are being
-        renewed. Acknowledgements made so far still go out with the next poll
-        or commit then.
-
-        Raises:
-            ValueError: ``max_records`` is not a positive int.
-            IllegalStateError: not subscribed, or the consumer is closed.
-            KafkaError: as :meth:`poll`, an error the network thread reported.
-        """
+        """``prefetch`` of the facades (its docstring is there)."""
         with self._owned():
             planned = self._prefetch_acks(max_records)
             if planned is None:
                 return False
             acks, cap = planned
-            self._send_fetch_ahead(acks, cap)
+            self._rounds.send_fetch_ahead(acks, cap)
             return True
 
     # -- acknowledging ---------------------------------------------------------------
@@ -676,12 +386,7 @@ class ConsumerCore(Generic[K, V]):
         offset: int,
         type: AcknowledgeType = AcknowledgeType.ACCEPT,
     ) -> None:
-        """Acknowledge by coordinates a record that could not be returned by ``poll``
-        (deserialization failure or corrupt batch), e.g. to REJECT a poison record.
-
-        Raises:
-            IllegalStateError: implicit mode, or the offset is not such a record.
-        """
+        """``acknowledge_offset`` of the facades (its docstring is there)."""
         with self._owned():
             ack_type = self._check_ack_type(type)
             self._in_flight.acknowledge_offset(topic, partition, offset, ack_type)
@@ -689,22 +394,7 @@ class ConsumerCore(Generic[K, V]):
     def acknowledge_arrow(
         self, batch: Any, type: Any = AcknowledgeType.ACCEPT
     ) -> None:
-        """Acknowledge rows returned by ``poll_arrow`` (explicit mode only).
-
-        ``batch`` is the record batch ``poll_arrow`` returned, or any record batch
-        or table with its ``topic``, ``partition``, ``offset`` and
-        ``delivery_count`` columns (a filtered or sliced part of it, for
-        example). ``type`` is one AcknowledgeType for every row (ACCEPT, RELEASE
-        or REJECT), or a sequence (list, numpy or Arrow array) with one type per
-        row. All or nothing: if one row cannot be acknowledged nothing is.
-        Acknowledging a row again before it is sent keeps the last type.
-
-        Raises:
-            IllegalStateError: implicit mode, or a row is not a record of the
-                last ``poll_arrow`` still awaiting its acknowledgement.
-            ValueError: a bad type, RENEW (use ``share.auto.renew``), a wrong
-                number of types, or a batch without the columns above.
-        """
+        """``acknowledge_arrow`` of the facades (its docstring is there)."""
         with self._owned():
             self._acknowledge_arrow_rows(batch, type)
 
@@ -723,7 +413,7 @@ class ConsumerCore(Generic[K, V]):
                 "REJECT or RENEW"
             ) from None
         if ack_type is AcknowledgeType.RENEW:
-            self._thread.require(ShareFeature.RENEW)
+            self._shell.require(ShareFeature.RENEW)
         return ack_type
 
     def _close_acks(self) -> AcksByPartition:
@@ -731,7 +421,7 @@ class ConsumerCore(Generic[K, V]):
         Implicit mode accepts nothing here: the broker releases the last batch."""
         self._state = _State.CLOSING
         self._in_flight.settle_failed(everything=True)
-        return self._take_acks()
+        return self._rounds.take_acks()
 
     def _closed(self) -> None:
         self._state = _State.CLOSED
@@ -745,24 +435,19 @@ class ConsumerCore(Generic[K, V]):
         if not self._explicit:
             self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
         self._in_flight.settle_failed()
-        return self._take_acks()
+        return self._rounds.take_acks()
 
     def commit_async(self) -> None:
-        """Send pending acknowledgements without waiting; results reach the callback."""
+        """``commit_async`` of the facades (its docstring is there)."""
         with self._owned():
             acks = self._commit_acks()
             if acks:
                 self._submit(AcknowledgeAsyncEvent(acks, self._api_deadline()))
 
-
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None
     ) -> None:
-        """Set (or clear with ``None``) the callback told about every acknowledgement
-        batch's outcome. It runs on the application thread, inside ``poll``,
-        ``commit_sync``, ``commit_async`` and ``close``. Exceptions it raises are
-        logged, not propagated. It must not call this consumer (except ``wakeup``).
-        """
+        """``set_acknowledgement_commit_callback`` of the facades (its docstring is there)."""
         with self._owned():
             if callback is not None and not callable(callback):
                 raise TypeError(f"the callback must be callable, got {callback!r}")
@@ -770,12 +455,10 @@ class ConsumerCore(Generic[K, V]):
             # they are simply not reported.
             self._callback = callback
 
-    # -- wakeup and close -------------------------------------------------------------
-
     # -- internals: thread ownership ----------------------------------------------------
 
     def _owned(self, *, allow_closing: bool = False) -> AbstractContextManager[None]:
-        return _Ownership(self, allow_closing)
+        return self._waiting.owned(self, allow_closing)
 
     def _check_open(self) -> None:
         if self._state is not _State.OPEN:
@@ -787,8 +470,7 @@ class ConsumerCore(Generic[K, V]):
         return _now_ms() + self._config.default_api_timeout_ms
 
     def _submit(self, event: ApplicationEvent) -> None:
-        self._thread.submit(event)
-
+        self._shell.submit(event)
 
     def _call_wait_ms(
         self, event: CompletableEvent, give_up_ms: int, *, wakeable: bool
@@ -801,7 +483,7 @@ class ConsumerCore(Generic[K, V]):
             return None
         if wakeable:
             self._maybe_raise_wakeup()
-            self._raise_authentication_error()
+            self._background.raise_authentication_error()
         remaining_ms = give_up_ms - _now_ms()
         if remaining_ms <= 0:
             raise KafkaTimeoutError(
@@ -809,108 +491,24 @@ class ConsumerCore(Generic[K, V]):
             )
         return remaining_ms
 
-    def _raise_authentication_error(self) -> None:
-        """A failed authentication ends a waiting call at once: waiting out its
-        deadline cannot help (the credentials are wrong, or not allowed), and a
-        commit_sync would otherwise sit for default.api.timeout.ms."""
-        self._drain_background()
-        for i, error in enumerate(self._deferred_errors):
-            if isinstance(error, AuthenticationError):
-                del self._deferred_errors[i]
-                raise error
-
     def _maybe_raise_wakeup(self) -> None:
         if self._close_requested:
-            raise WakeupError("the blocking call was interrupted by close() from another thread")
+            raise WakeupError(self._waiting.closed_meanwhile())
         if self._wakeup_requested:
             self._wakeup_requested = False
             raise WakeupError("the blocking call was interrupted by wakeup()")
 
-    def _take_acks(self) -> AcksByPartition:
-        taken = self._in_flight.take_acknowledgements()
-        out: AcksByPartition = {}
-        generations = self._in_flight.generations
-        for tip, (node_id, offsets, ranges) in taken.items():
-            out[tip] = NodeAcknowledgements(node_id, Acknowledgements.from_types(
-                offsets, ranges=ranges, session_generation=generations.get(tip)
-            ))
-        return out
-
-    def _ahead_on_drained(self, acquired: int, size: int) -> None:
-        """Collector hook: the last queued response was just taken, not decoded.
-
-        A small response means the consumer has caught up with the log: nothing
-        is waiting to be prefetched, and a fetch ahead would only come back empty
-        and delay the long-polling fetch that brings the next record. Such a
-        response is drained first, then fetched for as usual.
-        """
-        if self._ahead_acks is not None and self._ahead.ahead_on_drained(acquired, size):
-            acks, self._ahead_acks = self._ahead_acks, None
-            self._send_fetch_ahead(acks, self._fetch_cap())
-
-    def _send_fetch_ahead(self, acks: AcksByPartition, max_records: int | None) -> None:
-        """Submit a fetch ahead carrying ``acks``, asking for at most
-        ``max_records`` (each facade hands it over to its I/O shell in its own way)."""
-        raise NotImplementedError
-
-
-    def _send_acks(self, acks: AcksByPartition, *, fetch: bool, linger: bool = False) -> None:
-        """Ride on a fetch, or go out as a ShareAcknowledge.
-
-        ``linger``: the buffer still holds records, so more acks follow within
-        milliseconds; the network thread keeps these for up to ``ACK_LINGER_MS``
-        and puts them on the next ShareFetch to their node if one goes out by then,
-        instead of a ShareAcknowledge each that the fetch would queue behind.
-        """
-        if fetch:
-            self._submit(FetchEvent(acks, max_records=self._fetch_cap(),
-                                    until_ms=self._fetch_until_ms()))
-        elif acks:
-            self._submit(AcknowledgeAsyncEvent(
-                acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0
-            ))
-
-    def _drain_background(self) -> None:
-        for event in self._fetch_buffer.take_background():
-            if isinstance(event, ErrorEvent):
-                if event.fatal:
-                    if self._fatal_error is None:
-                        self._fatal_error = _unrecoverable(event.error)
-                else:
-                    self._deferred_errors.append(event.error)
-            elif isinstance(event, SessionReplaced):
-                self._collector.drop_stale(event.node_id, event.generation)
-            elif isinstance(event, LocksLost):
-                self._collector.drop_lost(event)
-                held = self._in_flight.held_of(event.partition, event.offsets)
-                if held:
-                    self._locks_lost.append((event, held))
-            else:
-                assert isinstance(event, AcknowledgementCompletion)
-                self._completions.append(event)
-
-    def _raise_background(self) -> None:
-        """Raise the oldest error the network thread reported (fatal group errors...)."""
-        self._drain_background()
-        if self._deferred_errors:
-            raise self._deferred_errors.pop(0)
-        if self._fatal_error is not None:
-            # poll() waits before raising it again (see poll); a fresh traceback
-            # each time, or re-raising one object would grow it without bound.
-            self._fatal_raised = True
-            raise self._fatal_error.with_traceback(None)
-
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""
-        self._drain_background()
+        self._background.drain()
         self._tell_locks_lost()
-        completions, self._completions = self._completions, []
+        completions = self._background.take_completions()
         for c in completions:
             if c.renewed_offsets or (c.error is not None and c.offsets):
                 failed = c.offsets - c.renewed_offsets if c.error is not None else frozenset()
                 self._in_flight.on_renew_completed(c.partition, c.renewed_offsets, failed)
             if c.acquisition_lock_timeout_ms is not None and c.renewed_offsets:
-                self._note_lock_timeout(c.acquisition_lock_timeout_ms)
+                self._rounds.note_lock_timeout(c.acquisition_lock_timeout_ms)
             if self._callback is not None:
                 self._run_callback({c.partition: set(c.offsets)}, c.error)
 
@@ -919,7 +517,7 @@ class ConsumerCore(Generic[K, V]):
         acknowledgement commit callback hears of them now (at the poll or commit
         after it happened), with an error saying why, or a warning says so; not
         only when their acknowledgement fails later."""
-        lost, self._locks_lost = self._locks_lost, []
+        lost = self._background.take_locks_lost()
         for event, held in lost:
             tip = event.partition
             error = InvalidRecordStateError(
@@ -945,94 +543,9 @@ class ConsumerCore(Generic[K, V]):
         finally:
             self._in_callback = False
 
-    def _note_lock_timeout(self, timeout_ms: int | None) -> None:
-        if timeout_ms is not None and timeout_ms > 0:
-            self._acquisition_lock_timeout_ms = timeout_ms
-            self._ahead.note_lock_timeout(timeout_ms)
-
-    def __repr__(self) -> str:
+    def _repr(self, facade: str) -> str:
+        """The facade's ``repr``."""
         return (
-            f"{type(self).__name__}(client_id={self._client_id!r}, "
+            f"{facade}(client_id={self._client_id!r}, "
             f"group_id={self._config.group_id!r}, state={self._state.value})"
         )
-
-
-
-
-def _unacknowledged_message(left: Mapping[TopicIdPartition, int]) -> str:
-    """Java's message, with what is missing: how many records, from where."""
-    total = sum(left.values())
-    shown = sorted(left.items(), key=lambda item: (item[0].topic, item[0].partition))
-    where = ", ".join(f"{tip.topic}-{tip.partition}: {n}" for tip, n in shown[:10])
-    if len(shown) > 10:
-        where += f", and {len(shown) - 10} more partitions"
-    return (
-        "All records must be acknowledged in explicit acknowledgement mode: "
-        f"{total} record{'s' if total != 1 else ''} of the last poll "
-        f"{'are' if total != 1 else 'is'} not ({where}). Call acknowledge() for each "
-        "(ACCEPT, RELEASE, REJECT or RENEW) before the next poll"
-    )
-
-
-def _merge_acks(
-    first: AcksByPartition, second: AcksByPartition
-) -> tuple[AcksByPartition, AcksByPartition]:
-    """``second`` merged into ``first`` where both go to the same node, and the
-    acks of ``second`` bound for another node than ``first``'s for that partition
-    (records delivered by a new leader after a leader move): those go apart."""
-    if not second:
-        return first, {}
-    merged = dict(first)
-    elsewhere: AcksByPartition = {}
-    for tip, node_acks in second.items():
-        existing = merged.get(tip)
-        if existing is None:
-            merged[tip] = node_acks
-        elif existing.node_id != node_acks.node_id:
-            elsewhere[tip] = node_acks
-        else:
-            existing.acknowledgements.merge(node_acks.acknowledgements)
-    return merged, elsewhere
-
-
-class _Ownership:
-    """The single-thread guard (Java's "light lock").
-
-    Re-entrant for the owning thread; another thread gets an error instead of
-    corrupting state. Calls from inside the commit callback are refused.
-    """
-
-    __slots__ = ("_allow_closing", "_consumer")
-
-    def __init__(self, consumer: ConsumerCore[Any, Any], allow_closing: bool) -> None:
-        self._consumer = consumer
-        self._allow_closing = allow_closing
-
-    def __enter__(self) -> None:
-        c = self._consumer
-        me = threading.get_ident()
-        with c._guard:
-            if c._owner is not None and c._owner != me:
-                raise IllegalStateError(
-                    "ShareConsumer is not safe for multi-threaded access: it is in use by "
-                    "another thread (only wakeup() may be called from other threads)"
-                )
-            if c._in_callback:
-                raise IllegalStateError(
-                    "ShareConsumer methods are not accessible from the acknowledgement "
-                    "commit callback (except wakeup())."
-                )
-            if c._state is not _State.OPEN and not (
-                self._allow_closing and c._state is _State.CLOSING
-            ):
-                raise IllegalStateError("This consumer has already been closed.")
-            c._owner = me
-            c._owner_depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        c = self._consumer
-        with c._guard:
-            c._owner_depth -= 1
-            if c._owner_depth == 0:
-                c._owner = None
-

@@ -120,7 +120,7 @@ def test_a_poll_cancelled_between_slices_loses_no_record(
 
     async def main() -> list[int]:
         c = await consumer(max_poll_records=500)
-        c._fetch_buffer.add_all([fetch(0, 1000)])
+        c._core._fetch_buffer.add_all([fetch(0, 1000)])
         task = asyncio.create_task(c.poll(1.0))
         await asyncio.sleep(0)  # the poll collected its first slice and yielded
         task.cancel()
@@ -144,7 +144,7 @@ def test_a_cancelled_waiting_poll_leaves_the_consumer_usable() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        c._fetch_buffer.add_all([fetch(0, 3)])
+        c._core._fetch_buffer.add_all([fetch(0, 3)])
         got = [r.offset for r in await c.poll(1.0)]
         await c.close(timeout=0.5)
         return got
@@ -155,7 +155,7 @@ def test_a_cancelled_waiting_poll_leaves_the_consumer_usable() -> None:
 def test_a_cancelled_commit_sync_keeps_its_acknowledgements_with_the_engine() -> None:
     async def main() -> None:
         c = await consumer(share_acknowledgement_mode="explicit")
-        c._fetch_buffer.add_all([fetch(0, 2)])
+        c._core._fetch_buffer.add_all([fetch(0, 2)])
         records = list(await c.poll(1.0))
         for r in records:
             c.acknowledge(r, AcknowledgeType.ACCEPT)
@@ -167,7 +167,7 @@ def test_a_cancelled_commit_sync_keeps_its_acknowledgements_with_the_engine() ->
         # The acks left the batch for the engine, which still holds the commit.
         (event,) = [e for e in c._shell._driver._pending if isinstance(e, AcknowledgeSyncEvent)]
         assert as_dict(event.acks[TIP].acknowledgements) == {0: 1, 1: 1}
-        assert take_acknowledged(c._in_flight) == {}
+        assert take_acknowledged(c._core._in_flight) == {}
         # Usable afterwards: the next poll goes on (the batch is all acknowledged).
         assert (await c.poll(0)).count() == 0
         await c.close(timeout=0.5)
@@ -224,14 +224,14 @@ def test_another_task_cannot_use_the_consumer_while_a_call_awaits() -> None:
 def test_async_for_accepts_a_record_when_the_iteration_moves_on() -> None:
     async def main() -> dict[int, int]:
         c = await consumer()
-        c._fetch_buffer.add_all([fetch(0, 5)])
+        c._core._fetch_buffer.add_all([fetch(0, 5)])
         seen = []
         async for record in c:
             seen.append(record.offset)
             if record.offset == 2:
                 break  # 0 and 1 accepted; 2 (being processed) and 3, 4 not
         assert seen == [0, 1, 2]
-        (_, acks), = take_acknowledged(c._in_flight).values()
+        (_, acks), = take_acknowledged(c._core._in_flight).values()
         await c.close(timeout=0.5)
         return acks
 
@@ -241,7 +241,7 @@ def test_async_for_accepts_a_record_when_the_iteration_moves_on() -> None:
 def test_async_for_ends_when_another_task_closes_the_consumer() -> None:
     async def main() -> list[int]:
         c = await consumer()
-        c._fetch_buffer.add_all([fetch(0, 2)])
+        c._core._fetch_buffer.add_all([fetch(0, 2)])
         seen: list[int] = []
 
         async def iterate() -> None:
@@ -306,13 +306,13 @@ def test_a_bug_in_the_shell_fails_the_consumer_instead_of_hanging_it(
 def test_a_poll_of_its_own_ends_an_async_for_batch() -> None:
     async def main() -> tuple[list[int], list[int]]:
         c = await consumer()
-        c._fetch_buffer.add_all([fetch(0, 5)])
+        c._core._fetch_buffer.add_all([fetch(0, 5)])
         async for record in c:
             if record.offset == 1:
                 break
-        c._fetch_buffer.add_all([fetch(5, 3)])
+        c._core._fetch_buffer.add_all([fetch(5, 3)])
         polled = [r.offset for r in await c.poll(1.0)]  # accepts 0..4 (implicit mode)
-        c._fetch_buffer.add_all([fetch(8, 2)])
+        c._core._fetch_buffer.add_all([fetch(8, 2)])
         iterated = []
         async for record in c:
             iterated.append(record.offset)
@@ -337,7 +337,7 @@ def test_the_fetch_after_a_large_response_carries_the_acks_of_all_its_records(
         c = await consumer(max_poll_records=500, share_acknowledgement_mode=mode)
         #: the offsets acknowledged by each FetchEvent submitted
         submitted: list[list[int]] = []
-        real = c._thread.submit
+        real = c._shell.submit
 
         def submit(event: Any) -> None:
             if isinstance(event, FetchEvent):  # the acks as submitted (merged later)
@@ -345,8 +345,8 @@ def test_the_fetch_after_a_large_response_carries_the_acks_of_all_its_records(
                 submitted.append(sorted(as_dict(acks.acknowledgements)) if acks else [])
             real(event)
 
-        c._thread.submit = submit  # type: ignore[method-assign]
-        c._fetch_buffer.add_all([fetch(0, 1200)])
+        c._shell.submit = submit  # type: ignore[method-assign]
+        c._core._fetch_buffer.add_all([fetch(0, 1200)])
         per_poll: list[list[list[int]]] = []
         counts: list[int] = []
         for _ in range(4):
@@ -391,8 +391,9 @@ def test_a_poll_runs_one_engine_round_for_its_poll_and_fetch_events() -> None:
             await c.poll(0)  # nothing buffered: the poll fetches
             fetching = list(log)
             log.clear()
-            c._fetch_buffer.add_all([fetch(0, 3)])
-            c._prefetch = False  # a buffered response is drained before fetching again
+            c._core._fetch_buffer.add_all([fetch(0, 3)])
+            # a buffered response is drained before fetching again
+            c._core._rounds._prefetch = False
             assert (await c.poll(0)).count() == 3
             return fetching, list(log)
         finally:

@@ -188,7 +188,7 @@ def _inject_fatal(c: ShareConsumer[bytes, bytes]) -> None:
     from kafka_share._handoff.events import ErrorEvent
     from kafka_share.errors import GroupAuthorizationFailedError
 
-    c._fetch_buffer.add_background(
+    c._core._fetch_buffer.add_background(
         ErrorEvent(GroupAuthorizationFailedError("Not authorized to access group g"), fatal=True)
     )
 
@@ -297,9 +297,9 @@ def test_acknowledge_errors_say_why() -> None:
                            r"was not returned by the last poll"):
             c.acknowledge(rec)
         # Delivered (as the collector would), acknowledged and sent by a commit.
-        c._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [rec])
+        c._core._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [rec])
         c.acknowledge(rec)
-        c._take_acks()
+        c._core._rounds.take_acks()
         with pytest.raises(IllegalStateError, match="already acknowledged"):
             c.acknowledge(rec)
         with pytest.raises(IllegalStateError, match=r"acknowledge_offset\(\) only takes"):
@@ -320,7 +320,7 @@ def test_acknowledging_an_earlier_delivery_of_a_record_says_so() -> None:
     with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g",
                        share_acknowledgement_mode="explicit") as c:
         redelivered = _record()._replace(delivery_count=2)
-        c._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [redelivered])
+        c._core._in_flight.add_records(TopicIdPartition(uuid.uuid4(), "t", 0), 1, [redelivered])
         with pytest.raises(IllegalStateError, match=r"earlier delivery.*delivery count 1.*2"):
             c.acknowledge(_record())
 
@@ -380,7 +380,7 @@ def test_acknowledge_fast_path_checks_the_record_and_leaves_ranges() -> None:
             for p in (0, 1)
         ]
         for tip, recs in zip(tips, records, strict=True):
-            c._in_flight.add_records(tip, 1, recs)
+            c._core._in_flight.add_records(tip, 1, recs)
         for a, b in zip(records[0][:10], records[1][:10], strict=True):  # in turn
             c.acknowledge(a)
             c.acknowledge(b, AcknowledgeType.RELEASE)
@@ -389,7 +389,7 @@ def test_acknowledge_fast_path_checks_the_record_and_leaves_ranges() -> None:
             c.acknowledge(records[0][11]._replace(delivery_count=1))
         for r in records[0][11:] + records[1][10:]:
             c.acknowledge(r)
-        acks = {tip: na.acknowledgements for tip, na in c._take_acks().items()}
+        acks = {tip: na.acknowledgements for tip, na in c._core._rounds.take_acks().items()}
         assert acks[tips[0]].offset_ranges() == [(0, 9), (10, 10), (11, 19)]
         assert as_dict(acks[tips[0]]) == {o: 3 if o == 10 else 1 for o in range(20)}
         assert acks[tips[1]].offset_ranges() == [(50, 59), (60, 69)]
@@ -406,7 +406,7 @@ def test_an_authentication_error_ends_a_waiting_call_at_once(aio: bool) -> None:
     # at once now, and only once (the next poll does not raise it again).
     import asyncio
 
-    from kafka_share._app.core import _now_ms
+    from kafka_share._app.checks import _now_ms
     from kafka_share._handoff.events import AcknowledgeSyncEvent, ErrorEvent
     from kafka_share.aio import AsyncShareConsumer
     from kafka_share.errors import KafkaTimeoutError, SaslAuthenticationError
@@ -415,9 +415,9 @@ def test_an_authentication_error_ends_a_waiting_call_at_once(aio: bool) -> None:
     event = AcknowledgeSyncEvent(deadline_ms=_now_ms() + 60_000)
 
     def check(consumer: object) -> None:
-        wait = consumer._call_wait_ms  # type: ignore[attr-defined]
+        wait = consumer._core._call_wait_ms  # type: ignore[attr-defined]
         assert wait(event, _now_ms() + 60_000, wakeable=True) is not None  # nothing yet
-        consumer._fetch_buffer.add_background(ErrorEvent(error))  # type: ignore[attr-defined]
+        consumer._core._fetch_buffer.add_background(ErrorEvent(error))  # type: ignore[attr-defined]
         with pytest.raises(SaslAuthenticationError, match="invalid credentials"):
             wait(event, _now_ms() + 60_000, wakeable=True)
         assert wait(event, _now_ms() + 60_000, wakeable=True) is not None

@@ -27,7 +27,7 @@ def poll_200(**config):
     consumer.subscribe(["t"])
     data = build_batch([(None, b"v%d" % i) for i in range(200)])
     tip = TopicIdPartition(uuid.UUID(int=1), "t", 0)
-    consumer._fetch_buffer.add_all(
+    consumer._core._fetch_buffer.add_all(
         [CompletedShareFetch(1, tip, memoryview(data), [(0, 199, 1)], None)])
     records = consumer.poll(10)
     consumer.close(timeout=1)

@@ -53,7 +53,7 @@ def test_the_fetch_after_a_large_response_carries_the_acks_of_all_its_records(
     c._thread.submit = submit  # type: ignore[method-assign]
     try:
         c.subscribe(["jobs"])
-        c._fetch_buffer.add_all([fetch(0, 1200)])
+        c._core._fetch_buffer.add_all([fetch(0, 1200)])
         per_poll: list[list[list[int]]] = []
         counts: list[int] = []
         for _ in range(4):

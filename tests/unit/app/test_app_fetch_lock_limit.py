@@ -57,7 +57,7 @@ class Recorder:
 
     def __init__(self, c: Any) -> None:
         self.events: list[tuple[type, set[int]]] = []
-        real = c._thread.submit
+        real = c._core._shell.submit
 
         def submit(event: Any) -> None:
             acks = getattr(event, "acks", {})
@@ -65,7 +65,7 @@ class Recorder:
             self.events.append((type(event), offsets))
             real(event)
 
-        c._thread.submit = submit
+        c._core._shell.submit = submit
 
     def take(self) -> list[tuple[type, set[int]]]:
         out, self.events = self.events, []
@@ -115,7 +115,7 @@ def test_the_poll_holding_more_than_half_the_lock_limit_leaves_the_fetch_to_the_
     with c:
         c.subscribe(["jobs"])
         recorder = Recorder(c)
-        c._fetch_buffer.add_all([response(total)])
+        c._core._fetch_buffer.add_all([response(total)])
         ack = c.acknowledge if mode == "explicit" else (lambda r: None)
         first, draining, after = scenario(total, lambda: c.poll(0.05), ack, recorder)
         assert fetches(first) == []
@@ -138,7 +138,7 @@ def test_the_async_consumer_leaves_the_fetch_to_the_next_poll_too() -> None:
         )
         await c.subscribe(["jobs"])
         recorder = Recorder(c)
-        c._fetch_buffer.add_all([response(total)])
+        c._core._fetch_buffer.add_all([response(total)])
         per_poll: list[list[tuple[type, set[int]]]] = []
         got = 0
         while got < total:

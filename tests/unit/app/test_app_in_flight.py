@@ -459,17 +459,3 @@ def test_property_explicit_acknowledgements_match_a_reference_model(
     for p, o in renewing:
         with pytest.raises(IllegalStateError, match="being renewed"):
             b.acknowledge(rec(o, 2, tips[p]), ACCEPT)
-
-
-def test_the_unacknowledged_message_counts_records_per_partition() -> None:
-    import uuid
-
-    from kafka_share._app.core import _unacknowledged_message
-    from kafka_share.models import TopicIdPartition
-
-    tid = uuid.UUID(int=7)
-    one = _unacknowledged_message({TopicIdPartition(tid, "orders", 3): 1})
-    assert "1 record of the last poll is not (orders-3: 1)" in one
-    many = _unacknowledged_message({TopicIdPartition(tid, "t", p): p + 1 for p in range(12)})
-    assert "78 records of the last poll are not (t-0: 1, t-1: 2," in many
-    assert "and 2 more partitions" in many and "before the next poll" in many

@@ -80,8 +80,8 @@ def test_records_of_one_partition_from_two_nodes_go_out_in_two_polls(mode: str) 
     with h.c:
         # Both responses are queued when the poll starts; the new leader's also
         # acquired an offset without a record (a GAP).
-        h.c._fetch_buffer.add_all([fetch(OLD_LEADER, 0, 2)])
-        h.c._fetch_buffer.add_all(
+        h.c._core._fetch_buffer.add_all([fetch(OLD_LEADER, 0, 2)])
+        h.c._core._fetch_buffer.add_all(
             [fetch(NEW_LEADER, 2, 2, acquired_extra=1), fetch(NEW_LEADER, 0, 1, tip=OTHER)]
         )
         first = list(h.c.poll(1.0))
@@ -114,8 +114,8 @@ def test_new_leader_records_wait_while_the_old_leader_holds_a_failed_record() ->
     )
     with c:
         c.subscribe(["jobs"])
-        c._fetch_buffer.add_all([fetch(OLD_LEADER, 0, 2)])
-        c._fetch_buffer.add_all([fetch(NEW_LEADER, 2, 2)])
+        c._core._fetch_buffer.add_all([fetch(OLD_LEADER, 0, 2)])
+        c._core._fetch_buffer.add_all([fetch(NEW_LEADER, 2, 2)])
         assert [r.offset for r in c.poll(1.0)] == [0]
         from kafka_share import RecordDeserializationError
 

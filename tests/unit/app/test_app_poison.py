@@ -56,7 +56,7 @@ class Harness:
 
     def deliver(self, values: list[bytes]) -> None:
         data = build_batch([NewRecord(key=None, value=v) for v in values], base_offset=0)
-        self.c._fetch_buffer.add_all(
+        self.c._core._fetch_buffer.add_all(
             [CompletedShareFetch(1, TIP, memoryview(data), [(0, len(values) - 1, 1)])]
         )
 

@@ -77,17 +77,17 @@ def consumer(**config: Any) -> ShareConsumer[Any, Any]:
 def test_acks_taken_by_an_interrupted_poll_are_still_sent(mode: str, acquire: str) -> None:
     with consumer(share_acknowledgement_mode=mode, share_acquire_mode=acquire) as c:
         sent = Recorder(c)
-        c._fetch_buffer.add_all([fetch(TIP0, 0, [b"a", b"b"])])
+        c._core._fetch_buffer.add_all([fetch(TIP0, 0, [b"a", b"b"])])
         records = list(c.poll(1.0))
         assert [r.offset for r in records] == [0, 1]
         if mode == "explicit":
             for r in records:
                 c.acknowledge(r, AcknowledgeType.ACCEPT)
-        c._fetch_buffer.add_all([fetch(TIP0, 2, [b"c", b"interrupt", b"d"])])
+        c._core._fetch_buffer.add_all([fetch(TIP0, 2, [b"c", b"interrupt", b"d"])])
         with pytest.raises(Interrupt):
             c.poll(1.0)
         pending = {
-            o: t for tip, (_, acks) in take_acknowledged(c._in_flight).items()
+            o: t for tip, (_, acks) in take_acknowledged(c._core._in_flight).items()
             if tip == TIP0 for o, t in acks.items()
         }
         # Sent to the network thread, or still in the batch for the next poll: not lost.
@@ -111,7 +111,9 @@ def test_records_of_an_interrupted_poll_are_handed_out_by_the_next_one() -> None
         sent = Recorder(c)
         # One response, two partitions: the first is delivered in full before the
         # second one's deserializer is interrupted.
-        c._fetch_buffer.add_all([fetch(TIP0, 0, [b"x", b"y"]), fetch(TIP1, 0, [b"interrupt"])])
+        c._core._fetch_buffer.add_all(
+            [fetch(TIP0, 0, [b"x", b"y"]), fetch(TIP1, 0, [b"interrupt"])]
+        )
         with pytest.raises(Interrupt):
             c.poll(1.0)
         fail["on"] = False

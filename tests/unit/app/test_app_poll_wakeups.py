@@ -56,7 +56,7 @@ class Harness:
 
     def deliver(self, count: int) -> None:
         data = build_batch([NewRecord(key=None, value=b"v") for _ in range(count)], base_offset=0)
-        self.c._fetch_buffer.add_all(
+        self.c._core._fetch_buffer.add_all(
             [CompletedShareFetch(1, TIP, memoryview(data), [(0, count - 1, 1)])]
         )
 
@@ -95,7 +95,7 @@ def test_polls_while_the_application_holds_the_loop_wake_nothing(h: Harness) -> 
     for _ in range(5):
         h.log.clear()
         h.deliver(3)
-        h.c._prefetch = False  # fetch only when the buffer is empty
+        h.c._core._rounds._prefetch = False  # fetch only when the buffer is empty
         assert h.c.poll(0).count() == 3
         assert h.c.poll(0).count() == 0
         assert "wakeup" not in h.log, h.log
@@ -107,7 +107,7 @@ def test_the_engine_sees_a_poll_that_only_returned_buffered_records(h: Harness) 
     the network thread's once it takes the loop back, within AWAY_MS."""
     h.c.poll(0)
     h.deliver(3)
-    h.c._prefetch = False
+    h.c._core._rounds._prefetch = False
     before = h.last_poll_ms()
     time.sleep(0.01)
     assert h.c.poll(0).count() == 3

@@ -19,6 +19,7 @@ import uuid
 from types import FrameType
 
 from kafka_share import ShareConsumer, TimestampType, WakeupError
+from kafka_share.consumer import _ThreadWaiting
 from kafka_share.models import ConsumerRecord, TopicIdPartition
 
 #: Nothing listens here: poll finds no records and commit_sync waits for a
@@ -76,7 +77,9 @@ def main(iterations: int, mode: str) -> None:
     )
     if mode == "quiet":
         consumer._thread.stop(1000)
-        consumer._thread = InertNetworkThread()  # type: ignore[assignment]
+        inert = InertNetworkThread()
+        consumer._thread = inert  # type: ignore[assignment]
+        consumer._core._attach(inert, _ThreadWaiting(inert))  # type: ignore[arg-type]
     consumer.subscribe(["stress"])
     tip = TopicIdPartition(uuid.uuid4(), "stress", 0)
     fired: list[float] = []
@@ -96,7 +99,7 @@ def main(iterations: int, mode: str) -> None:
             record: ConsumerRecord[bytes, bytes] = ConsumerRecord(
                 "stress", 0, i, 0, TimestampType.CREATE_TIME, b"k", b"v", (), None, 1
             )
-            consumer._in_flight.add_records(tip, 1, [record])
+            consumer._core._in_flight.add_records(tip, 1, [record])
             consumer.acknowledge(record)
         before = len(fired)
         signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0002, 0.004))

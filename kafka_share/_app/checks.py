@@ -1,0 +1,78 @@
+"""The argument checks of the public calls, and the millisecond clock they use."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Collection
+
+from kafka_share.errors import InvalidTopicError
+
+#: "no deadline" on the monotonic millisecond clock
+_FOREVER_MS = 2**62
+_MAX_TOPIC_LENGTH = 249
+_LEGAL_TOPIC = re.compile(rf"[a-zA-Z0-9._-]{{1,{_MAX_TOPIC_LENGTH}}}")
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _timeout_ms(timeout: object, default_ms: int, what: str) -> int:
+    """``timeout`` seconds as milliseconds (``default_ms`` for None, _FOREVER_MS for
+    infinity); a bad value gets an error naming the call and the value."""
+    if timeout is None:
+        return default_ms
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{what}() timeout must be a number of seconds, got {timeout!r}")
+    if math.isnan(timeout):
+        raise ValueError(f"{what}() timeout must be a number of seconds, got NaN")
+    if timeout < 0:
+        raise ValueError(f"{what}() timeout must not be negative, got {timeout!r}")
+    if timeout == float("inf"):
+        return _FOREVER_MS
+    return min(int(timeout * 1000), _FOREVER_MS)
+
+
+def _check_topic_name(name: object) -> str:
+    """Kafka's rule for legal topic names (``Topic.validate`` in Java)."""
+    if not isinstance(name, str):
+        raise TypeError(f"topic names must be strings, got {name!r}")
+    if (
+        not _LEGAL_TOPIC.fullmatch(name)
+        or name in (".", "..")
+    ):
+        raise InvalidTopicError(
+            f"Invalid topic name {name!r}: a topic name is 1 to {_MAX_TOPIC_LENGTH} "
+            "characters of ASCII letters, digits, '.', '_' and '-', and is not '.' or '..'"
+        )
+    return name
+
+
+def _check_topics(topics: Collection[str]) -> frozenset[str]:
+    """The legal topic names of a ``subscribe`` argument (empty: unsubscribe)."""
+    if isinstance(topics, (str, bytes)):
+        raise TypeError(
+            f"subscribe() takes a collection of topic names, not a single string: "
+            f"use subscribe([{topics!r}])"
+        )
+    return frozenset(_check_topic_name(t) for t in topics)
+
+
+def _poll_timeout_ms(timeout: float | None) -> int | None:
+    """``poll``'s timeout in ms (None: no timeout)."""
+    timeout_ms: int | None = None
+    if timeout is not None:
+        timeout_ms = _timeout_ms(timeout, 0, "poll")
+        if timeout_ms >= _FOREVER_MS:
+            timeout_ms = None  # poll(float("inf")) is poll()
+    return timeout_ms
+
+
+def _check_max_records(max_records: object) -> int | None:
+    if max_records is None:
+        return None
+    if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1:
+        raise ValueError(f"max_records must be a positive int or None, got {max_records!r}")
+    return max_records
