@@ -99,6 +99,7 @@ from kafka_share.records.compression import (
     decompress,
 )
 from kafka_share.records.crc32c import crc32c
+from kafka_share.records.legacy import _legacy_batch, _LegacyCrcError, _LegacyError
 from kafka_share.records.row_decoder import _decode_v2_records, _RecordError
 
 __all__ = [
@@ -593,18 +594,37 @@ class BatchIterator:
                 batch.verify_crc()
             return batch
         if magic in (0, 1):
-            from kafka_share.records.legacy import _legacy_batch  # noqa: PLC0415
-
             self._pos = end
-            return _legacy_batch(
-                data,
+            return self._legacy(pos, end, base_offset, magic)
+        self._fail(pos, base_offset, f"unknown magic byte {magic} (expected 0, 1 or 2)")
+
+    def _legacy(self, pos: int, end: int, offset: int, magic: int) -> RecordBatch:
+        """The legacy message at ``pos`` (its offset ``offset``) as one batch."""
+        try:
+            header, records = _legacy_batch(
+                self._data,
                 pos,
                 end,
                 magic=magic,
                 check_crcs=self._check_crcs,
                 max_decompressed_bytes=self._max_decompressed_bytes,
             )
-        self._fail(pos, base_offset, f"unknown magic byte {magic} (expected 0, 1 or 2)")
+        except _LegacyError as exc:
+            error = BatchCrcError if isinstance(exc, _LegacyCrcError) else CorruptBatchError
+            raise error(
+                f"corrupt legacy (magic {magic}) message at byte {pos} (offset {offset}): "
+                f"{exc.args[0]}",
+                base_offset=offset,
+                last_offset=offset,
+            ) from None
+        return RecordBatch(
+            self._data,
+            pos,
+            end,
+            header,
+            max_decompressed_bytes=self._max_decompressed_bytes,
+            legacy_records=records,
+        )
 
     def _fail(self, pos: int, base_offset: int, why: str) -> NoReturn:
         self._pos = self._size
