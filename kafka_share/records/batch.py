@@ -58,6 +58,11 @@ straight from the ``memoryview``: each key and value is copied once, from the
 response buffer into its ``bytes``, and the section copy, which for 10 KiB
 records cost about as much as the rest of their decoding, is skipped.
 
+Decoding records
+----------------
+The records themselves are read by :mod:`kafka_share.records.row_decoder` (its
+docstring tells how); legacy messages by :mod:`kafka_share.records.legacy`.
+
 Errors
 ------
 * A truncated **trailing** batch (the broker cuts the response at its byte

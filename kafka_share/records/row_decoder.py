@@ -124,7 +124,7 @@ def _decode_v2_records(  # noqa: PLR0912, PLR0915
     no_headers = _NO_HEADERS
     min_body = _MIN_RECORD_BODY
     misses_left = _TEMPLATE_MISSES  # layouts worked out and records missed
-    # A memoryview (large records, see _VIEW_MIN_RECORD_BYTES) reads varints the
+    # A memoryview (large records, see batch.py's _VIEW_MIN_RECORD_BYTES) reads varints the
     # same way; only keys and values need turning into bytes.
     view = not isinstance(buf, bytes)
     key: Any
@@ -340,7 +340,7 @@ def _careful_record(  # noqa: PLR0912, PLR0915
     """The record at ``pos`` with every varint read byte by byte: (timestamp
     delta, offset delta, key, value, headers, key length, value length, record
     end). Raises :class:`_RecordError` (or IndexError, ValueError: see
-    :meth:`RecordBatch._decode_section`) for a bad record."""
+    :meth:`~kafka_share.records.batch.RecordBatch._decode_section`) for a bad record."""
     # The decoder of records whose layouts keep changing, so it stays quick:
     # varints are decoded inline with 1- and 2-byte fast paths, and 3 bytes for
     # the record and value lengths (values of 8 KiB to 1 MiB), falling back to
@@ -348,7 +348,7 @@ def _careful_record(  # noqa: PLR0912, PLR0915
     # Lengths are validated only where a bad one could move backwards or read
     # past the record: the final "pos == rec_end" check catches the rest.
     read_varint = _read_varint
-    # A memoryview (large records, see _VIEW_MIN_RECORD_BYTES) reads varints the
+    # A memoryview (large records, see batch.py's _VIEW_MIN_RECORD_BYTES) reads varints the
     # same way; only keys and values need turning into bytes.
     view = not isinstance(buf, bytes)
     b = buf[pos]
