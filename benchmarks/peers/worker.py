@@ -361,6 +361,8 @@ def _start_thread_profiles() -> list[cProfile.Profile]:
 #: kafka-share's stages timed by ``--stages``: (module, owner attribute or None,
 #: function name, stage). Each call is timed as a whole, so a stage called inside
 #: another is counted in both (record decoding and batch CRCs inside ``poll``).
+#: A function is replaced where its caller looks it up: the row decoder is defined
+#: in records/row_decoder.py, but RecordBatch calls batch.py's name for it.
 _STAGES = (
     ("kafka_share.consumer", "ShareConsumer", "poll", "poll"),
     ("kafka_share._net.client", "SelectorPoller", "select", "select"),

@@ -2,6 +2,9 @@
 
 * :mod:`~kafka_share.records.batch`: :func:`iter_batches` over a fetch
   response's ``records`` bytes, :class:`RecordBatch`, the error classes.
+* :mod:`~kafka_share.records.row_decoder`: the records of a v2 batch, one tuple
+  each (what :meth:`RecordBatch.records` calls).
+* :mod:`~kafka_share.records.legacy`: legacy (magic 0 and 1) message sets.
 * :mod:`~kafka_share.records.compression`: codecs with a decompressed-size cap.
 * :mod:`~kafka_share.records.crc32c`: CRC32C (C accelerated, pure fallback).
 * :mod:`~kafka_share.records.builder`: encoder for tests and fakes.

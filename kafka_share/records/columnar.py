@@ -842,9 +842,7 @@ def decode_columns(batch: RecordBatch) -> RecordColumns:
         raise batch._corrupt(f"{why} (record section byte {where - start})") from None
 
 
-# Size rules waived for now: not split yet (issue 28:
-# the columnar decoder's steps).
-def _decode(  # noqa: PLR0912, PLR0915
+def _decode(
     batch: RecordBatch,
     buf: bytes | memoryview,
     start: int,
@@ -882,22 +880,37 @@ def _decode(  # noqa: PLR0912, PLR0915
     limit += 1
     offset_delta, pos = _varints(a, w16, pos, limit, "offset delta")
     limit += 1
-
-    key_sizes, pos = _varints(a, w16, pos, limit, "key length")
-    bad = (key_sizes < -1) | (key_sizes > limit - pos)
-    if bad.any():
-        raise _CorruptError(f"bad key length {int(key_sizes[_first(bad)])}", bad, pos)
-    key_pos = pos
-    pos = pos + np.maximum(key_sizes, 0)
+    key_sizes, key_pos, pos = _sized_fields(a, w16, pos, limit, "key length")
     limit += 1
+    value_sizes, value_pos, pos = _sized_fields(a, w16, pos, limit, "value length")
+    headers = _record_headers(a, w16, buf, pos, rec_end, count, start)
 
-    value_sizes, pos = _varints(a, w16, pos, limit, "value length")
-    bad = (value_sizes < -1) | (value_sizes > limit - pos)
+    offsets = _add_base(offset_delta, batch.base_offset, "offset", starts)
+    if append_timestamp is None:
+        timestamps = _add_base(ts_delta, batch.base_timestamp, "timestamp", starts)
+    else:
+        timestamps = np.full(count, append_timestamp, np.int64)
+    keys, values, key_sizes, value_sizes = _key_value_arrays(
+        a, buf, start, end, count, (key_pos, key_sizes), (value_pos, value_sizes)
+    )
+    return RecordColumns(count, offsets, timestamps, keys, values, key_sizes, value_sizes, headers)
+
+
+def _sized_fields(a: Any, w16: Any, pos: Any, limit: Any, what: str) -> tuple[Any, Any, Any]:
+    """(sizes, positions, positions after) of every record's key or value: its
+    length varint ``what`` at ``pos``, then its bytes (none for -1, null)."""
+    sizes, pos = _varints(a, w16, pos, limit, what)
+    bad = (sizes < -1) | (sizes > limit - pos)
     if bad.any():
-        raise _CorruptError(f"bad value length {int(value_sizes[_first(bad)])}", bad, pos)
-    value_pos = pos
-    pos = pos + np.maximum(value_sizes, 0)
+        raise _CorruptError(f"bad {what} {int(sizes[_first(bad)])}", bad, pos)
+    return sizes, pos, pos + np.maximum(sizes, 0)
 
+
+def _record_headers(
+    a: Any, w16: Any, buf: bytes | memoryview, pos: Any, rec_end: Any, count: int, start: int
+) -> Any:
+    """The headers column (None when no record has any) from the header counts
+    at ``pos``; each record's fields must then end where its length says."""
     # The header count: almost always a single 0 byte.
     with_headers = a[pos]
     headers = None
@@ -914,13 +927,23 @@ def _decode(  # noqa: PLR0912, PLR0915
             i,
             int(rec_end[i]),
         )
+    return headers
 
-    offsets = _add_base(offset_delta, batch.base_offset, "offset", starts)
-    if append_timestamp is None:
-        timestamps = _add_base(ts_delta, batch.base_timestamp, "timestamp", starts)
-    else:
-        timestamps = np.full(count, append_timestamp, np.int64)
 
+def _key_value_arrays(
+    a: Any,
+    buf: bytes | memoryview,
+    start: int,
+    end: int,
+    count: int,
+    key_fields: tuple[Any, Any],
+    value_fields: tuple[Any, Any],
+) -> tuple[Any, Any, Any, Any]:
+    """(keys, values, key sizes, value sizes): the ``binary_view`` arrays over
+    the records section of the (positions, sizes) of every key and value, and
+    their sizes as int32."""
+    key_pos, key_sizes = key_fields
+    value_pos, value_sizes = value_fields
     # Keys and values share one views computation: rows 0..n-1 keys, n..2n-1 values.
     section = pa.py_buffer(buf)
     if start or end != len(buf):
@@ -940,7 +963,7 @@ def _decode(  # noqa: PLR0912, PLR0915
     value_sizes = value_sizes.astype(np.int32)
     keys = _view_array(count, views[:count], key_sizes, data_buffers)
     values = _view_array(count, views[count:], value_sizes, data_buffers)
-    return RecordColumns(count, offsets, timestamps, keys, values, key_sizes, value_sizes, headers)
+    return keys, values, key_sizes, value_sizes
 
 
 def _add_base(deltas: Any, base: int, what: str, starts: Any) -> Any:
