@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
-from typing import Any, Generic
+from typing import Any, Generic, TypeVar
 
 from kafka_share._app.checks import (
     _FOREVER_MS,
@@ -53,6 +53,7 @@ from kafka_share._handoff.events import (
 )
 from kafka_share._net.aio import AsyncEngineShell
 from kafka_share._net.security import validate_supported
+from kafka_share.consumer import ShareConsumer
 from kafka_share.errors import IllegalStateError, KafkaError, WakeupError
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 
@@ -63,6 +64,20 @@ SLICE_RECORDS = 500
 #: ... and yields only once it has run this long since the last yield, so a
 #: small batch costs no extra loop iteration.
 SLICE_MS = 2
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _doc_of(sync: Callable[..., Any]) -> Callable[[_F], _F]:
+    """Give a call the docstring of ``ShareConsumer``'s same call: the two facades'
+    synchronous calls behave alike, so their text is written once, in consumer.py."""
+
+    def document(method: _F) -> _F:
+        method.__doc__ = sync.__doc__
+        return method
+
+    return document
 
 
 class AsyncShareConsumer(Generic[K, V]):
@@ -411,59 +426,24 @@ class AsyncShareConsumer(Generic[K, V]):
                 slice_start = time.monotonic()
         return type(first)(parts) if parts and first is not None else first
 
+    @_doc_of(ShareConsumer.metrics)
     def metrics(self) -> dict[str, float]:
-        """A snapshot of this consumer's metrics, under Java's share-consumer names
-        (``records-consumed-rate``, ``fetch-latency-avg``, ``heartbeat-rate``, ...;
-        see :data:`kafka_share.metrics.METRIC_GROUPS`). NaN where nothing was measured.
-        Safe to call from any thread.
-        """
         return self._core.metrics()
 
+    @_doc_of(ShareConsumer.prefetch)
     def prefetch(self, max_records: int | None = None) -> bool:
-        """Ask the broker for the next poll's records now, while this thread
-        works on the last ones: one ShareFetch, answered at once with what the
-        broker can acquire (it does not wait for records to arrive), carrying
-        the acknowledgements made so far. The next :meth:`poll` hands its
-        records out, or fetches as usual if it brought none.
-
-        Meant for ``share.acquire.mode=record_limit``, which otherwise acquires
-        only inside a poll: with ``max_records`` the broker acquires no more
-        than that, so an application that knows how many records it still
-        wants (a batch with a size) overlaps the round trip without taking
-        records it will not process. Records so fetched are locked for this
-        consumer from now on: call it only when a poll follows soon (closing
-        the consumer releases them).
-
-        Returns False, sending nothing, when records are still buffered for the
-        next poll (a second response would only hold more locks) or are being
-        renewed. Acknowledgements made so far still go out with the next poll
-        or commit then.
-
-        Raises:
-            ValueError: ``max_records`` is not a positive int.
-            IllegalStateError: not subscribed, or the consumer is closed.
-            KafkaError: as :meth:`poll`, an error the network thread reported.
-        """
         return self._core.prefetch(max_records)
 
     # -- acknowledging ---------------------------------------------------------------------
 
+    @_doc_of(ShareConsumer.acknowledge)
     def acknowledge(
         self, record: ConsumerRecord[K, V], type: AcknowledgeType = AcknowledgeType.ACCEPT
     ) -> None:
-        """Acknowledge a record of the current batch (explicit mode only).
-
-        Acknowledging the same record twice before it is sent keeps the last type.
-        The acknowledgement is sent by the next ``poll``, ``commit_sync``,
-        ``commit_async`` or ``close``.
-
-        Raises:
-            IllegalStateError: implicit mode, or the record is not in the current batch.
-            UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
-        """
         # Instances call the core's method directly (bound in __init__).
         self._core.acknowledge(record, type)
 
+    @_doc_of(ShareConsumer.acknowledge_offset)
     def acknowledge_offset(
         self,
         topic: str,
@@ -471,33 +451,12 @@ class AsyncShareConsumer(Generic[K, V]):
         offset: int,
         type: AcknowledgeType = AcknowledgeType.ACCEPT,
     ) -> None:
-        """Acknowledge by coordinates a record that could not be returned by ``poll``
-        (deserialization failure or corrupt batch), e.g. to REJECT a poison record.
-
-        Raises:
-            IllegalStateError: implicit mode, or the offset is not such a record.
-        """
         self._core.acknowledge_offset(topic, partition, offset, type)
 
+    @_doc_of(ShareConsumer.acknowledge_arrow)
     def acknowledge_arrow(
         self, batch: Any, type: Any = AcknowledgeType.ACCEPT
     ) -> None:
-        """Acknowledge rows returned by ``poll_arrow`` (explicit mode only).
-
-        ``batch`` is the record batch ``poll_arrow`` returned, or any record batch
-        or table with its ``topic``, ``partition``, ``offset`` and
-        ``delivery_count`` columns (a filtered or sliced part of it, for
-        example). ``type`` is one AcknowledgeType for every row (ACCEPT, RELEASE
-        or REJECT), or a sequence (list, numpy or Arrow array) with one type per
-        row. All or nothing: if one row cannot be acknowledged nothing is.
-        Acknowledging a row again before it is sent keeps the last type.
-
-        Raises:
-            IllegalStateError: implicit mode, or a row is not a record of the
-                last ``poll_arrow`` still awaiting its acknowledgement.
-            ValueError: a bad type, RENEW (use ``share.auto.renew``), a wrong
-                number of types, or a batch without the columns above.
-        """
         self._core.acknowledge_arrow(batch, type)
 
     # -- committing ------------------------------------------------------------------------
@@ -533,14 +492,10 @@ class AsyncShareConsumer(Generic[K, V]):
         """Send pending acknowledgements without waiting; results reach the callback."""
         self._core.commit_async()
 
+    @_doc_of(ShareConsumer.set_acknowledgement_commit_callback)
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None
     ) -> None:
-        """Set (or clear with ``None``) the callback told about every acknowledgement
-        batch's outcome. It runs on the application thread, inside ``poll``,
-        ``commit_sync``, ``commit_async`` and ``close``. Exceptions it raises are
-        logged, not propagated. It must not call this consumer (except ``wakeup``).
-        """
         self._core.set_acknowledgement_commit_callback(callback)
 
     # -- wakeup and close ------------------------------------------------------------------

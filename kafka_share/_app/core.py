@@ -342,16 +342,8 @@ class ConsumerCore(Generic[K, V]):
     def acknowledge(
         self, record: ConsumerRecord[K, V], type: AcknowledgeType = AcknowledgeType.ACCEPT
     ) -> None:
-        """Acknowledge a record of the current batch (explicit mode only).
-
-        Acknowledging the same record twice before it is sent keeps the last type.
-        The acknowledgement is sent by the next ``poll``, ``commit_sync``,
-        ``commit_async`` or ``close``.
-
-        Raises:
-            IllegalStateError: implicit mode, or the record is not in the current batch.
-            UnsupportedVersionError: RENEW on a broker without ShareAcknowledge v2.
-        """
+        """``ShareConsumer.acknowledge`` (documented there): both facades bind this
+        method on their instances, so the per-record call is one call deep."""
         # Fast path for the per-record hot loop: the common call (ACCEPT or RELEASE
         # or REJECT in explicit mode, by the owning thread, outside the callback)
         # skips the full guard. acknowledge() never blocks, so a lock-free check of
