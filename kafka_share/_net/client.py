@@ -297,10 +297,6 @@ class NetworkClient:
             return None
         return conn
 
-    def is_ready(self, node_id: int, purpose: Purpose) -> bool:
-        conn = self.connection(node_id, purpose)
-        return conn is not None and conn.is_ready
-
     def api_versions(self, node_id: int, purpose: Purpose) -> ApiVersionsTable | None:
         conn = self.connection(node_id, purpose)
         return conn.api_versions if conn is not None else None
@@ -453,12 +449,6 @@ class NetworkClient:
                 times.append(health.not_before_ms if health is not None else now_ms)
         return min(times) if times else None
 
-    def close_node(self, node_id: int, reason: KafkaError | None = None) -> None:
-        for (nid, _purpose), conn in list(self._connections.items()):
-            if nid == node_id:
-                conn.close(reason or NetworkError(f"connection to node {node_id} closed"))
-        self._reap_closed(monotonic_ms())
-
     def close(self) -> None:
         parked = [p for q in self._parked.values() for p in q]
         self._parked.clear()
@@ -468,11 +458,6 @@ class NetworkClient:
             conn.close(NetworkError("the consumer is closing"))
         self._reap_closed(monotonic_ms())
         self._poller.close()
-
-    def has_in_flight(self) -> bool:
-        return any(c.in_flight_count for c in self._connections.values()) or any(
-            self._parked.values()
-        )
 
     # -- the loop ---------------------------------------------------------------
 

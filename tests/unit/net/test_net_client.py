@@ -34,6 +34,7 @@ from tests.fakes.broker import (
     free_port,
 )
 from tests.fakes.pump import Outcome, pump, state_of
+from tests.unit.net.helpers import close_node, has_in_flight, is_ready
 
 NODE = 1
 
@@ -93,10 +94,10 @@ def test_negotiates_api_versions_then_sends_queued_request_at_highest_common_ver
         clients.append(client)
         out = Outcome()
         assert client.send(NODE, Purpose.CONTROL, metadata(), out, monotonic_ms())
-        assert not client.is_ready(NODE, Purpose.CONTROL)
+        assert not is_ready(client, NODE, Purpose.CONTROL)
         run_until(client, lambda: out.done)
         assert isinstance(out.response, MetadataResponse)
-        assert client.is_ready(NODE, Purpose.CONTROL)
+        assert is_ready(client, NODE, Purpose.CONTROL)
         table = client.api_versions(NODE, Purpose.CONTROL)
         assert table is not None and table.max_version(ApiKey.METADATA) == 9
         kinds = [(r.api_key, r.api_version) for r in broker.received]
@@ -124,7 +125,7 @@ def test_api_versions_unsupported_version_falls_back_to_the_version_the_broker_l
         assert api_versions[0] > 2 and api_versions[1] == 2
         # Both attempts on the same connection: the fallback is not a reconnect.
         assert broker.accepted == 1
-        assert client.is_ready(NODE, Purpose.CONTROL)
+        assert is_ready(client, NODE, Purpose.CONTROL)
 
 
 def test_no_common_version_fails_the_request_with_unsupported_version(
@@ -142,7 +143,7 @@ def test_no_common_version_fails_the_request_with_unsupported_version(
         assert "ShareFetch" in str(out.error) or "SHARE_FETCH" in str(out.error)
         assert broker.requests_of(78) == []
         # The connection itself is fine.
-        assert client.is_ready(NODE, Purpose.SHARE)
+        assert is_ready(client, NODE, Purpose.SHARE)
 
 
 def test_control_and_share_traffic_use_separate_connections(
@@ -172,7 +173,7 @@ def test_responses_are_matched_to_their_handlers_in_order(
         # The fake broker echoes each correlation id in controller_id.
         ids = [o.response.controller_id for o in outs]
         assert ids == sorted(ids) and len(set(ids)) == 5
-        assert not client.has_in_flight()
+        assert not has_in_flight(client)
 
 
 # -- failures --------------------------------------------------------------------------
@@ -189,7 +190,7 @@ def test_request_timeout_closes_the_connection_and_fails_every_pending_handler(
         first, second = Outcome(), Outcome()
         start = time.monotonic()
         client.send(NODE, Purpose.CONTROL, metadata(), first, monotonic_ms())
-        run_until(client, lambda: client.is_ready(NODE, Purpose.CONTROL))
+        run_until(client, lambda: is_ready(client, NODE, Purpose.CONTROL))
         client.send(NODE, Purpose.CONTROL, metadata(), second, monotonic_ms())
         run_until(client, lambda: first.done and second.done)
         elapsed = time.monotonic() - start
@@ -267,7 +268,7 @@ def test_connect_refused_fails_the_request_and_backs_off_exponentially(
     assert client.send(NODE, Purpose.CONTROL, metadata(), parked, after)
     client.poll(20)
     assert not parked.done
-    assert client.has_in_flight()
+    assert has_in_flight(client)
     assert client.ensure_connection(NODE, Purpose.CONTROL, after) is None
     assert not client.can_connect(NODE, after + 7_999)
     assert client.can_connect(NODE, after + 12_001)
@@ -327,9 +328,9 @@ def test_close_node_fails_pending_requests(clients: list[NetworkClient]) -> None
         clients.append(client)
         out = Outcome()
         client.send(NODE, Purpose.SHARE, metadata(), out, monotonic_ms())
-        run_until(client, lambda: client.is_ready(NODE, Purpose.SHARE)
+        run_until(client, lambda: is_ready(client, NODE, Purpose.SHARE)
                   and broker.requests_of(3) != [])
-        client.close_node(NODE)
+        close_node(client, NODE)
         assert isinstance(out.error, NetworkError)
         assert client.connection(NODE, Purpose.SHARE) is None
 

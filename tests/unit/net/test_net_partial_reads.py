@@ -52,6 +52,7 @@ from kafka_share.protocol.messages import (
 )
 from tests.fakes.broker import api_versions_response, default_api_versions
 from tests.fakes.pump import Outcome
+from tests.unit.net.helpers import is_ready
 from tests.unit.protocol.helpers import buffered_bytes
 
 _SIZE = struct.Struct(">i")
@@ -274,7 +275,7 @@ def test_client_poll_reports_quiet_waits_until_a_response_completes(server: _Ser
         assert client.send(NODE, Purpose.CONTROL, MetadataRequest(topics=[]), out, monotonic_ms())
         sock = server.accept()
         deadline = time.monotonic() + 5
-        while not client.is_ready(NODE, Purpose.CONTROL):
+        while not is_ready(client, NODE, Purpose.CONTROL):
             assert time.monotonic() < deadline
             client.poll(20)
             if sock is not None and select.select([sock], [], [], 0)[0]:
