@@ -36,6 +36,7 @@ from kafka_share.share.coordinator import coordinator_answer, find_coordinator_r
 __all__ = ["AdminRpc", "DoNotRetry", "Outgoing", "Route", "RouteKind", "Routing"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class DoNotRetry(Exception):  # noqa: N818 (a signal, not an error of its own)
@@ -95,6 +96,15 @@ class Routing:
 
 
 @attrs.frozen(eq=False)
+class Call(Generic[R, T]):
+    """How to make one admin request and read its answer, of ``response_type``."""
+
+    response_type: type[R]
+    build: Callable[[], Any]
+    parse: Callable[[R], T]
+
+
+@attrs.frozen(eq=False)
 class Outgoing:
     """A request to send: to ``node_id``, answered through ``handler``."""
 
@@ -113,9 +123,10 @@ class AdminRpc(Generic[T]):
         name: what the call does, for error messages (e.g. ``"describe share
             group 'g'"``).
         route: where the request goes.
-        build: makes the request (a message, or a :class:`VersionedRequest`);
-            called for every attempt.
-        parse: turns the response into the result, raising a
+        call: ``build`` makes the request (a message, or a
+            :class:`VersionedRequest`), called for every attempt; ``parse``
+            turns the response (of ``response_type``: another type fails the
+            call) into the result, raising a
             :class:`~kafka_share.errors.KafkaError` for error codes. A
             retriable error is retried; ``NOT_COORDINATOR`` and
             ``COORDINATOR_NOT_AVAILABLE`` also make the coordinator be looked
@@ -134,8 +145,7 @@ class AdminRpc(Generic[T]):
         self,
         name: str,
         route: Route,
-        build: Callable[[], Any],
-        parse: Callable[[Any], T],
+        call: Call[Any, T],
         *,
         routing: Routing,
         now_ms: int,
@@ -151,8 +161,7 @@ class AdminRpc(Generic[T]):
         self.name = name
         self.needs = needs
         self.route = route
-        self._build = build
-        self._parse = parse
+        self._call = call
         self._routing = routing
         self._started_ms = now_ms
         self.deadline_ms = now_ms + max(0, timeout_ms)
@@ -218,7 +227,7 @@ class AdminRpc(Generic[T]):
         else:
             node_id = self._routing.cluster.any_node()
         self._in_flight = True
-        return [Outgoing(node_id, self._build(), self._on_response, timeout_ms)]
+        return [Outgoing(node_id, self._call.build(), self._on_response, timeout_ms)]
 
     def time_until_next_ms(self, now_ms: int) -> int | None:
         """How long the driver may wait before calling :meth:`poll` again (None: done).
@@ -253,8 +262,15 @@ class AdminRpc(Generic[T]):
         if error is not None:
             self._on_failure(error, now_ms, transport=True)
             return
+        expected = self._call.response_type
+        if not isinstance(response, expected):
+            self._fail(KafkaError(
+                f"{self.name}: a {type(response).__name__} came back for a request "
+                f"expecting a {expected.__name__}"
+            ))
+            return
         try:
-            value = self._parse(response)
+            value = self._call.parse(response)
         except DoNotRetry as exc:
             self._fail(exc.error)
             return
@@ -292,7 +308,12 @@ class AdminRpc(Generic[T]):
                 self._routing.cluster.rotate_node()
                 self._on_failure(error, now_ms, transport=True)
                 return
-            assert isinstance(response, FindCoordinatorResponse)
+            if not isinstance(response, FindCoordinatorResponse):
+                self._fail(KafkaError(
+                    f"{self.name}: a {type(response).__name__} came back for a "
+                    "FindCoordinator request"
+                ))
+                return
             answer = coordinator_answer(response)
             code, node_id, host, port = answer.error_code, answer.node_id, answer.host, answer.port
             message = answer.message

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
 from kafka_share._net.security import validate_supported
 from kafka_share.admin import requests as rq
-from kafka_share.admin.calls import AdminRpc, Route, Routing
+from kafka_share.admin.calls import AdminRpc, Call, Route, Routing
 from kafka_share.admin.types import (
     ClusterDescription,
     ConfigEntry,
@@ -53,7 +53,7 @@ R = TypeVar("R")
 V = TypeVar("V")
 
 #: One call of a batch: (what it does, where it goes, the request, the ACLs it needs).
-_Spec = tuple[str, Route, rq.Call[T], str]
+_Spec = tuple[str, Route, Call[Any, T], str]
 
 _admin_numbers = itertools.count(1)
 
@@ -147,14 +147,13 @@ class Admin:
         return monotonic_ms() + _timeout_ms(timeout, self._config.default_api_timeout_ms)
 
     def _rpc(
-        self, name: str, route: Route, call: rq.Call[T], deadline_ms: int, needs: str = ""
+        self, name: str, route: Route, call: Call[Any, T], deadline_ms: int, needs: str = ""
     ) -> AdminRpc[T]:
         now = monotonic_ms()
         return AdminRpc(
             name,
             route,
-            call.build,
-            call.parse,
+            call,
             routing=self._routing,
             now_ms=now,
             timeout_ms=max(0, deadline_ms - now),
@@ -190,7 +189,7 @@ class Admin:
                 self._net.poll(min(waits))
 
     def _call(
-        self, name: str, route: Route, call: rq.Call[T], deadline_ms: int, needs: str = ""
+        self, name: str, route: Route, call: Call[Any, T], deadline_ms: int, needs: str = ""
     ) -> T:
         rpc = self._rpc(name, route, call, deadline_ms, needs)
         self._run([rpc])
@@ -598,7 +597,7 @@ class Admin:
         pending: Mapping[TopicPartition, V],
         call: Callable[
             [rq.MetadataView, dict[TopicPartition, V]],
-            rq.Call[dict[TopicPartition, R | KafkaError]],
+            Call[Any, dict[TopicPartition, R | KafkaError]],
         ],
         needs: str,
         deadline: int,

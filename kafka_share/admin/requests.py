@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import difflib
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 import attrs
 
-from kafka_share.admin.calls import DoNotRetry, Routing
+from kafka_share.admin.calls import Call, DoNotRetry, Routing
 from kafka_share.admin.types import (
     AlterConfigOp,
     ClusterDescription,
@@ -82,6 +82,7 @@ from kafka_share.protocol.messages import (
 from kafka_share.share.unsent import VersionedRequest
 
 T = TypeVar("T")
+R = TypeVar("R")
 V = TypeVar("V")
 
 _OffsetsTopic = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic
@@ -117,14 +118,6 @@ SHARE_GROUP_CONFIG_BOUNDS: Mapping[str, tuple[str, str]] = {
 }
 
 
-@attrs.frozen(eq=False)
-class Call(Generic[T]):
-    """How to make one admin request and read its answer."""
-
-    build: Callable[[], Any]
-    parse: Callable[[Any], T]
-
-
 def _error(code: int, context: str, message: str | None) -> BrokerError:
     return error_for_code(code, f"{context}: {message}" if message else context)
 
@@ -145,7 +138,7 @@ class MetadataView:
     replicas: Mapping[str, Mapping[int, tuple[tuple[int, ...], tuple[int, ...]]]]
 
 
-def metadata(topics: Sequence[str] | None) -> Call[MetadataView]:
+def metadata(topics: Sequence[str] | None) -> Call[MetadataResponse, MetadataView]:
     """Metadata for ``topics`` (None: every topic; empty: brokers only)."""
 
     def build() -> MetadataRequest:
@@ -179,7 +172,7 @@ def metadata(topics: Sequence[str] | None) -> Call[MetadataView]:
             frozenset(internal), replicas,
         )
 
-    return Call(build, parse)
+    return Call(MetadataResponse, build, parse)
 
 
 def _topic_error(code: int, name: str) -> BrokerError:
@@ -260,7 +253,7 @@ def group_by_leader(
 # -- groups -------------------------------------------------------------------------------
 
 
-def list_groups() -> Call[list[ShareGroupListing]]:
+def list_groups() -> Call[ListGroupsResponse, list[ShareGroupListing]]:
     """ListGroups on one broker, share groups only."""
 
     def build() -> ListGroupsRequest:
@@ -275,10 +268,12 @@ def list_groups() -> Call[list[ShareGroupListing]]:
             if (g.group_type or "").lower() == "share"
         ]
 
-    return Call(build, parse)
+    return Call(ListGroupsResponse, build, parse)
 
 
-def describe_share_group(group_id: str, routing: Routing) -> Call[ShareGroupDescription]:
+def describe_share_group(
+    group_id: str, routing: Routing
+) -> Call[ShareGroupDescribeResponse, ShareGroupDescription]:
     def build() -> ShareGroupDescribeRequest:
         return ShareGroupDescribeRequest(group_ids=[group_id])
 
@@ -325,12 +320,12 @@ def describe_share_group(group_id: str, routing: Routing) -> Call[ShareGroupDesc
             assignor_name=group.assignor_name,
         )
 
-    return Call(build, parse)
+    return Call(ShareGroupDescribeResponse, build, parse)
 
 
 def describe_share_group_offsets(
     group_id: str, partitions: Sequence[TopicPartition] | None
-) -> Call[dict[TopicPartition, SharePartitionOffsetInfo]]:
+) -> Call[DescribeShareGroupOffsetsResponse, dict[TopicPartition, SharePartitionOffsetInfo]]:
     used: dict[str, int] = {}
     req = DescribeShareGroupOffsetsRequest
 
@@ -373,11 +368,16 @@ def describe_share_group_offsets(
                 )
         return dict(sorted(out.items()))
 
-    return Call(lambda: VersionedRequest(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, build_version),
-                parse)
+    return Call(
+        DescribeShareGroupOffsetsResponse,
+        lambda: VersionedRequest(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, build_version),
+        parse,
+    )
 
 
-def alter_share_group_offsets(group_id: str, offsets: Mapping[TopicPartition, int]) -> Call[None]:
+def alter_share_group_offsets(
+    group_id: str, offsets: Mapping[TopicPartition, int]
+) -> Call[AlterShareGroupOffsetsResponse, None]:
     req = AlterShareGroupOffsetsRequest
 
     def build() -> AlterShareGroupOffsetsRequest:
@@ -406,10 +406,12 @@ def alter_share_group_offsets(group_id: str, offsets: Mapping[TopicPartition, in
         ]
         _raise_first(failures, f"alter offsets of share group {group_id!r}")
 
-    return Call(build, parse)
+    return Call(AlterShareGroupOffsetsResponse, build, parse)
 
 
-def delete_share_group_offsets(group_id: str, topics: Sequence[str]) -> Call[None]:
+def delete_share_group_offsets(
+    group_id: str, topics: Sequence[str]
+) -> Call[DeleteShareGroupOffsetsResponse, None]:
     req = DeleteShareGroupOffsetsRequest
 
     def build() -> DeleteShareGroupOffsetsRequest:
@@ -427,7 +429,7 @@ def delete_share_group_offsets(group_id: str, topics: Sequence[str]) -> Call[Non
         ]
         _raise_first(failures, f"delete offsets of share group {group_id!r}")
 
-    return Call(build, parse)
+    return Call(DeleteShareGroupOffsetsResponse, build, parse)
 
 
 def _raise_first(failures: Sequence[tuple[object, int, str | None]], what: str) -> None:
@@ -445,7 +447,7 @@ def _raise_first(failures: Sequence[tuple[object, int, str | None]], what: str) 
     raise error
 
 
-def delete_group(group_id: str) -> Call[None]:
+def delete_group(group_id: str) -> Call[DeleteGroupsResponse, None]:
     def build() -> DeleteGroupsRequest:
         return DeleteGroupsRequest(groups_names=[group_id])
 
@@ -459,13 +461,15 @@ def delete_group(group_id: str) -> Call[None]:
                     )
                 raise _error(r.error_code, f"delete group {group_id!r}", None)
 
-    return Call(build, parse)
+    return Call(DeleteGroupsResponse, build, parse)
 
 
 # -- configs ------------------------------------------------------------------------------
 
 
-def describe_configs(resource_type: int, name: str) -> Call[dict[str, ConfigEntry]]:
+def describe_configs(
+    resource_type: int, name: str
+) -> Call[DescribeConfigsResponse, dict[str, ConfigEntry]]:
     def build() -> DescribeConfigsRequest:
         return DescribeConfigsRequest(resources=[
             DescribeConfigsRequest.DescribeConfigsResource(
@@ -488,7 +492,7 @@ def describe_configs(resource_type: int, name: str) -> Call[dict[str, ConfigEntr
                 )
         return dict(sorted(out.items()))
 
-    return Call(build, parse)
+    return Call(DescribeConfigsResponse, build, parse)
 
 
 def config_value(value: object) -> str:
@@ -502,7 +506,7 @@ def config_value(value: object) -> str:
 
 def alter_configs(
     resource_type: int, name: str, changes: Mapping[str, object | None]
-) -> Call[None]:
+) -> Call[IncrementalAlterConfigsResponse, None]:
     req = IncrementalAlterConfigsRequest
     ops = [
         req.AlterableConfig(name=key, config_operation=AlterConfigOp.DELETE, value=None)
@@ -523,7 +527,7 @@ def alter_configs(
             if r.error_code:
                 raise _error(r.error_code, f"alter configs of {name!r}", r.error_message)
 
-    return Call(build, parse)
+    return Call(IncrementalAlterConfigsResponse, build, parse)
 
 
 def config_hint(
@@ -560,7 +564,7 @@ def config_hint(
 
 def create_topics(
     topics: Sequence[NewTopic], validate_only: bool, *, deadline_ms: int
-) -> Call[None]:
+) -> Call[CreateTopicsResponse, None]:
     req = CreateTopicsRequest
     del deadline_ms  # the broker-side wait is bounded by the request timeout instead
 
@@ -591,10 +595,10 @@ def create_topics(
         ]
         _raise_first(failures, "create topics")
 
-    return Call(build, parse)
+    return Call(CreateTopicsResponse, build, parse)
 
 
-def delete_topics(names: Sequence[str], *, deadline_ms: int) -> Call[None]:
+def delete_topics(names: Sequence[str], *, deadline_ms: int) -> Call[DeleteTopicsResponse, None]:
     del deadline_ms
 
     def build() -> DeleteTopicsRequest:
@@ -610,10 +614,10 @@ def delete_topics(names: Sequence[str], *, deadline_ms: int) -> Call[None]:
         ]
         _raise_first(failures, "delete topics")
 
-    return Call(build, parse)
+    return Call(DeleteTopicsResponse, build, parse)
 
 
-def describe_cluster() -> Call[ClusterDescription]:
+def describe_cluster() -> Call[DescribeClusterResponse, ClusterDescription]:
     def build() -> DescribeClusterRequest:
         return DescribeClusterRequest()
 
@@ -631,7 +635,7 @@ def describe_cluster() -> Call[ClusterDescription]:
             ),
         )
 
-    return Call(build, parse)
+    return Call(DescribeClusterResponse, build, parse)
 
 
 #: ListOffsets' isolation levels: the latest offset is the high watermark, or
@@ -642,7 +646,7 @@ ISOLATION_LEVELS: dict[str, int] = {"read_uncommitted": 0, "read_committed": 1}
 def list_offsets(
     specs: Mapping[TopicPartition, OffsetSpec],
     isolation_level: str = "read_uncommitted",
-) -> Call[dict[TopicPartition, ListOffsetsResultInfo | KafkaError]]:
+) -> Call[ListOffsetsResponse, dict[TopicPartition, ListOffsetsResultInfo | KafkaError]]:
     """ListOffsets on one leader. Per-partition errors come back as values (the
     caller retries those partitions after a metadata refresh)."""
     isolation = ISOLATION_LEVELS[isolation_level]
@@ -682,13 +686,13 @@ def list_offsets(
                     )
         return out
 
-    return Call(build, parse)
+    return Call(ListOffsetsResponse, build, parse)
 
 
 def fetch_log(
     offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, uuid.UUID], max_bytes: int,
     isolation_level: str,
-) -> Call[dict[TopicPartition, LogSlice | KafkaError]]:
+) -> Call[FetchResponse, dict[TopicPartition, LogSlice | KafkaError]]:
     """A plain Fetch (no fetch session, no wait) of partitions from the given
     offsets on their leader. A retriable partition error (the leader moved) comes
     back as a value for the caller to retry after a metadata refresh; others raise."""
@@ -751,12 +755,12 @@ def fetch_log(
             raise _error(3, f"{what}: {', '.join(missing)} missing from the answer", None)
         return out
 
-    return Call(lambda: VersionedRequest(ApiKey.FETCH, build_version), parse)
+    return Call(FetchResponse, lambda: VersionedRequest(ApiKey.FETCH, build_version), parse)
 
 
 def delete_records(
     offsets: Mapping[TopicPartition, int], timeout_ms: int
-) -> Call[dict[TopicPartition, int | KafkaError]]:
+) -> Call[DeleteRecordsResponse, dict[TopicPartition, int | KafkaError]]:
     """DeleteRecords on one leader: each partition's new low watermark, or a
     retriable error as a value (the caller retries after a metadata refresh)."""
     req = DeleteRecordsRequest
@@ -790,4 +794,4 @@ def delete_records(
                     out[tp] = p.low_watermark
         return out
 
-    return Call(build, parse)
+    return Call(DeleteRecordsResponse, build, parse)

@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 
 from kafka_share.admin import requests as rq
-from kafka_share.admin.calls import AdminRpc, DoNotRetry, Outgoing, Route, Routing
+from kafka_share.admin.calls import AdminRpc, Call, DoNotRetry, Outgoing, Route, Routing
 from kafka_share.cluster import ClusterMetadata
 from kafka_share.errors import (
     CoordinatorLoadInProgressError,
     GroupAuthorizationFailedError,
     GroupIdNotFoundError,
+    KafkaError,
     KafkaTimeoutError,
     NetworkError,
     NotCoordinatorError,
@@ -32,7 +33,7 @@ def make(route: Route, parse: Any, *, timeout_ms: int = 10_000, routing: Routing
          ) -> tuple[AdminRpc[Any], Routing]:
     routing = routing or Routing(ClusterMetadata([("b", 9092)], metadata_max_age_ms=60_000))
     rpc: AdminRpc[Any] = AdminRpc(
-        "test call", route, lambda: "REQUEST", parse, routing=routing, now_ms=0,
+        "test call", route, Call(str, lambda: "REQUEST", parse), routing=routing, now_ms=0,
         timeout_ms=timeout_ms, request_timeout_ms=3000,
         backoff=ExponentialBackoff(100, 1000, jitter=0),
     )
@@ -234,7 +235,8 @@ def test_config_values_are_kafka_strings() -> None:
 def test_an_authorization_failure_names_the_rights_the_call_needs() -> None:
     routing = Routing(ClusterMetadata([("b", 9092)], metadata_max_age_ms=60_000))
     rpc: AdminRpc[Any] = AdminRpc(
-        "describe share group 'g'", Route.coordinator("g"), lambda: "REQUEST", lambda r: r,
+        "describe share group 'g'", Route.coordinator("g"),
+        Call(str, lambda: "REQUEST", lambda r: r),
         routing=routing, now_ms=0, timeout_ms=10_000, request_timeout_ms=3000,
         backoff=ExponentialBackoff(100, 1000, jitter=0), needs="DESCRIBE on GROUP 'g'",
     )
@@ -253,4 +255,19 @@ def test_other_errors_do_not_mention_rights() -> None:
     rpc.needs = "DESCRIBE on GROUP 'g'"
     rpc.poll(0)[0].handler("answer", None, 1)
     with pytest.raises(GroupIdNotFoundError, match=r"^gone$"):
+        rpc.result()
+
+
+def test_an_answer_of_another_type_fails_the_call_naming_both_types() -> None:
+    rpc, _ = make(Route.any(), lambda r: r)
+    rpc.poll(0)[0].handler(b"bytes", None, 1)
+    assert rpc.done and rpc.attempts == 0
+    with pytest.raises(KafkaError, match="test call: a bytes came back for a request expecting"):
+        rpc.result()
+
+
+def test_a_coordinator_lookup_answered_with_another_type_fails_the_call() -> None:
+    rpc, _ = make(Route.coordinator("g"), lambda r: r)
+    rpc.poll(0)[0].handler("not a FindCoordinatorResponse", None, 1)
+    with pytest.raises(KafkaError, match="a str came back for a FindCoordinator request"):
         rpc.result()
