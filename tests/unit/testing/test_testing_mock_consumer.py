@@ -579,6 +579,31 @@ def test_close_is_idempotent_and_every_call_after_it_raises_the_real_error() -> 
         consumer.close(-1)
 
 
+def test_close_reports_outstanding_results_to_the_callback() -> None:
+    consumer = explicit()
+    calls: list[Any] = []
+    consumer.set_acknowledgement_commit_callback(lambda o, e: calls.append((o, e)))
+    consumer.add_records("t", [b"a", b"b"])
+    consumer.subscribe(["t"])
+    first, second = consumer.poll(0)
+    consumer.acknowledge(first)
+    consumer.commit_async()
+    consumer.acknowledge(second, REJECT)
+    consumer.close()
+    tip = consumer.topic_id_partition("t")
+    assert calls == [({tip: {0}}, None), ({tip: {1}}, None)]
+
+
+def test_unsubscribe_stops_deliveries() -> None:
+    consumer = MockShareConsumer()
+    consumer.add_records("t", [b"a"])
+    consumer.subscribe(["t"])
+    consumer.unsubscribe()
+    with pytest.raises(IllegalStateError, match="not subscribed"):
+        consumer.poll(0)
+    assert len(consumer.available()) == 1
+
+
 def test_the_context_manager_closes() -> None:
     with MockShareConsumer() as consumer:
         assert not consumer.closed
