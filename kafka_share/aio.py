@@ -25,11 +25,13 @@ from typing import Any, Generic, TypeVar
 
 from kafka_share._app.checks import (
     _FOREVER_MS,
+    CLOSED,
     _check_max_records,
     _check_topics,
     _now_ms,
     _poll_timeout_ms,
     _timeout_ms,
+    in_callback_message,
 )
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.core import (
@@ -639,14 +641,11 @@ class _TaskOwnership:
                 "wakeup() may be called from other threads)"
             )
         if c._in_callback:
-            raise IllegalStateError(
-                "AsyncShareConsumer methods are not accessible from the acknowledgement "
-                "commit callback (except wakeup())."
-            )
+            raise IllegalStateError(in_callback_message("AsyncShareConsumer"))
         if c._state is not _State.OPEN and not (
             self._allow_closing and c._state is _State.CLOSING
         ):
-            raise IllegalStateError("This consumer has already been closed.")
+            raise IllegalStateError(CLOSED)
         if w.busy is not None and w.busy is not _task_or_none():
             raise IllegalStateError(
                 f"AsyncShareConsumer is in use by another task (awaiting {w.busy_call}()): "

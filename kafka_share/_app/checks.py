@@ -7,7 +7,43 @@ import re
 import time
 from collections.abc import Collection
 
-from kafka_share.errors import InvalidTopicError
+from kafka_share.errors import IllegalStateError, InvalidTopicError
+from kafka_share.models import AcknowledgeType
+
+#: The errors' messages of the consumer's rules, one place for every consumer
+#: (both facades, and ``kafka_share.testing``'s mock consumers, which must say
+#: what the real ones say).
+NOT_SUBSCRIBED = "Consumer is not subscribed to any topics."
+CLOSED = "This consumer has already been closed."
+WOKEN_UP = "the blocking call was interrupted by wakeup()"
+IMPLICIT_MODE = (
+    "Implicit acknowledgement of delivery is being used: the record cannot be "
+    "acknowledged, poll() accepts the previous batch itself. Set "
+    "share.acknowledgement.mode=explicit to acknowledge records one by one."
+)
+
+
+def in_callback_message(facade: str) -> str:
+    """The error of a call of ``facade`` made from the acknowledgement commit callback."""
+    return (
+        f"{facade} methods are not accessible from the acknowledgement "
+        "commit callback (except wakeup())."
+    )
+
+
+def _check_ack_type(type: object, *, explicit: bool) -> AcknowledgeType:
+    """``acknowledge``'s checks of the mode and of ``type`` (an AcknowledgeType
+    or its int value); whether the broker supports it is the caller's business."""
+    if not explicit:
+        raise IllegalStateError(IMPLICIT_MODE)
+    try:
+        return AcknowledgeType(type)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"invalid acknowledge type {type!r}: use AcknowledgeType.ACCEPT, RELEASE, "
+            "REJECT or RENEW"
+        ) from None
+
 
 #: "no deadline" on the monotonic millisecond clock
 _FOREVER_MS = 2**62

@@ -29,7 +29,14 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kafka_share._app.acks import _unacknowledged_message
 from kafka_share._app.background import BackgroundEvents
-from kafka_share._app.checks import _check_max_records, _now_ms
+from kafka_share._app.checks import (
+    CLOSED,
+    NOT_SUBSCRIBED,
+    WOKEN_UP,
+    _check_ack_type,
+    _check_max_records,
+    _now_ms,
+)
 from kafka_share._app.collector import FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
 from kafka_share._app.in_flight import InFlightBatch
@@ -258,7 +265,7 @@ class ConsumerCore(Generic[K, V]):
         cap = _check_max_records(max_records)
         self._check_open()
         if not self._subscription:
-            raise IllegalStateError("Consumer is not subscribed to any topics.")
+            raise IllegalStateError(NOT_SUBSCRIBED)
         self._background.raise_error()
         if self._collector.has_buffered() or self._in_flight.has_renewing():
             return None
@@ -320,7 +327,7 @@ class ConsumerCore(Generic[K, V]):
         else:
             self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
         if not self._subscription:
-            raise IllegalStateError("Consumer is not subscribed to any topics.")
+            raise IllegalStateError(NOT_SUBSCRIBED)
         self._submit(PollEvent(now_ms=_now_ms()))
 
     def metrics(self) -> dict[str, float]:
@@ -391,19 +398,7 @@ class ConsumerCore(Generic[K, V]):
             self._acknowledge_arrow_rows(batch, type)
 
     def _check_ack_type(self, type: object) -> AcknowledgeType:
-        if not self._explicit:
-            raise IllegalStateError(
-                "Implicit acknowledgement of delivery is being used: the record cannot be "
-                "acknowledged, poll() accepts the previous batch itself. Set "
-                "share.acknowledgement.mode=explicit to acknowledge records one by one."
-            )
-        try:
-            ack_type = AcknowledgeType(type)  # type: ignore[arg-type]
-        except (ValueError, TypeError):
-            raise ValueError(
-                f"invalid acknowledge type {type!r}: use AcknowledgeType.ACCEPT, RELEASE, "
-                "REJECT or RENEW"
-            ) from None
+        ack_type = _check_ack_type(type, explicit=self._explicit)
         if ack_type is AcknowledgeType.RENEW:
             self._shell.require(ShareFeature.RENEW)
         return ack_type
@@ -454,7 +449,7 @@ class ConsumerCore(Generic[K, V]):
 
     def _check_open(self) -> None:
         if self._state is not _State.OPEN:
-            raise IllegalStateError("This consumer has already been closed.")
+            raise IllegalStateError(CLOSED)
 
     # -- internals: events ------------------------------------------------------------
 
@@ -488,7 +483,7 @@ class ConsumerCore(Generic[K, V]):
             raise WakeupError(self._waiting.closed_meanwhile())
         if self._wakeup_requested:
             self._wakeup_requested = False
-            raise WakeupError("the blocking call was interrupted by wakeup()")
+            raise WakeupError(WOKEN_UP)
 
     def _handle_completions(self) -> None:
         """Apply acknowledgement results: return renewed records, run the callback."""

@@ -6,6 +6,7 @@ import enum
 import threading
 from typing import TYPE_CHECKING, Any
 
+from kafka_share._app.checks import CLOSED, in_callback_message
 from kafka_share.errors import IllegalStateError
 
 if TYPE_CHECKING:
@@ -46,14 +47,11 @@ class _Ownership:
                     "another thread (only wakeup() may be called from other threads)"
                 )
             if c._in_callback:
-                raise IllegalStateError(
-                    "ShareConsumer methods are not accessible from the acknowledgement "
-                    "commit callback (except wakeup())."
-                )
+                raise IllegalStateError(in_callback_message("ShareConsumer"))
             if c._state is not _State.OPEN and not (
                 self._allow_closing and c._state is _State.CLOSING
             ):
-                raise IllegalStateError("This consumer has already been closed.")
+                raise IllegalStateError(CLOSED)
             c._owner = me
             c._owner_depth += 1
 

@@ -19,6 +19,10 @@ Backends share the :class:`KafkaCluster` interface: :class:`LocalKafkaCluster`
 :mod:`kafka_share.testing.plugin`, loaded automatically once kafka-share is
 installed.
 
+For unit tests without a broker, :class:`MockShareConsumer` and
+:class:`MockAsyncShareConsumer` have the consumers' API and rules, with records
+the test adds (:mod:`kafka_share.testing.mock_consumer`).
+
 Importing this package starts nothing and does not import confluent-kafka;
 the admin helpers and readiness checks need the ``testing`` extra.
 """
@@ -41,6 +45,7 @@ from kafka_share.testing.errors import (
 from kafka_share.testing.external import ExternalKafkaCluster
 from kafka_share.testing.local import LocalKafkaCluster, default_kafka_version
 from kafka_share.testing.maven import BrokerDistribution, cache_root, ensure_kafka_libs
+from kafka_share.testing.mock_consumer import MockAsyncShareConsumer, MockShareConsumer
 from kafka_share.testing.proxy import TcpProxy
 from kafka_share.testing.versions import DEFAULT_KAFKA_VERSION
 
@@ -57,6 +62,8 @@ __all__ = [
     "KafkaCluster",
     "LocalKafkaCluster",
     "MavenError",
+    "MockAsyncShareConsumer",
+    "MockShareConsumer",
     "ProduceRecord",
     "ProducedRecord",
     "TcpProxy",
