@@ -109,7 +109,7 @@ def run_once(fetches: list[tuple[bytes, int]], mode: str) -> float:
         elapsed += clock() - t0
         delivered += result.records.count()
         in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-        in_flight.take_acknowledged()
+        in_flight.take_acknowledgements()
     assert delivered == FETCHES * RECORDS_PER_FETCH, delivered
     return elapsed
 

@@ -80,7 +80,7 @@ def measure_batches(
 ) -> tuple[float, float]:
     """(best, median) µs per record of ``decode`` over every batch, repeated."""
     total = sum(b.record_count for b in batches)
-    times = []
+    times: list[float] = []
     deadline = time.perf_counter() + min_seconds
     while len(times) < 5 or time.perf_counter() < deadline:
         t0 = time.perf_counter()

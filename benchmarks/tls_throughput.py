@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kafka_share import ShareConsumer
@@ -21,7 +22,7 @@ from kafka_share.testing.secure import SecureKafkaCluster
 
 
 def consume_kafka_share(config: dict[str, Any], topic: str, group: str, records: int) -> float:
-    with ShareConsumer(config, group_id=group) as consumer:
+    with ShareConsumer[bytes, bytes](config, group_id=group) as consumer:
         consumer.subscribe([topic])
         got = 0
         start = None
@@ -81,15 +82,16 @@ def main() -> None:
         runs: dict[str, list[float]] = {
             "kafka-share PLAINTEXT": [], "kafka-share SSL": [], "confluent-kafka SSL": [],
         }
+        clients: list[tuple[str, Callable[[str], float]]] = [
+            ("kafka-share PLAINTEXT", lambda g: consume_kafka_share(
+                {"bootstrap.servers": secure.bootstrap_servers}, topic, g, args.records)),
+            ("kafka-share SSL", lambda g: consume_kafka_share(
+                ssl_config, topic, g, args.records)),
+            ("confluent-kafka SSL", lambda g: consume_confluent(
+                confluent_ssl, topic, g, args.records)),
+        ]
         for _ in range(args.repetitions):
-            for name, run in (
-                ("kafka-share PLAINTEXT", lambda g: consume_kafka_share(
-                    {"bootstrap.servers": secure.bootstrap_servers}, topic, g, args.records)),
-                ("kafka-share SSL", lambda g: consume_kafka_share(
-                    ssl_config, topic, g, args.records)),
-                ("confluent-kafka SSL", lambda g: consume_confluent(
-                    confluent_ssl, topic, g, args.records)),
-            ):
+            for name, run in clients:
                 group = unique_name("tls-bench-group")
                 admin.set_group_config(group, {"share.auto.offset.reset": "earliest"})
                 runs[name].append(run(group))

@@ -473,8 +473,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if main_profile is not None:
         main_profile.enable()
     for polled in batches:
-        columnar = isinstance(polled, ColumnValues)
-        values = polled.to_list() if columnar and latency else polled
+        values: Any = polled
+        if isinstance(polled, ColumnValues) and latency:
+            values = polled.to_list()
         if len(values):
             if first_record_at is None:
                 first_record_at = time.monotonic()
