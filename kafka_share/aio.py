@@ -17,6 +17,7 @@ outcome reaches the acknowledgement commit callback).
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
@@ -27,7 +28,6 @@ from kafka_share._app.checks import (
     _FOREVER_MS,
     CLOSED,
     _check_max_records,
-    _check_topics,
     _now_ms,
     _poll_timeout_ms,
     _timeout_ms,
@@ -51,7 +51,6 @@ from kafka_share._handoff.events import (
     CompletableEvent,
     FetchEvent,
     LeaveGroupEvent,
-    SubscriptionChangeEvent,
 )
 from kafka_share._net.aio import AsyncEngineShell
 from kafka_share._net.security import validate_supported
@@ -250,21 +249,35 @@ class AsyncShareConsumer(Generic[K, V]):
 
     # -- subscription -----------------------------------------------------------------------
 
-    async def subscribe(self, topics: Collection[str]) -> None:
-        """Subscribe to ``topics``, replacing the previous subscription (an empty
-        collection unsubscribes). The group is joined on the next :meth:`poll`.
+    async def subscribe(
+        self,
+        topics: Collection[str] | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Subscribe to ``topics``, or to the topics matching ``pattern``, replacing
+        the previous subscription (an empty collection of topics unsubscribes).
+        The group is joined on the next :meth:`poll`.
+
+        ``pattern`` works as in :meth:`ShareConsumer.subscribe
+        <kafka_share.ShareConsumer.subscribe>`: resolved on the client every
+        ``metadata.max.age.ms``, whole names matched (:func:`re.fullmatch`),
+        internal topics never; while nothing matches the consumer stays out of
+        the group.
 
         Raises:
             InvalidTopicError: a name is not a legal Kafka topic name; the message names it.
+            TypeError: both ``topics`` and ``pattern`` given, or neither.
+            ValueError: ``pattern`` is not a valid regular expression, or is empty.
         """
         core = self._core
         async with self._awaiting("subscribe"):
-            new = _check_topics(topics)
-            if not new:
+            event = core._subscribe_event(topics, pattern)
+            if event is None:
                 await self._unsubscribe_locked()
                 return
-            await self._call(SubscriptionChangeEvent(deadline_ms=core._api_deadline(), topics=new))
-            core._subscription = new
+            await self._call(event)
+            core._set_subscription(event)
 
     async def unsubscribe(self) -> None:
         """Clear the subscription and leave the group."""
@@ -272,12 +285,13 @@ class AsyncShareConsumer(Generic[K, V]):
             await self._unsubscribe_locked()
 
     def subscription(self) -> frozenset[str]:
-        """The current subscription (empty if none)."""
+        """The current subscription (empty if none); with a pattern, the topics it
+        matched at the last metadata refresh."""
         return self._core.subscription()
 
     async def _unsubscribe_locked(self) -> None:
         core = self._core
-        core._subscription = frozenset()
+        core._set_subscription(None)
         await self._call(LeaveGroupEvent(deadline_ms=core._api_deadline()))
 
     # -- polling ---------------------------------------------------------------------------

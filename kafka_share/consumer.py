@@ -26,6 +26,7 @@ records, or as a standalone ShareAcknowledge), ``commit_sync``,
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -35,7 +36,6 @@ from typing import Any, Generic
 from kafka_share._app.checks import (
     _FOREVER_MS,
     _check_max_records,
-    _check_topics,
     _now_ms,
     _poll_timeout_ms,
     _timeout_ms,
@@ -58,7 +58,6 @@ from kafka_share._handoff.events import (
     CompletableEvent,
     FetchEvent,
     LeaveGroupEvent,
-    SubscriptionChangeEvent,
 )
 from kafka_share._net.security import validate_supported
 from kafka_share._net.thread import NetworkThread
@@ -168,28 +167,55 @@ class ShareConsumer(Generic[K, V]):
 
     # -- subscription ----------------------------------------------------------
 
-    def subscribe(self, topics: Collection[str]) -> None:
-        """Subscribe to ``topics``, replacing the previous subscription.
+    def subscribe(
+        self,
+        topics: Collection[str] | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Subscribe to ``topics``, or to the topics matching ``pattern``, replacing
+        the previous subscription.
 
-        An empty collection is the same as :meth:`unsubscribe`. The group is
-        joined on the next :meth:`poll`.
+        An empty collection of topics is the same as :meth:`unsubscribe`. The
+        group is joined on the next :meth:`poll`.
+
+        ``pattern`` (a regular expression, as a string or compiled with
+        :func:`re.compile`) is this client's extension: Kafka's share consumer
+        subscribes by names only. It is resolved on the client, as Java's classic
+        ``KafkaConsumer.subscribe(Pattern)`` does: every ``metadata.max.age.ms``
+        the consumer lists all topics (a Metadata request for all topics; those it
+        may not DESCRIBE are not listed) and subscribes by the names that match, so
+        a topic created later is joined, and a deleted one left, within
+        ``metadata.max.age.ms``. A name matches when the whole of it matches
+        (:func:`re.fullmatch`, Java's ``Pattern.matcher(topic).matches()``):
+        ``"orders"`` matches ``orders`` only, ``"orders-.*"`` every topic starting
+        with ``orders-``. Internal topics (``__consumer_offsets``,
+        ``__share_group_state``, any name starting with ``__``) are never matched.
+        While nothing matches, the consumer stays out of the group (the broker
+        refuses a member without topics), and its polls return no records; it
+        joins at the poll after a matching topic appears. :meth:`subscription`
+        returns the names matched at the last refresh (empty until the first).
 
         Raises:
             InvalidTopicError: a name is not a legal Kafka topic name (1 to 249 of
                 ``[a-zA-Z0-9._-]``, not ``.`` or ``..``); the message names it.
+            TypeError: both ``topics`` and ``pattern`` given, or neither.
+            ValueError: ``pattern`` is not a valid regular expression (the message
+                names it and says why), or is empty.
         """
         core = self._core
         with core._owned():
-            new = _check_topics(topics)
-            if not new:
+            event = core._subscribe_event(topics, pattern)
+            if event is None:
                 self._unsubscribe_locked()
                 return
-            self._call(SubscriptionChangeEvent(deadline_ms=core._api_deadline(), topics=new))
-            core._subscription = new
+            self._call(event)
+            core._set_subscription(event)
 
 
     def subscription(self) -> frozenset[str]:
-        """The current subscription (empty if none)."""
+        """The current subscription (empty if none); with a pattern, the topics it
+        matched at the last metadata refresh."""
         return self._core.subscription()
 
     def unsubscribe(self) -> None:
@@ -199,7 +225,7 @@ class ShareConsumer(Generic[K, V]):
 
     def _unsubscribe_locked(self) -> None:
         core = self._core
-        core._subscription = frozenset()
+        core._set_subscription(None)
         self._call(LeaveGroupEvent(deadline_ms=core._api_deadline()))
 
     # -- polling -------------------------------------------------------------------

@@ -96,6 +96,48 @@ def _check_topics(topics: Collection[str]) -> frozenset[str]:
     return frozenset(_check_topic_name(t) for t in topics)
 
 
+def _check_pattern(pattern: object) -> re.Pattern[str]:
+    """A ``subscribe(pattern=)`` argument as a compiled pattern of ``str``."""
+    if isinstance(pattern, re.Pattern):
+        if not isinstance(pattern.pattern, str):
+            raise TypeError(
+                f"subscribe() pattern must match str topic names, got a bytes pattern {pattern!r}"
+            )
+        compiled: re.Pattern[str] = pattern
+    elif isinstance(pattern, str):
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid topic pattern {pattern!r}: {exc}") from None
+    else:
+        raise TypeError(
+            f"subscribe() pattern must be a str or a compiled re.Pattern, got {pattern!r}"
+        )
+    if not compiled.pattern:
+        raise ValueError("subscribe() pattern must not be empty: it would match no topic")
+    return compiled
+
+
+def _check_subscription(
+    topics: Collection[str] | None, pattern: object
+) -> frozenset[str] | re.Pattern[str]:
+    """``subscribe``'s arguments: the topic names (empty: unsubscribe) or the pattern;
+    exactly one of the two."""
+    if pattern is not None:
+        if topics is not None:
+            raise TypeError(
+                "subscribe() takes topics or pattern=, not both: a pattern subscription "
+                "replaces a subscription by names"
+            )
+        return _check_pattern(pattern)
+    if topics is None:
+        raise TypeError(
+            "subscribe() needs topics (a collection of names) or pattern= (a regular "
+            "expression); to leave the group, call unsubscribe()"
+        )
+    return _check_topics(topics)
+
+
 def _poll_timeout_ms(timeout: float | None) -> int | None:
     """``poll``'s timeout in ms (None: no timeout)."""
     timeout_ms: int | None = None

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -35,6 +36,7 @@ from kafka_share._app.checks import (
     WOKEN_UP,
     _check_ack_type,
     _check_max_records,
+    _check_subscription,
     _now_ms,
 )
 from kafka_share._app.collector import FetchCollector
@@ -101,6 +103,11 @@ class EngineShell(Protocol):
     """What the core needs of the I/O shell driving the engine."""
 
     member_id: str
+
+    @property
+    def pattern_matches(self) -> frozenset[str]:
+        """What a pattern subscription matched at the last metadata refresh."""
+        ...
 
     def submit(self, event: ApplicationEvent) -> None: ...
 
@@ -184,6 +191,8 @@ class ConsumerCore(Generic[K, V]):
             drop_expired=not cfg.share_auto_renew,
         )
         self._subscription: frozenset[str] = frozenset()
+        #: a pattern subscription (None: by names, or none); its matches are the shell's
+        self._pattern: re.Pattern[str] | None = None
         self._callback: AcknowledgementCommitCallback | None = None
         self._in_callback = False
         self._owner: int | None = None
@@ -220,7 +229,31 @@ class ConsumerCore(Generic[K, V]):
     def subscription(self) -> frozenset[str]:
         """``subscription`` of the facades (its docstring is there)."""
         with self._owned():
+            if self._pattern is not None:
+                return self._shell.pattern_matches
             return self._subscription
+
+    @property
+    def _subscribed(self) -> bool:
+        """Subscribed by names, or by a pattern (even one matching nothing yet)."""
+        return bool(self._subscription) or self._pattern is not None
+
+    def _subscribe_event(
+        self, topics: Collection[str] | None, pattern: object
+    ) -> SubscriptionChangeEvent | None:
+        """The event of a ``subscribe`` call, its arguments checked; None for an
+        empty collection of names (that is ``unsubscribe``)."""
+        wanted = _check_subscription(topics, pattern)
+        if isinstance(wanted, re.Pattern):
+            return SubscriptionChangeEvent(deadline_ms=self._api_deadline(), pattern=wanted)
+        if not wanted:
+            return None
+        return SubscriptionChangeEvent(deadline_ms=self._api_deadline(), topics=wanted)
+
+    def _set_subscription(self, event: SubscriptionChangeEvent | None) -> None:
+        """The network side applied ``event`` (None: left the group)."""
+        self._subscription = event.topics if event is not None else frozenset()
+        self._pattern = event.pattern if event is not None else None
 
     # -- polling -------------------------------------------------------------------
 
@@ -264,7 +297,7 @@ class ConsumerCore(Generic[K, V]):
         None when it has nothing to do (records are buffered or being renewed)."""
         cap = _check_max_records(max_records)
         self._check_open()
-        if not self._subscription:
+        if not self._subscribed:
             raise IllegalStateError(NOT_SUBSCRIBED)
         self._background.raise_error()
         if self._collector.has_buffered() or self._in_flight.has_renewing():
@@ -326,7 +359,7 @@ class ConsumerCore(Generic[K, V]):
                 ))
         else:
             self._in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-        if not self._subscription:
+        if not self._subscribed:
             raise IllegalStateError(NOT_SUBSCRIBED)
         self._submit(PollEvent(now_ms=_now_ms()))
 

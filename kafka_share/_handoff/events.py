@@ -12,6 +12,7 @@ results of acknowledgements (for the commit callback and ``commit_sync``).
 
 from __future__ import annotations
 
+import re
 import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -67,7 +68,10 @@ class CompletableEvent:
 
 @attrs.define(eq=False)
 class SubscriptionChangeEvent(CompletableEvent):
+    """``subscribe``: by ``topics``, or by ``pattern`` when it is set."""
+
     topics: frozenset[str] = frozenset()
+    pattern: re.Pattern[str] | None = None
 
 
 @attrs.define(eq=False)

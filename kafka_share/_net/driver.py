@@ -102,6 +102,9 @@ class _Sink:
     def leave_completed(self) -> None:
         self._driver._complete_leaves()
 
+    def subscription_changed(self, topics: frozenset[str]) -> None:
+        self._driver.pattern_matches = topics
+
     def error(self, error: KafkaError, *, fatal: bool = False) -> None:
         self._buffer.add_background(ErrorEvent(error, fatal))
 
@@ -170,6 +173,9 @@ class EngineDriver:
         #: FetchEvent.sent flags to set once this round's requests are written
         self._fetch_waiters: list[threading.Event] = []
         self._leave_events: list[LeaveGroupEvent] = []
+        #: what a pattern subscription matched at the last metadata refresh: written
+        #: by the loop's holder, replaced whole, read by the application thread
+        self.pattern_matches: frozenset[str] = frozenset()
 
     def require(self, feature: ShareFeature) -> None:
         """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:
@@ -250,7 +256,10 @@ class EngineDriver:
             self._pending.append(event)
             engine.close(_node_acks(event.acks), event.deadline_ms, event)
         elif isinstance(event, SubscriptionChangeEvent):
-            engine.subscribe(event.topics)
+            if event.pattern is not None:
+                engine.subscribe_pattern(event.pattern)
+            else:
+                engine.subscribe(event.topics)
             event.future.set_result(None)
         elif isinstance(event, LeaveGroupEvent):
             self._apply_leave(event)

@@ -107,6 +107,11 @@ class NetworkThread:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def pattern_matches(self) -> frozenset[str]:
+        """What a pattern subscription matched at the last metadata refresh."""
+        return self._driver.pattern_matches
+
     def require(self, feature: ShareFeature) -> None:
         """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:
         the engine checks again before sending)."""

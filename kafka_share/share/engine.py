@@ -27,6 +27,7 @@ for the synchronous consumer.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,7 @@ from kafka_share.share.membership import (
     resolve_assignment,
 )
 from kafka_share.share.metadata_refresh import MetadataRefresh
+from kafka_share.share.topic_pattern import TopicListing, match_topics
 from kafka_share.share.unsent import Channel, Sink, UnsentRequest
 
 if TYPE_CHECKING:
@@ -168,6 +170,11 @@ class ConsumerEngine:
             random_source=random_source,
         )
         self._subscription: frozenset[str] = frozenset()
+        #: a pattern subscription (None: by names); ``_subscription`` is then
+        #: what it matched, resolved from full Metadata answers
+        self._pattern: re.Pattern[str] | None = None
+        #: what the pattern matched at the last full answer (None: none yet)
+        self._matched: frozenset[str] | None = None
         self._assignment_version = -1
         #: the member left (unsubscribe, poll timeout) and waits for that answer
         self._leave_waiting = False
@@ -190,8 +197,24 @@ class ConsumerEngine:
         return self.consume.close_done
 
     def subscribe(self, topics: frozenset[str]) -> None:
+        self._pattern = None
+        self._matched = None
         self._subscription = topics
         self.membership.subscribe(topics)
+        self.cluster.request_update()
+
+    def subscribe_pattern(self, pattern: re.Pattern[str]) -> None:
+        """Subscribe to the topics ``pattern`` matches (see ``share/topic_pattern.py``).
+
+        The match is resolved from the next Metadata answer for all topics (asked
+        for now) and again at every refresh (``metadata.max.age.ms``); each change
+        re-subscribes the member by name. Until the first answer the member keeps
+        its current subscription (a switch from names to a pattern that still
+        matches them does not leave the group). While nothing matches, the member
+        is out of the group: the broker refuses a join with no topic names."""
+        self._pattern = pattern
+        self._matched = None
+        self._sink.subscription_changed(frozenset())
         self.cluster.request_update()
 
     def unsubscribe(self) -> bool:
@@ -199,6 +222,8 @@ class ConsumerEngine:
         (or failure) is reported through ``Sink.leave_completed``; False if the
         member was not in a group it could leave (nothing to wait for)."""
         self._subscription = frozenset()
+        self._pattern = None
+        self._matched = None
         was_in_group = self.membership.in_group
         self.membership.leave()
         self.consume.assigned = []
@@ -281,7 +306,7 @@ class ConsumerEngine:
         """The requests to send now."""
         out: list[UnsentRequest[Any]] = []
         if (
-            self._subscription
+            self._wants_metadata
             and self.cluster.needs_update(now_ms)
             and self._refresh.may_send(now_ms)
         ):
@@ -309,27 +334,40 @@ class ConsumerEngine:
             self.membership.time_until_next_heartbeat_ms(now_ms, self.coordinator.known),
             self.consume.time_until_next_ms(now_ms),
         ]
-        if self._subscription:
+        if self._wants_metadata:
             if self.cluster.needs_update(now_ms):
                 allowed = self._refresh.time_until_allowed_ms(now_ms)
                 if allowed is not None:
                     waits.append(allowed)
             else:
                 waits.append(self.cluster.time_to_next_update_ms(now_ms))
+        if self._subscription:
             waits.append(self.coordinator.time_until_next_lookup_ms(now_ms))
         return max(0, min(waits))
 
     # -- metadata -----------------------------------------------------------------------
 
+    @property
+    def _wants_metadata(self) -> bool:
+        """Subscribed by names, or by a pattern (which may match nothing yet)."""
+        return bool(self._subscription) or self._pattern is not None
+
     def _metadata_request(self, now_ms: int) -> UnsentRequest[MetadataResponse]:
         self._refresh.on_send(now_ms)
         node = self.cluster.any_node()
-        request = MetadataRequest(
-            topics=[
-                MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._subscription)
-            ],
-            allow_auto_topic_creation=self._config.allow_auto_create_topics,
-        )
+        pattern = self._pattern
+        if pattern is not None:
+            # A pattern is matched against every topic (Java's classic consumer asks
+            # the same); a topic we may not DESCRIBE is left out of the answer.
+            request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+        else:
+            request = MetadataRequest(
+                topics=[
+                    MetadataRequest.MetadataRequestTopic(name=t)
+                    for t in sorted(self._subscription)
+                ],
+                allow_auto_topic_creation=self._config.allow_auto_create_topics,
+            )
 
         def failed(error: KafkaError, now_ms: int) -> None:
             self._refresh.on_failure(now_ms)
@@ -342,6 +380,7 @@ class ConsumerEngine:
             self._refresh.on_success(now_ms)
             self._metadata_failing_since_ms = None
             self._on_metadata(now_ms, response)
+            self._match_pattern(pattern, response)
 
         return UnsentRequest(node, Channel.CONTROL, request, MetadataResponse, answered, failed)
 
@@ -388,6 +427,41 @@ class ConsumerEngine:
             topics.append(TopicMetadata(name, t.topic_id, t.error_code, partitions))
         self.cluster.update(now_ms, brokers, topics, response.controller_id)
         self._assignment_version = -1  # names may now resolve
+
+    def _match_pattern(self, asked: re.Pattern[str] | None, response: MetadataResponse) -> None:
+        """After a Metadata answer: re-subscribe by the names the pattern matches now.
+
+        ``asked`` is the pattern the request was sent for (None: a request by
+        names). Only an answer for all topics, sent for the current pattern, says
+        what the pattern matches: a partial one would drop topics only to join
+        them again at the next refresh, so the full answer is asked for at once."""
+        pattern = self._pattern
+        if pattern is None:
+            return
+        if asked is not pattern:
+            self.cluster.request_update()
+            return
+        matched = match_topics(pattern, (
+            TopicListing(t.name or "", t.is_internal, t.error_code) for t in response.topics
+        ))
+        if matched == self._matched:
+            return
+        # Until the first full answer the application was told "nothing yet".
+        previous = self._matched or frozenset()
+        self._matched = matched
+        if matched != previous:
+            self._log.info(
+                "topic pattern %r matches %d topic(s) (joined: %s; left: %s)",
+                pattern.pattern, len(matched), sorted(matched - previous) or "none",
+                sorted(previous - matched) or "none",
+            )
+            self._sink.subscription_changed(matched)
+        if matched != self._subscription:
+            self._subscription = matched
+            # Empty: the member leaves (the broker refuses a join without topic
+            # names) and joins again at the poll after a topic matches.
+            self.membership.subscribe(matched)
+            self._assignment_version = -1
 
     # -- coordinator --------------------------------------------------------------------
 

@@ -349,6 +349,10 @@ class MembershipManager:
         if not names:
             self.unsubscribe()
             return
+        if names != self._subscription and self._state in _IN_GROUP:
+            # The broker learns the new topics from the next heartbeat: send it
+            # now rather than an interval later (a pattern's new topic joins sooner).
+            self._next_heartbeat_ms = 0
         self._subscription = names
 
     def unsubscribe(self) -> None:

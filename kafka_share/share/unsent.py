@@ -93,6 +93,10 @@ class Sink(Protocol):
     def leave_completed(self) -> None:
         """The leave heartbeat was answered (or failed): the member is out."""
 
+    def subscription_changed(self, topics: frozenset[str]) -> None:
+        """A pattern subscription now matches ``topics`` (empty at ``subscribe``,
+        until the first full Metadata answer); what ``subscription()`` returns."""
+
     def error(self, error: KafkaError, *, fatal: bool = False) -> None: ...
 
 

@@ -14,6 +14,7 @@ from typing import Final
 
 import attrs
 
+from kafka_share._app.checks import _check_pattern
 from kafka_share._net.security import validate_supported
 from kafka_share.config import parse_config
 from kafka_share.errors import ConfigError
@@ -47,7 +48,10 @@ DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS: Final = 60_000
 
 #: The source's own options (documented spelling), with their meaning.
 SOURCE_OPTIONS: Final[dict[str, str]] = {
-    "subscribe": "comma-separated topic names (required)",
+    "subscribe": "comma-separated topic names (this or subscribePattern)",
+    "subscribePattern": "a regular expression: the topics whose whole name matches it "
+    "(internal topics never), found again every kafka.metadata.max.age.ms (this or "
+    "subscribe)",
     "stagingLocation": "directory where read slots stage the coordinates of what they "
     "acquired (required; a path every executor and the driver see)",
     "maxRecordsPerTrigger": "at most about this many records per micro-batch (default: "
@@ -73,7 +77,6 @@ _LOWER: Final = {name.lower(): name for name in SOURCE_OPTIONS}
 #: Options of Spark's own Kafka source that mean nothing for a share group.
 _KAFKA_SOURCE_ONLY: Final[dict[str, str]] = {
     "assign": "a share group assigns partitions itself; use subscribe",
-    "subscribepattern": "share groups subscribe to topic names; use subscribe",
     "startingoffsets": "the share group keeps its position on the broker; set the group "
     "config share.auto.offset.reset instead",
     "startingoffsetsbytimestamp": "set the group config share.auto.offset.reset instead",
@@ -129,6 +132,7 @@ class SourceOptions:
     #: consumer configuration (Kafka's dotted keys, ``kafka.`` prefix removed);
     #: shown with secrets hidden (the options travel in plans and tasks)
     consumer_config: Mapping[str, str] = attrs.field(repr=_redacted_repr)
+    #: ``subscribe``'s names (empty with ``subscribePattern``)
     topics: tuple[str, ...]
     staging_location: str
     max_records_per_trigger: int | None
@@ -140,6 +144,16 @@ class SourceOptions:
     min_records_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
     available_now_idle_timeout_ms: int = DEFAULT_AVAILABLE_NOW_IDLE_TIMEOUT_MS
+    #: ``subscribePattern`` (None: ``subscribe``); a string, so the options pickle
+    #: the same everywhere
+    topic_pattern: str | None = None
+
+    @property
+    def subscription_text(self) -> str:
+        """The subscription, for messages."""
+        if self.topic_pattern is not None:
+            return f"the topics matching {self.topic_pattern!r}"
+        return ", ".join(self.topics)
 
     @property
     def group_id(self) -> str:
@@ -230,7 +244,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         raise SparkOptionError("option kafka.bootstrap.servers is required")
     if "group.id" not in consumer:
         raise SparkOptionError("option kafka.group.id (the share group) is required")
-    topics = parse_topics("subscribe", own.get("subscribe"))
+    topics, pattern = _subscription(own)
 
     max_per_trigger, min_per_trigger = _trigger_limits(own)
     staging = own.get("stagingLocation", "").strip()
@@ -247,6 +261,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     return SourceOptions(
         consumer_config=consumer,
         topics=topics,
+        topic_pattern=pattern,
         staging_location=staging,
         max_records_per_trigger=max_per_trigger,
         min_records_per_trigger=min_per_trigger,
@@ -272,6 +287,29 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
             minimum=0,
         ),
     )
+
+
+def _subscription(own: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:
+    """(``subscribe``'s topics, ``subscribePattern``): one of the two, as Spark's
+    Kafka source takes one of ``subscribe`` and ``subscribePattern``."""
+    if "subscribePattern" not in own:
+        if "subscribe" not in own:
+            raise SparkOptionError(
+                "one of the options subscribe (comma-separated topic names) and "
+                "subscribePattern (a regular expression) is required"
+            )
+        return parse_topics("subscribe", own.get("subscribe")), None
+    if "subscribe" in own:
+        raise SparkOptionError(
+            "options subscribe and subscribePattern cannot be used together: give the "
+            "topic names or a pattern matching them"
+        )
+    raw = own["subscribePattern"].strip()
+    try:
+        _check_pattern(raw)
+    except ValueError as exc:
+        raise SparkOptionError(f"option subscribePattern: {exc}") from None
+    return (), raw
 
 
 def _split_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

@@ -78,7 +78,10 @@ def _consumer(options: SourceOptions) -> tuple[ShareConsumer[bytes | None, bytes
         if consumer is not None:
             return consumer, False
         consumer = ShareConsumer(dict(options.consumer_config))
-        consumer.subscribe(list(options.topics))
+        if options.topic_pattern is not None:
+            consumer.subscribe(pattern=options.topic_pattern)
+        else:
+            consumer.subscribe(list(options.topics))
         _consumers[key] = consumer
         return consumer, True
 

@@ -32,6 +32,7 @@ ends the query) once the group is done with every record before them
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -64,6 +65,8 @@ from pyspark.sql.types import (
 from kafka_share.admin import Admin, OffsetSpec, SharePartitionOffsetInfo
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicPartition
+from kafka_share.share.topic_pattern import TopicListing as PatternTopic
+from kafka_share.share.topic_pattern import match_topics
 from kafka_share.spark._arrow import column_names
 from kafka_share.spark._drain import DrainGoal
 from kafka_share.spark._options import SourceOptions, SparkOptionError, parse_source_options
@@ -201,7 +204,11 @@ class _GroupProbe:
         cached = self._cached(self._partitions)
         if cached is not None:
             return cached
-        described = self._client().describe_topics(self._options.topics, timeout=_ADMIN_TIMEOUT_S)
+        names = self._topics()
+        if not names:
+            self._partitions = (self._clock(), [])
+            return []
+        described = self._client().describe_topics(names, timeout=_ADMIN_TIMEOUT_S)
         tps = sorted(
             TopicPartition(name, p.partition)
             for name, topic in described.items()
@@ -209,6 +216,17 @@ class _GroupProbe:
         )
         self._partitions = (self._clock(), tps)
         return tps
+
+    def _topics(self) -> Sequence[str]:
+        """``subscribe``'s names, or what ``subscribePattern`` matches now (as the
+        read slots' consumers match it: whole names, internal topics never)."""
+        pattern = self._options.topic_pattern
+        if pattern is None:
+            return self._options.topics
+        listed = self._client().list_topics(timeout=_ADMIN_TIMEOUT_S)
+        return sorted(match_topics(re.compile(pattern), (
+            PatternTopic(t.name, t.is_internal) for t in listed.values()
+        )))
 
     def goal(self) -> DrainGoal:
         """The partitions' earliest and end offsets now.
@@ -218,6 +236,8 @@ class _GroupProbe:
         """
         admin = self._client()
         tps = self.partitions()
+        if not tps:
+            return DrainGoal({})  # a pattern matching no topic (yet)
         latest = admin.list_offsets(
             dict.fromkeys(tps, OffsetSpec.latest()),
             isolation_level=self._isolation_level(admin),
@@ -271,6 +291,8 @@ class _GroupProbe:
             KafkaError: the topics' offsets cannot be read.
         """
         bounds = self.goal().bounds
+        if not bounds:
+            return GroupView(bounds, {}, 0)
         offsets = self.group_offsets(list(bounds))
         return GroupView(bounds, offsets, backlog_of(bounds, offsets))
 
@@ -382,7 +404,7 @@ class _Driver:
             log.warning(
                 "availableNow: cannot read the end offsets of %s (%s); the query will end "
                 "once batches got no record for availableNowIdleTimeoutMs (%d ms)",
-                ", ".join(self.options.topics), exc, self.options.available_now_idle_timeout_ms,
+                self.options.subscription_text, exc, self.options.available_now_idle_timeout_ms,
             )
         else:
             log.info("availableNow: reading share group %r up to the end offsets %s",

@@ -59,6 +59,7 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping, Sequence
@@ -71,8 +72,8 @@ from kafka_share._app.checks import (
     WOKEN_UP,
     _check_ack_type,
     _check_max_records,
+    _check_subscription,
     _check_topic_name,
-    _check_topics,
     _now_ms,
     _poll_timeout_ms,
     _timeout_ms,
@@ -96,6 +97,7 @@ from kafka_share.models import (
     TopicIdPartition,
 )
 from kafka_share.share.membership import generate_member_id
+from kafka_share.share.topic_pattern import TopicListing, match_topics
 
 __all__ = [
     "DEFAULT_DELIVERY_COUNT_LIMIT",
@@ -269,7 +271,8 @@ class _MockCore(Generic[K, V]):
             sample_window_ms=cfg.metrics_sample_window_ms,
             num_samples=cfg.metrics_num_samples, created_ms=_now_ms(),
         )
-        self.subscription: frozenset[str] = frozenset()
+        self.names: frozenset[str] = frozenset()
+        self.pattern: re.Pattern[str] | None = None
         self.callback: AcknowledgementCommitCallback | None = None
         self.in_callback = False
         self.state = "open"
@@ -308,13 +311,31 @@ class _MockCore(Generic[K, V]):
 
     # -- subscription --------------------------------------------------------------------
 
-    def subscribe(self, topics: Collection[str]) -> None:
+    def subscribe(self, topics: Collection[str] | None, pattern: object) -> None:
         self.check()
-        self.subscription = _check_topics(topics)
+        wanted = _check_subscription(topics, pattern)
+        if isinstance(wanted, re.Pattern):
+            self.names, self.pattern = frozenset(), wanted
+        else:
+            self.names, self.pattern = wanted, None
 
     def unsubscribe(self) -> None:
         self.check()
-        self.subscription = frozenset()
+        self.names, self.pattern = frozenset(), None
+
+    @property
+    def subscription(self) -> frozenset[str]:
+        """The names, or what the pattern matches among the topics the test added
+        records to (at once: the mock has no metadata to wait for)."""
+        if self.pattern is None:
+            return self.names
+        return match_topics(
+            self.pattern, (TopicListing(t.topic) for t in self.broker.partitions)
+        )
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.names) or self.pattern is not None
 
     # -- polling ---------------------------------------------------------------------
 
@@ -365,7 +386,7 @@ class _MockCore(Generic[K, V]):
                 )
         else:
             self.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
-        if not self.subscription:
+        if not self.subscribed:
             raise IllegalStateError(NOT_SUBSCRIBED)
 
     def check_poll_kind(self, kind: str) -> None:
@@ -597,7 +618,7 @@ class _MockCore(Generic[K, V]):
     def prefetch(self, max_records: int | None) -> bool:
         _check_max_records(max_records)
         self.check()
-        if not self.subscription:
+        if not self.subscribed:
             raise IllegalStateError(NOT_SUBSCRIBED)
         if self.in_flight.has_renewing():
             return False
@@ -955,9 +976,17 @@ class MockShareConsumer(_MockControls[K, V], Generic[K, V]):
         """The lock duration (30 s, ``DEFAULT_LOCK_DURATION_MS``) once records were delivered."""
         return self._core.acquisition_lock_timeout_ms
 
-    def subscribe(self, topics: Collection[str]) -> None:
-        """Subscribe to ``topics``, replacing the previous subscription (empty: unsubscribe)."""
-        self._core.subscribe(topics)
+    def subscribe(
+        self,
+        topics: Collection[str] | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Subscribe to ``topics`` or ``pattern``, replacing the previous subscription
+        (empty: unsubscribe); checked as the real consumer checks them. A pattern
+        matches (whole names, internal topics never) the topics records were added
+        to, at each call: no metadata refresh to wait for."""
+        self._core.subscribe(topics, pattern)
 
     def subscription(self) -> frozenset[str]:
         """The current subscription (empty if none)."""
@@ -1122,9 +1151,14 @@ class MockAsyncShareConsumer(_MockControls[K, V], Generic[K, V]):
         """The lock duration (30 s, ``DEFAULT_LOCK_DURATION_MS``) once records were delivered."""
         return self._core.acquisition_lock_timeout_ms
 
-    async def subscribe(self, topics: Collection[str]) -> None:
-        """Subscribe to ``topics``, replacing the previous subscription (empty: unsubscribe)."""
-        self._core.subscribe(topics)
+    async def subscribe(
+        self,
+        topics: Collection[str] | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """As :meth:`MockShareConsumer.subscribe`."""
+        self._core.subscribe(topics, pattern)
 
     async def unsubscribe(self) -> None:
         """Clear the subscription."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import re
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -128,6 +129,16 @@ class FakeCluster:
         self.resend_held = False
         #: (partition, offset) -> how often its lock was renewed
         self.renewals: Counter[tuple[int, int]] = Counter()
+        #: the topic whose records are fetched exists (False: created later, or deleted)
+        self.topic_exists = True
+        #: more topics in the metadata, one partition each, never assigned
+        self.other_topics: dict[str, uuid.UUID] = {}
+        #: the topic names of each Metadata request (None: all topics)
+        self.metadata_requests: list[list[str] | None] = []
+        #: (member epoch, SubscribedTopicNames) of each heartbeat
+        self.heartbeats: list[tuple[int, list[str] | None]] = []
+        #: the topics the member subscribed to, as the broker knows them
+        self.member_topics: set[str] = set()
 
     # -- scenario controls --------------------------------------------------------
 
@@ -178,7 +189,10 @@ class FakeCluster:
         if req.node_id in self.down:
             return None, NetworkError(f"connection to node {req.node_id} refused")
         if isinstance(request, MetadataRequest):
-            return self._metadata(), None
+            self.metadata_requests.append(
+                None if request.topics is None else [t.name or "" for t in request.topics]
+            )
+            return self._metadata(all_topics=request.topics is None), None
         if isinstance(request, FindCoordinatorRequest):
             return FindCoordinatorResponse(coordinators=[FindCoordinatorResponse.Coordinator(
                 key="g", node_id=self.coordinator, host=f"b{self.coordinator}", port=9092,
@@ -191,13 +205,10 @@ class FakeCluster:
             return self._share_acknowledge(req.node_id, request), None
         raise AssertionError(f"unexpected request {request!r}")
 
-    def _metadata(self) -> MetadataResponse:
-        return MetadataResponse(
-            brokers=[
-                MetadataResponse.MetadataResponseBroker(node_id=n, host=f"b{n}", port=9092)
-                for n in self.brokers
-            ],
-            topics=[MetadataResponse.MetadataResponseTopic(
+    def _metadata(self, *, all_topics: bool = False) -> MetadataResponse:
+        topics = []
+        if self.topic_exists:
+            topics.append(MetadataResponse.MetadataResponseTopic(
                 name=self.topic, topic_id=self.topic_id,
                 partitions=[
                     MetadataResponse.MetadataResponsePartition(
@@ -205,7 +216,21 @@ class FakeCluster:
                     )
                     for i, p in sorted(self.partitions.items())
                 ],
-            )],
+            ))
+        if all_topics:
+            for name, topic_id in sorted(self.other_topics.items()):
+                topics.append(MetadataResponse.MetadataResponseTopic(
+                    name=name, topic_id=topic_id, is_internal=name.startswith("__"),
+                    partitions=[MetadataResponse.MetadataResponsePartition(
+                        partition_index=0, leader_id=self.brokers[0], leader_epoch=0
+                    )],
+                ))
+        return MetadataResponse(
+            brokers=[
+                MetadataResponse.MetadataResponseBroker(node_id=n, host=f"b{n}", port=9092)
+                for n in self.brokers
+            ],
+            topics=topics,
         )
 
     def _heartbeat(
@@ -213,8 +238,18 @@ class FakeCluster:
     ) -> ShareGroupHeartbeatResponse:
         if node != self.coordinator:
             return ShareGroupHeartbeatResponse(error_code=16)  # NOT_COORDINATOR
+        names = request.subscribed_topic_names
+        self.heartbeats.append((request.member_epoch, None if names is None else list(names)))
         if request.member_epoch == -1:
+            self.member_topics = set()
             return ShareGroupHeartbeatResponse(member_epoch=-1)
+        if request.member_epoch == 0 and not names:
+            # The broker's check (GroupCoordinatorService): a join names its topics.
+            return ShareGroupHeartbeatResponse(
+                error_code=42, error_message="SubscribedTopicNames must be set in first request."
+            )
+        if names is not None:
+            self.member_topics = set(names)
         if self.fence_next_heartbeat and request.member_epoch > 0:
             self.fence_next_heartbeat = False
             return ShareGroupHeartbeatResponse(error_code=_FENCED_MEMBER_EPOCH)
@@ -227,7 +262,7 @@ class FakeCluster:
                 ShareGroupHeartbeatResponse.TopicPartitions(
                     topic_id=self.topic_id, partitions=sorted(self.partitions)
                 )
-            ]),
+            ] if self.topic_exists and self.topic in self.member_topics else []),
         )
 
     def _check_session(self, node: int, member: str, epoch: int) -> int:
@@ -384,6 +419,8 @@ class RecordingSink:
         self.leaves = 0
         self.replaced: list[tuple[int, int]] = []
         self.lost: list[LocksLost] = []
+        #: each set of topics a pattern subscription matched
+        self.matched: list[frozenset[str]] = []
 
     def add_fetches(self, fetches: list[CompletedShareFetch]) -> None:
         self.fetches.extend(fetches)
@@ -402,6 +439,9 @@ class RecordingSink:
 
     def leave_completed(self) -> None:
         self.leaves += 1
+
+    def subscription_changed(self, topics: frozenset[str]) -> None:
+        self.matched.append(topics)
 
     def error(self, error: KafkaError, *, fatal: bool = False) -> None:
         self.errors.append((error, fatal))
@@ -455,6 +495,21 @@ class EngineDriver:
         self.engine.on_app_poll(self.now_ms)
         self.engine.fetch({})
 
+    def subscribe_pattern(self, pattern: str) -> None:
+        self.engine.subscribe_pattern(re.compile(pattern))
+        self.engine.on_app_poll(self.now_ms)
+        self.engine.fetch({})
+
+    def run_polling(self, duration_ms: int, *, every_ms: int = 100,
+                    until: Callable[[], bool] | None = None) -> None:
+        """:meth:`run_for`, the application polling every ``every_ms`` meanwhile
+        (a waiting poll refreshes its poll event as often)."""
+        end = self.now_ms + duration_ms
+        while self.now_ms < end and not (until is not None and until()):
+            self.engine.on_app_poll(self.now_ms)
+            self.engine.fetch({})
+            self.run_for(min(every_ms, end - self.now_ms), until=until, stop_at_end=True)
+
     def _acks_for_new_deliveries(self) -> dict[TopicIdPartition, tuple[int, Acknowledgements]]:
         acks: dict[TopicIdPartition, tuple[int, Acknowledgements]] = {}
         for fetch in self.sink.fetches[self._delivered:]:
@@ -488,9 +543,11 @@ class EngineDriver:
         self.withheld.clear()
         self.engine.acknowledge_async(acks, self.now_ms + 60_000, 0)
 
-    def run_for(self, duration_ms: int, *, until: Callable[[], bool] | None = None) -> None:
+    def run_for(self, duration_ms: int, *, until: Callable[[], bool] | None = None,
+                stop_at_end: bool = False) -> None:
         """Drive the engine until ``duration_ms`` of simulated time have passed
-        (or ``until`` holds)."""
+        (or ``until`` holds); ``stop_at_end``: the clock stops there even if the
+        engine would sleep longer (the application acts then)."""
         end = self.now_ms + duration_ms
         while self.now_ms < end:
             if until is not None and until():
@@ -526,3 +583,5 @@ class EngineDriver:
             # A driver that would wake at once with nothing to answer is spinning;
             # count it but move the clock so the test ends.
             self.now_ms = max(wake, self.now_ms + 1) if wake <= self.now_ms else wake
+            if stop_at_end:
+                self.now_ms = min(self.now_ms, end)

@@ -10,12 +10,16 @@ from share_helpers import poll_until
 
 from kafka_share.protocol.api_keys import ApiKey, ApiVersionsTable
 from kafka_share.protocol.codec import NEED_DATA, KafkaCodec
+from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
 )
+from kafka_share.share.membership import generate_member_id
 from tests.unit.protocol.helpers import receive_data, require_share_groups
 
 pytestmark = pytest.mark.integration
@@ -71,3 +75,18 @@ def test_heartbeat_carries_client_rack(
     assert member.rack_id == "rack-a"
     assert member.client_id == "rack-client"
     assert topic in member.subscribed_topic_names
+
+
+def test_a_join_without_topic_names_is_refused(kafka_bootstrap: str, share_group: str) -> None:
+    """Why a pattern subscription matching nothing keeps the member out of the group
+    (``share/engine.py`` ``ConsumerEngine._match_pattern``): the broker refuses a
+    join at epoch 0 whose SubscribedTopicNames is empty."""
+    response = _round_trip(kafka_bootstrap, ShareGroupHeartbeatRequest(
+        group_id=share_group, member_id=generate_member_id(), member_epoch=0,
+        subscribed_topic_names=[],
+    ), 1)
+    assert isinstance(response, ShareGroupHeartbeatResponse)
+    if response.error_code == ErrorCode.NOT_COORDINATOR:
+        pytest.skip("the group's coordinator is another broker of this cluster")
+    assert response.error_code == ErrorCode.INVALID_REQUEST, response
+    assert "SubscribedTopicNames must be set" in (response.error_message or "")

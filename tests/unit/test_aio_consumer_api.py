@@ -403,3 +403,27 @@ def test_a_poll_runs_one_engine_round_for_its_poll_and_fetch_events() -> None:
     assert fetching == ["PollEvent", "FetchEvent", "round"]
     assert returning[0] == "PollEvent" and returning.count("round") == 1
     assert returning[-1] == "round"
+
+
+def test_subscribe_by_pattern_checks_its_arguments_and_counts_as_subscribed() -> None:
+    async def main() -> None:
+        c: AsyncShareConsumer[Any, Any] = AsyncShareConsumer(
+            bootstrap_servers=_refusing_address(), group_id="g"
+        )
+        try:
+            with pytest.raises(ValueError, match=r"invalid topic pattern '\['"):
+                await c.subscribe(pattern="[")
+            with pytest.raises(TypeError, match="not both"):
+                await c.subscribe(["a"], pattern="a.*")
+            with pytest.raises(TypeError, match="needs topics"):
+                await c.subscribe()
+            await c.subscribe(pattern="jobs-.*")
+            assert c.subscription() == frozenset()  # nothing matched yet
+            assert (await c.poll(0)).count() == 0  # subscribed: no "not subscribed"
+            await c.unsubscribe()
+            with pytest.raises(IllegalStateError, match="not subscribed"):
+                await c.poll(0)
+        finally:
+            await c.close(timeout=1.0)
+
+    run(main())

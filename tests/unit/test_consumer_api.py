@@ -435,3 +435,28 @@ def test_an_authentication_error_ends_a_waiting_call_at_once(aio: bool) -> None:
             check(consumer)
 
     asyncio.run(main())
+
+
+def test_subscribe_by_pattern_checks_its_arguments_and_counts_as_subscribed() -> None:
+    import re
+
+    with ShareConsumer(bootstrap_servers=NOWHERE, group_id="g") as c:
+        with pytest.raises(ValueError, match=r"invalid topic pattern 'a\('"):
+            c.subscribe(pattern="a(")
+        with pytest.raises(TypeError, match="not both"):
+            c.subscribe(["a"], pattern="a.*")
+        with pytest.raises(TypeError, match="needs topics"):
+            c.subscribe()
+        assert c.subscription() == frozenset()
+        c.subscribe(pattern=re.compile("orders-.*"))
+        # Nothing matched yet (no broker answers): subscribed all the same, so
+        # poll waits for records instead of refusing.
+        assert c.subscription() == frozenset()
+        assert len(c.poll(0)) == 0
+        c.subscribe(["t"])
+        assert c.subscription() == {"t"}
+        c.subscribe(pattern="t.*")
+        assert c.subscription() == frozenset()
+        c.unsubscribe()
+        with pytest.raises(IllegalStateError, match="not subscribed"):
+            c.poll(0)

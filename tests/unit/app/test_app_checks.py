@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from kafka_share._app.checks import (
     _FOREVER_MS,
     _check_max_records,
+    _check_pattern,
+    _check_subscription,
     _check_topic_name,
     _check_topics,
     _poll_timeout_ms,
@@ -53,3 +56,36 @@ def test_max_records_is_a_positive_int_or_none() -> None:
     for bad in (0, -1, True, 2.0, "3"):
         with pytest.raises(ValueError, match="max_records"):
             _check_max_records(bad)
+
+
+def test_a_pattern_is_a_string_or_a_compiled_str_pattern() -> None:
+    assert _check_pattern("orders-.*").pattern == "orders-.*"
+    compiled = re.compile("orders", re.IGNORECASE)
+    assert _check_pattern(compiled) is compiled
+    with pytest.raises(TypeError, match="bytes pattern"):
+        _check_pattern(re.compile(b"orders"))
+    with pytest.raises(TypeError, match=r"str or a compiled re\.Pattern"):
+        _check_pattern(b"orders")
+    with pytest.raises(TypeError, match=r"str or a compiled re\.Pattern"):
+        _check_pattern(["orders"])
+
+
+def test_a_bad_regular_expression_is_named_with_the_reason() -> None:
+    with pytest.raises(ValueError, match=r"invalid topic pattern 'orders-\[': .*") as info:
+        _check_pattern("orders-[")
+    assert "unterminated character set" in str(info.value)
+    with pytest.raises(ValueError, match="must not be empty"):
+        _check_pattern("")
+
+
+def test_subscribe_takes_topics_or_a_pattern_never_both_nor_neither() -> None:
+    assert _check_subscription(["a", "b"], None) == {"a", "b"}
+    assert _check_subscription([], None) == frozenset()  # unsubscribe
+    pattern = _check_subscription(None, "a.*")
+    assert isinstance(pattern, re.Pattern) and pattern.pattern == "a.*"
+    with pytest.raises(TypeError, match="not both"):
+        _check_subscription(["a"], "a.*")
+    with pytest.raises(TypeError, match="not both"):
+        _check_subscription([], "a.*")
+    with pytest.raises(TypeError, match=r"needs topics .* or pattern="):
+        _check_subscription(None, None)

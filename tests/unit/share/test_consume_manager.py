@@ -57,6 +57,9 @@ class Sink:
     def leave_completed(self) -> None:
         raise AssertionError("the consume manager never leaves")
 
+    def subscription_changed(self, topics: frozenset[str]) -> None:
+        raise AssertionError("the consume manager never subscribes")
+
     def session_replaced(self, node_id: int, generation: int) -> None:
         self.replaced.append((node_id, generation))
 

@@ -118,6 +118,12 @@ def test_durations(raw: str, ms: int) -> None:
         ({"kafka.bootstrap.servers": None}, "kafka.bootstrap.servers is required"),
         ({"kafka.group.id": None}, r"kafka.group.id \(the share group\) is required"),
         ({"subscribe": " , "}, "option subscribe is required"),
+        ({"subscribe": None}, "options subscribe .* and subscribePattern .* is required"),
+        ({"subscribePattern": "a.*"}, "subscribe and subscribePattern cannot be used together"),
+        ({"subscribe": None, "subscribePattern": "a("},
+         r"option subscribePattern: invalid topic pattern 'a\(': missing \)"),
+        ({"subscribe": None, "subscribePattern": " "},
+         "option subscribePattern: .*must not be empty"),
         ({"stagingLocation": None}, "option stagingLocation is required"),
         ({"stagingLocation": "  "}, "option stagingLocation is required"),
         ({"maxRecordsPerTrigger": "0"}, "maxRecordsPerTrigger must be at least 1"),
@@ -148,3 +154,14 @@ def test_bad_options_are_named(options: dict[str, str | None], message: str) -> 
     merged = {k: v for k, v in {**BASE, **options}.items() if v is not None}
     with pytest.raises(SparkOptionError, match=message):
         parse_source_options(merged)
+
+
+def test_subscribe_pattern_instead_of_subscribe() -> None:
+    opts = parse_source_options(
+        {k: v for k, v in BASE.items() if k != "subscribe"} | {"subscribepattern": "orders-.*"}
+    )
+    assert opts.topics == ()
+    assert opts.topic_pattern == "orders-.*"
+    assert opts.subscription_text == "the topics matching 'orders-.*'"
+    assert parse().topic_pattern is None
+    assert parse().subscription_text == "a"

@@ -132,6 +132,38 @@ def test_subscribe_replaces_the_subscription_and_checks_names() -> None:
         consumer.subscribe("orders")
 
 
+def test_a_pattern_subscription_matches_the_topics_records_were_added_to() -> None:
+    consumer = MockShareConsumer()
+    consumer.add_record("orders-eu", value=b"eu")
+    consumer.add_record("orders", value=b"plain")
+    consumer.add_record("__orders-internal", value=b"internal")
+    consumer.subscribe(pattern="orders-.*")
+    assert consumer.subscription() == {"orders-eu"}
+    assert [r.value for r in consumer.poll(0)] == [b"eu"]
+    consumer.add_record("orders-us", value=b"us")  # a topic created later joins
+    assert consumer.subscription() == {"orders-eu", "orders-us"}
+    assert [r.value for r in consumer.poll(0)] == [b"us"]
+    consumer.subscribe(pattern="nothing")
+    assert consumer.subscription() == frozenset()
+    assert consumer.poll(0).count() == 0  # subscribed, nothing matches: no error
+    with pytest.raises(ValueError, match="invalid topic pattern"):
+        consumer.subscribe(pattern="(")
+    with pytest.raises(TypeError, match="not both"):
+        consumer.subscribe(["orders"], pattern="orders")
+
+
+def test_the_async_mock_subscribes_by_pattern_too() -> None:
+    async def main() -> None:
+        consumer: MockAsyncShareConsumer[Any, Any] = MockAsyncShareConsumer()
+        consumer.add_record("jobs-1", value=b"j")
+        await consumer.subscribe(pattern="jobs-[0-9]+")
+        assert consumer.subscription() == {"jobs-1"}
+        assert [r.value for r in await consumer.poll(0)] == [b"j"]
+        await consumer.close()
+
+    run(main())
+
+
 def test_poll_without_a_subscription_raises_the_real_error() -> None:
     consumer = MockShareConsumer()
     consumer.add_record("orders", value=b"x")
