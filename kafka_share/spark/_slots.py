@@ -70,9 +70,20 @@ def _key(config: Mapping[str, str]) -> _Key:
     return tuple(sorted(config.items()))
 
 
+def _consumer_key(options: SourceOptions) -> _Key:
+    """A worker's consumer serves the queries with the same settings *and* the
+    same subscription: two queries of one group over other topics must not read
+    through one consumer subscribed to the first query's topics."""
+    subscription = (
+        ("pattern", options.topic_pattern) if options.topic_pattern is not None
+        else ("topics", ",".join(options.topics))
+    )
+    return (*_key(options.consumer_config), subscription)
+
+
 def _consumer(options: SourceOptions) -> tuple[ShareConsumer[bytes | None, bytes | None], bool]:
     """This worker's consumer for these options, and whether it is new."""
-    key = _key(options.consumer_config)
+    key = _consumer_key(options)
     with _lock:
         consumer = _consumers.get(key)
         if consumer is not None:
@@ -89,7 +100,7 @@ def _consumer(options: SourceOptions) -> tuple[ShareConsumer[bytes | None, bytes
 def _drop_consumer(options: SourceOptions) -> None:
     """Forget a consumer that failed (the next task makes a new one)."""
     with _lock:
-        consumer = _consumers.pop(_key(options.consumer_config), None)
+        consumer = _consumers.pop(_consumer_key(options), None)
     if consumer is not None:
         try:
             consumer.close(timeout=5.0)
