@@ -316,6 +316,10 @@ def delete(group_ids: tuple[str, ...], bootstrap_server: str | None,
         click.echo(f"Deleted share group {g!r}.")
 
 
+#: The group configs ``groups config`` shows without --all: a share group's own.
+_SHOWN_PREFIXES = ("share.", "errors.deadletterqueue.")
+
+
 def _parse_set(values: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for value in values:
@@ -332,14 +336,20 @@ def _parse_set(values: Sequence[str]) -> dict[str, str]:
               help="Set a group config; repeatable.")
 @click.option("--delete", "deletes", multiple=True, metavar="KEY",
               help="Reset a group config to its default; repeatable.")
-@click.option("--all", "show_all", is_flag=True, help="Show every group config, not only share.*.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Show every group config, not only share.* and errors.deadletterqueue.*.")
 @connection_options
 @json_option
 def config(
     group: str, sets: tuple[str, ...], deletes: tuple[str, ...], show_all: bool,
     bootstrap_server: str | None, command_config: Path | None, as_json: bool,
 ) -> None:
-    """Show GROUP's configs, or change them with --set / --delete."""
+    """Show GROUP's configs, or change them with --set / --delete.
+
+    Setting a dead-letter topic (errors.deadletterqueue.topic.name, Kafka 4.4)
+    checks first that the brokers would write to it: share.version=2, the
+    brokers' topic name prefix, and the topic's errors.deadletterqueue.group.enable.
+    """
     changes: dict[str, object | None] = dict(_parse_set(sets))
     for key in deletes:
         if key in changes:
@@ -352,7 +362,7 @@ def config(
                 f"{k}={'(default)' if v is None else v}" for k, v in changes.items()))
             return
         entries = admin.describe_group_configs(group)
-    shown = [e for e in entries.values() if show_all or e.name.startswith("share.")]
+    shown = [e for e in entries.values() if show_all or e.name.startswith(_SHOWN_PREFIXES)]
     if as_json:
         emit_json({e.name: {"value": e.value, "source": e.source.name} for e in shown})
         return
