@@ -6,9 +6,16 @@ import datetime
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import attrs
 import click
 
-from kafka_share.admin import Admin, OffsetSpec, SharePartitionOffsetInfo
+from kafka_share.admin import (
+    Admin,
+    DeadLetterQueueSettings,
+    OffsetSpec,
+    SharePartitionOffsetInfo,
+)
+from kafka_share.admin.dead_letter import GROUP_TOPIC_NAME
 from kafka_share.commands.common import (
     connection_options,
     emit_json,
@@ -16,6 +23,7 @@ from kafka_share.commands.common import (
     print_table,
     settings,
 )
+from kafka_share.errors import GroupAuthorizationFailedError
 from kafka_share.models import TopicPartition
 
 __all__ = ["groups"]
@@ -55,9 +63,10 @@ def list_groups(bootstrap_server: str | None, command_config: Path | None, as_js
 def describe(
     group: str, bootstrap_server: str | None, command_config: Path | None, as_json: bool
 ) -> None:
-    """Describe GROUP: state, epochs, coordinator, and each member's assignment."""
+    """Describe GROUP: state, epochs, coordinator, each member's assignment, dead-letter queue."""
     with _admin(bootstrap_server, command_config) as admin:
         d = admin.describe_share_groups([group])[group]
+        dlq = _dead_letter_queue(admin, group)
     if as_json:
         emit_json({
             "group_id": d.group_id,
@@ -80,6 +89,7 @@ def describe(
                 }
                 for m in d.members
             ],
+            "dead_letter_queue": attrs.asdict(dlq) if dlq is not None else None,
         })
         return
     print_table(
@@ -97,6 +107,32 @@ def describe(
                 for m in d.members
             ],
         )
+    click.echo()
+    for line in dead_letter_lines(dlq):
+        click.echo(line)
+
+
+def _dead_letter_queue(admin: Admin, group: str) -> DeadLetterQueueSettings | None:
+    """The group's dead-letter queue, or None when the principal may not read its configs."""
+    try:
+        return admin.describe_dead_letter_queue(group)
+    except GroupAuthorizationFailedError:
+        return None
+
+
+def dead_letter_lines(dlq: DeadLetterQueueSettings | None) -> list[str]:
+    """What ``groups describe`` says of the group's dead-letter queue (KIP-1191)."""
+    if dlq is None:
+        return ["Dead-letter queue: unknown (not authorized to describe the group's configs)"]
+    if dlq.topic is None:
+        return [f"Dead-letter queue: none ({GROUP_TOPIC_NAME} is not set; rejected records "
+                "and records over the delivery limit are archived)"]
+    facts = [f"copy records: {'yes' if dlq.copy_record else 'no'}"]
+    if dlq.share_version is not None:
+        facts.append(f"share.version {dlq.share_version}")
+    lines = [f"Dead-letter queue: {dlq.topic} ({', '.join(facts)})"]
+    lines += [f"  not written: {problem}" for problem in dlq.problems]
+    return lines
 
 
 def _assignment_text(assignment: frozenset[TopicPartition]) -> str:

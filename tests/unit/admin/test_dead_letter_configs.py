@@ -7,6 +7,8 @@ ShareGroupDLQStateManager.validateDlqTopic, ShareVersion): see
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from click.testing import CliRunner
 
@@ -171,3 +173,56 @@ def test_cli_config_set_of_a_bad_value_is_one_line() -> None:
     assert result.exit_code == 1
     (line,) = result.output.strip().splitlines()
     assert line == f"Error: {COPY}: expected true or false, got 'yes'"
+
+
+def _consumed(headers: list[tuple[str, bytes | None]], value: bytes | None = None) -> Any:
+    from kafka_share.models import ConsumerRecord, TimestampType
+
+    return ConsumerRecord("dlq.orders", 0, 7, 0, TimestampType.CREATE_TIME, None, value,
+                          tuple(headers), None, 1)
+
+
+_PROVENANCE: list[tuple[str, bytes | None]] = [
+    ("__dlq.errors.topic", b"orders"), ("__dlq.errors.partition", b"2"),
+    ("__dlq.errors.offset", b"41"), ("__dlq.errors.group", b"billing"),
+    ("__dlq.errors.delivery.count", b"1"),
+    ("__dlq.errors.message", b"Offset rejected by client."),
+]
+
+
+def test_consume_shows_a_dead_letters_provenance_after_its_value() -> None:
+    from kafka_share.commands.consume import render
+
+    assert render(_consumed(_PROVENANCE, b"v"), None) == (
+        "v  [dead letter from orders-2@41, group billing, delivery 1, "
+        "Offset rejected by client.]")
+    assert render(_consumed([], b"v"), None) == "v"
+    assert render(_consumed(_PROVENANCE), "{offset} {dead_letter}") == (
+        "7 [dead letter from orders-2@41, group billing, delivery 1, "
+        "Offset rejected by client.]")
+    assert render(_consumed([]), "{offset}:{dead_letter}") == "7:"
+
+
+def test_consume_shows_a_dead_letter_with_broken_headers_without_failing() -> None:
+    from kafka_share.commands.consume import render
+
+    broken = [(k, b"x" if k == "__dlq.errors.offset" else v) for k, v in _PROVENANCE]
+    assert render(_consumed(broken), None).startswith(
+        "null  [dead letter, unreadable: dead-letter record dlq.orders-0@7: header "
+        "'__dlq.errors.offset' is not a decimal number")
+
+
+def test_describe_lines_for_a_dead_letter_queue() -> None:
+    from kafka_share.commands.groups import dead_letter_lines
+
+    assert dead_letter_lines(None) == [
+        "Dead-letter queue: unknown (not authorized to describe the group's configs)"]
+    (none,) = dead_letter_lines(DeadLetterQueueSettings("g", None, False))
+    assert none.startswith(f"Dead-letter queue: none ({TOPIC} is not set")
+    working = DeadLetterQueueSettings("g", "dlq.orders", True, 2, "dlq.", False, True, True)
+    assert dead_letter_lines(working) == [
+        "Dead-letter queue: dlq.orders (copy records: yes, share.version 2)"]
+    broken = DeadLetterQueueSettings("g", "dlq.orders", False, 1, problems=("p1", "p2"))
+    assert dead_letter_lines(broken) == [
+        "Dead-letter queue: dlq.orders (copy records: no, share.version 1)",
+        "  not written: p1", "  not written: p2"]
