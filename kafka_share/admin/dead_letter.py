@@ -148,7 +148,8 @@ def dlq_settings(
         topic_enabled=(parse_boolean(enabled.value) if enabled is not None
                        else (False if topic is not None else None)),
     )
-    return attrs.evolve(settings, problems=tuple(dlq_problems(settings)))
+    return attrs.evolve(settings, problems=tuple(dlq_problems(settings)),
+                        supported=name_entry is not None)
 
 
 def dlq_problems(settings: DeadLetterQueueSettings) -> list[str]:

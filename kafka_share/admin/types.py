@@ -158,7 +158,9 @@ class DeadLetterQueueSettings:
     group has no topic to ask about): the cluster's ``share.version`` feature
     level, the brokers' ``errors.deadletterqueue.topic.name.prefix`` and
     ``errors.deadletterqueue.auto.create.topics.enable``, whether the topic
-    exists, and its ``errors.deadletterqueue.group.enable``. ``problems`` says,
+    exists, and its ``errors.deadletterqueue.group.enable``. ``supported`` is
+    False when the brokers have no dead-letter configs (before Kafka 4.4).
+    ``problems`` says,
     for each thing that stops the brokers from writing dead letters to the
     topic, what to change; with any, the brokers archive the records instead.
     """
@@ -172,6 +174,7 @@ class DeadLetterQueueSettings:
     topic_exists: bool | None = None
     topic_enabled: bool | None = None
     problems: tuple[str, ...] = ()
+    supported: bool = True
 
     @property
     def active(self) -> bool:

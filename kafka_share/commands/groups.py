@@ -124,6 +124,9 @@ def dead_letter_lines(dlq: DeadLetterQueueSettings | None) -> list[str]:
     """What ``groups describe`` says of the group's dead-letter queue (KIP-1191)."""
     if dlq is None:
         return ["Dead-letter queue: unknown (not authorized to describe the group's configs)"]
+    if not dlq.supported:
+        return [f"Dead-letter queue: not supported (the brokers have no {GROUP_TOPIC_NAME}; "
+                "Kafka 4.4+ with share.version=2)"]
     if dlq.topic is None:
         return [f"Dead-letter queue: none ({GROUP_TOPIC_NAME} is not set; rejected records "
                 "and records over the delivery limit are archived)"]

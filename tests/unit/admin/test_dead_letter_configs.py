@@ -154,6 +154,19 @@ def test_settings_without_a_topic() -> None:
     assert settings.problems == ()
 
 
+def test_brokers_without_the_configs_do_not_support_it() -> None:
+    from kafka_share.commands.groups import dead_letter_lines
+
+    settings = dlq_settings("g", _entries(share_record_lock_duration_ms="15000"), None, 1,
+                            None, None)
+    assert not settings.supported and settings.topic is None
+    (line,) = dead_letter_lines(settings)
+    assert line.startswith("Dead-letter queue: not supported (the brokers have no "
+                           f"{TOPIC}; Kafka 4.4+")
+    assert dlq_settings("g", _entries(errors_deadletterqueue_topic_name=""), None, 2, None,
+                        None).supported
+
+
 def test_a_topic_without_the_enable_entry_is_not_enabled() -> None:
     settings = dlq_settings("g", _entries(errors_deadletterqueue_topic_name="dlq.x"),
                             None, 2, {}, True)
