@@ -159,6 +159,13 @@ def start(
             "--share-version cannot be combined with "
             + ("--no-share (use --share-version 0)" if no_share else "--secure")
         )
+    if share_version is not None:
+        # Before any download: a level the release lacks is refused at once.
+        from kafka_share.testing.local import default_kafka_version
+        from kafka_share.testing.versions import parse_kafka_version
+
+        version = parse_kafka_version(kafka_version or default_kafka_version())
+        version.check_share_version(share_version)
     running = _read_state()
     if running is not None:
         raise click.ClickException(
