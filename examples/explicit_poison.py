@@ -2,7 +2,7 @@
 
     python examples/explicit_poison.py --bootstrap-servers localhost:9092 \\
         --group workers --topic jobs [--max-records N] [--timeout SECONDS] \\
-        [--max-attempts 3]
+        [--max-attempts 3] [--dead-letter-topic dlq.jobs]
 
 Records are JSON objects. Two kinds of bad record are handled:
 
@@ -20,6 +20,19 @@ Records are JSON objects. Two kinds of bad record are handled:
 
 Every other record is ACCEPTed. In explicit mode every record returned by
 ``poll()`` must be acknowledged before the next ``poll()``.
+
+With ``--dead-letter-topic`` (Kafka 4.4 with ``share.version=2``, KIP-1191) the
+group gets a dead-letter queue first: ``errors.deadletterqueue.topic.name`` and
+``errors.deadletterqueue.copy.record.enable=true``, set through
+:class:`kafka_share.admin.Admin`, which refuses a topic the brokers would not
+write to and says what to change (the topic needs
+``errors.deadletterqueue.group.enable=true`` and a name starting with the
+brokers' ``errors.deadletterqueue.topic.name.prefix``, ``dlq.`` by default).
+The broker then writes every rejected record, and every record that reaches
+the delivery limit, to that topic, with its provenance in headers. After the
+run the example reads the dead letters back (with a share group of its own,
+``<group>.dead-letters``) and prints each one's provenance, read with
+:meth:`kafka_share.DeadLetter.from_record`.
 
 Stops after ``--max-records`` records were settled (accepted or rejected),
 after ``--timeout`` seconds, or on Ctrl+C / SIGTERM, then prints a summary.
@@ -40,10 +53,12 @@ from typing import Any
 from kafka_share import (
     AcknowledgeType,
     ConsumerRecord,
+    DeadLetter,
     RecordDeserializationError,
     ShareConsumer,
     WakeupError,
 )
+from kafka_share.admin import Admin
 
 
 class PoisonError(Exception):
@@ -173,6 +188,57 @@ def run(
     return summary
 
 
+def configure_dead_letters(bootstrap_servers: str, group: str, dead_letter_topic: str) -> None:
+    """Give ``group`` a dead-letter queue that keeps a copy of each record.
+
+    Raises InvalidConfigError, saying what to change, when the brokers would
+    not write to the topic (a cluster below share.version=2, a topic not
+    enabled as a dead-letter queue, a name without the brokers' prefix).
+    """
+    with Admin(bootstrap_servers=bootstrap_servers) as admin:
+        admin.alter_group_configs(group, {
+            "errors.deadletterqueue.topic.name": dead_letter_topic,
+            "errors.deadletterqueue.copy.record.enable": True,
+        })
+
+
+def read_dead_letters(
+    bootstrap_servers: str, group: str, dead_letter_topic: str, expected: int, timeout_s: float
+) -> list[DeadLetter[bytes, bytes]]:
+    """Read ``group``'s dead letters from the topic until ``expected`` came (or the timeout).
+
+    The broker writes them a moment after the REJECT (or the last delivery)
+    was acknowledged. The reading group accepts what it reads, so each run
+    shows the dead letters written since the last one.
+    """
+    reader_group = f"{group}.dead-letters"
+    with Admin(bootstrap_servers=bootstrap_servers) as admin:
+        admin.alter_group_configs(reader_group, {"share.auto.offset.reset": "earliest"})
+    letters: list[DeadLetter[bytes, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    reader: ShareConsumer[bytes, bytes] = ShareConsumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": reader_group}
+    )
+    with reader:
+        reader.subscribe([dead_letter_topic])
+        while len(letters) < expected and time.monotonic() < deadline:
+            for record in reader.poll(timeout=0.5):
+                letter = DeadLetter.from_record(record)
+                if letter is not None and letter.group == group:
+                    letters.append(letter)
+    return letters
+
+
+def print_dead_letters(letters: list[DeadLetter[bytes, bytes]]) -> None:
+    for letter in letters:
+        print(
+            f"dead letter partition={letter.partition} offset={letter.offset} "
+            f"delivery_count={letter.delivery_count} reason={letter.message!r} "
+            f"value={letter.value!r}",
+            flush=True,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", required=True, help="host:port[,host:port]")
@@ -184,11 +250,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop after this many seconds")
     parser.add_argument("--max-attempts", type=int, default=3,
                         help="reject a failing record on this delivery (default 3)")
+    parser.add_argument("--dead-letter-topic", default=None,
+                        help="write rejected records to this dead-letter topic and print "
+                        "them afterwards (Kafka 4.4, share.version=2)")
     args = parser.parse_args(argv)
     if args.max_attempts < 1:
         parser.error("--max-attempts must be at least 1")
+    if args.dead_letter_topic is not None:
+        configure_dead_letters(args.bootstrap_servers, args.group, args.dead_letter_topic)
     summary = run(args.bootstrap_servers, args.group, args.topic, args.max_records,
                   args.timeout, args.max_attempts)
+    if args.dead_letter_topic is not None:
+        print_dead_letters(read_dead_letters(
+            args.bootstrap_servers, args.group, args.dead_letter_topic,
+            expected=len(summary.rejected), timeout_s=30.0))
     rejected = ",".join(f"{p}:{o}" for p, o in sorted(summary.rejected))
     print(
         f"summary: processed={len(summary.processed)} rejected={len(summary.rejected)} "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_share._version import __version__
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig
 from kafka_share.consumer import AcknowledgementCommitCallback, ShareConsumer
+from kafka_share.dead_letter import DeadLetter
 from kafka_share.errors import (
     BrokerError,
     ConfigError,
@@ -50,6 +51,7 @@ __all__ = [
     "ConsumerRecords",
     "CorruptMessageError",
     "CorruptRecordError",
+    "DeadLetter",
     "IllegalStateError",
     "InvalidRecordStateError",
     "KafkaError",

@@ -19,11 +19,13 @@ from typing import Any, TypeVar
 
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
 from kafka_share._net.security import validate_supported
+from kafka_share.admin import dead_letter as dlq
 from kafka_share.admin import requests as rq
 from kafka_share.admin.calls import AdminRpc, Call, Route, Routing
 from kafka_share.admin.types import (
     ClusterDescription,
     ConfigEntry,
+    DeadLetterQueueSettings,
     ListOffsetsResultInfo,
     LogSlice,
     NewTopic,
@@ -37,11 +39,15 @@ from kafka_share.admin.types import (
 from kafka_share.cluster import ClusterMetadata
 from kafka_share.config import ShareConsumerConfig, parse_admin_config
 from kafka_share.errors import (
+    ClusterAuthorizationFailedError,
     GroupIdNotFoundError,
     IllegalStateError,
+    InvalidConfigError,
     KafkaError,
     KafkaTimeoutError,
     NonEmptyGroupError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
 )
 from kafka_share.models import TopicPartition
 from kafka_share.share.backoff import ExponentialBackoff
@@ -414,15 +420,29 @@ class Admin:
         Brokers apply the change asynchronously: a member may see the old
         value for a moment after this returns.
 
+        A dead-letter topic (``errors.deadletterqueue.topic.name``, Kafka 4.4,
+        KIP-1191) is checked before it is set, for what the brokers check only
+        when they first write a dead letter (and then archive the record
+        instead): the cluster's ``share.version`` must be 2, the name must start
+        with the brokers' ``errors.deadletterqueue.topic.name.prefix``, and the
+        topic must have ``errors.deadletterqueue.group.enable=true`` (or not
+        exist, with ``errors.deadletterqueue.auto.create.topics.enable``).
+        What cannot be read (not authorized) is not checked.
+
         Raises:
             InvalidConfigError: an unknown key or a value out of range; the
                 message names the key and, for the share-group settings whose
-                bounds are broker configs, the allowed range.
+                bounds are broker configs, the allowed range; for a dead-letter
+                topic that would not work, what to change.
         """
         (group,) = _group_ids([group_id])
         if not changes:
             raise ValueError("no config changes given")
+        dlq.check_dlq_values(changes)
         deadline = self._deadline(timeout)
+        wanted = dlq.wanted_dlq_topic(changes)
+        if wanted is not None:
+            self._check_dlq_topic(group, wanted, deadline)
         try:
             self._call(
                 f"alter configs of group {group!r}",
@@ -465,6 +485,112 @@ class Admin:
         except KafkaError:
             return ""
         return rq.config_hint(changes, known, broker)
+
+    # -- dead-letter queues (KIP-1191) -------------------------------------------------------
+
+    def describe_dead_letter_queue(
+        self, group_id: str, *, timeout: float | None = None
+    ) -> DeadLetterQueueSettings:
+        """The group's dead-letter queue and what it depends on (Kafka 4.4, KIP-1191).
+
+        Reads the group's configs and, when it has a dead-letter topic, the
+        cluster's ``share.version``, the brokers' dead-letter configs and the
+        topic's; ``problems`` of the answer says what stops dead letters from
+        being written, and what to change. Facts the principal may not read
+        are ``None``.
+        """
+        (group,) = _group_ids([group_id])
+        deadline = self._deadline(timeout)
+        entries = self.describe_group_configs(group, timeout=_left_s(deadline))
+        name = entries.get(dlq.GROUP_TOPIC_NAME)
+        if name is None or not name.value:
+            return dlq.dlq_settings(group, entries, None, None, None, None)
+        return self._dlq_settings(group, entries, name.value, deadline)
+
+    def _dlq_settings(
+        self, group: str, entries: Mapping[str, ConfigEntry], topic: str, deadline_ms: int
+    ) -> DeadLetterQueueSettings:
+        """What the cluster says about ``topic`` as ``group``'s dead-letter topic."""
+        if not self._cluster.brokers:
+            self._metadata([], deadline_ms)
+        broker_id = self._cluster.any_node()
+        broker: dict[str, ConfigEntry] | None = None
+        if broker_id >= 0:
+            broker = self._readable(lambda: self._call(
+                "describe broker configs", Route.node(broker_id),
+                rq.describe_configs(rq.RESOURCE_BROKER, str(broker_id)), deadline_ms,
+                "DESCRIBE_CONFIGS on the CLUSTER"))
+        table = self._net.any_api_versions()
+        level = table.finalized_features.get("share.version", 0) if table is not None else None
+        topic_configs: dict[str, ConfigEntry] | None = None
+        exists: bool | None = None
+        try:
+            topic_configs = self._readable(lambda: self.describe_topic_configs(
+                topic, timeout=_left_s(deadline_ms)))
+            exists = True if topic_configs is not None else None
+        except UnknownTopicOrPartitionError:
+            exists = False
+        return dlq.dlq_settings(group, entries, broker, level, topic_configs, exists)
+
+    @staticmethod
+    def _readable(read: Callable[[], T]) -> T | None:
+        """``read()``, or None when the principal may not read it."""
+        try:
+            return read()
+        except (TopicAuthorizationFailedError, ClusterAuthorizationFailedError):
+            return None
+
+    def _check_dlq_topic(self, group: str, topic: str, deadline_ms: int) -> None:
+        entries = {dlq.GROUP_TOPIC_NAME: ConfigEntry(dlq.GROUP_TOPIC_NAME, topic)}
+        problems = self._dlq_settings(group, entries, topic, deadline_ms).problems
+        if problems:
+            raise InvalidConfigError(
+                f"{dlq.GROUP_TOPIC_NAME}={topic} for group {group!r} would not work, the "
+                "brokers would archive records instead of writing them to it: "
+                + "; ".join(problems)
+            )
+
+    def describe_topic_configs(
+        self, topic: str, *, timeout: float | None = None
+    ) -> dict[str, ConfigEntry]:
+        """A topic's configs (DescribeConfigs on the TOPIC resource), by name.
+
+        Raises:
+            UnknownTopicOrPartitionError: the topic does not exist.
+        """
+        return self._call(
+            f"describe configs of topic {topic!r}",
+            Route.any(),
+            rq.describe_configs(rq.RESOURCE_TOPIC, topic),
+            self._deadline(timeout),
+            f"DESCRIBE_CONFIGS on TOPIC {topic!r}",
+        )
+
+    def alter_topic_configs(
+        self,
+        topic: str,
+        changes: Mapping[str, object | None],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Change topic configs incrementally (IncrementalAlterConfigs, TOPIC resource).
+
+        ``None`` resets a key to its default. E.g. enabling a topic as a share
+        group's dead-letter queue:
+        ``alter_topic_configs("dlq.orders", {"errors.deadletterqueue.group.enable": True})``.
+
+        Raises:
+            InvalidConfigError, UnknownTopicOrPartitionError: naming the topic.
+        """
+        if not changes:
+            raise ValueError("no config changes given")
+        self._call(
+            f"alter configs of topic {topic!r}",
+            Route.any(),
+            rq.alter_configs(rq.RESOURCE_TOPIC, topic, changes),
+            self._deadline(timeout),
+            f"ALTER_CONFIGS on TOPIC {topic!r}",
+        )
 
     # -- topics and cluster -------------------------------------------------------------------
 

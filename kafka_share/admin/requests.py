@@ -88,6 +88,7 @@ V = TypeVar("V")
 _OffsetsTopic = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic
 
 #: DescribeConfigs / IncrementalAlterConfigs resource types.
+RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
 
@@ -480,6 +481,10 @@ def describe_configs(
     def parse(response: DescribeConfigsResponse) -> dict[str, ConfigEntry]:
         out: dict[str, ConfigEntry] = {}
         for r in response.results:
+            if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                # a missing topic: retrying cannot help
+                raise DoNotRetry(_error(r.error_code, f"describe configs of {name!r}",
+                                        r.error_message))
             if r.error_code:
                 raise _error(r.error_code, f"describe configs of {name!r}", r.error_message)
             for c in r.configs:

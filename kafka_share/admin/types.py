@@ -21,6 +21,7 @@ __all__ = [
     "ClusterDescription",
     "ConfigEntry",
     "ConfigSource",
+    "DeadLetterQueueSettings",
     "ListOffsetsResultInfo",
     "LogSlice",
     "NewTopic",
@@ -144,6 +145,41 @@ class ConfigEntry:
     def is_default(self) -> bool:
         """True if nothing overrides the built-in default."""
         return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+@attrs.frozen
+class DeadLetterQueueSettings:
+    """A share group's dead-letter queue (KIP-1191, Kafka 4.4) and what it depends on.
+
+    ``topic`` is the group's ``errors.deadletterqueue.topic.name`` (``None``: the
+    group has no dead-letter queue) and ``copy_record`` its
+    ``errors.deadletterqueue.copy.record.enable``. The rest is what the cluster
+    said about it, ``None`` where it could not be read (not authorized, or the
+    group has no topic to ask about): the cluster's ``share.version`` feature
+    level, the brokers' ``errors.deadletterqueue.topic.name.prefix`` and
+    ``errors.deadletterqueue.auto.create.topics.enable``, whether the topic
+    exists, and its ``errors.deadletterqueue.group.enable``. ``supported`` is
+    False when the brokers have no dead-letter configs (before Kafka 4.4).
+    ``problems`` says,
+    for each thing that stops the brokers from writing dead letters to the
+    topic, what to change; with any, the brokers archive the records instead.
+    """
+
+    group_id: str
+    topic: str | None
+    copy_record: bool
+    share_version: int | None = None
+    topic_prefix: str | None = None
+    auto_create_topics: bool | None = None
+    topic_exists: bool | None = None
+    topic_enabled: bool | None = None
+    problems: tuple[str, ...] = ()
+    supported: bool = True
+
+    @property
+    def active(self) -> bool:
+        """Whether the group has a dead-letter topic and nothing known stops its writes."""
+        return self.topic is not None and not self.problems
 
 
 class AlterConfigOp(enum.IntEnum):

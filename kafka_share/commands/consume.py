@@ -11,14 +11,17 @@ import click
 
 from kafka_share.admin import Admin
 from kafka_share.commands.common import connection_options_without_timeout, settings
-from kafka_share.errors import GroupIdNotFoundError
+from kafka_share.dead_letter import DeadLetter
+from kafka_share.errors import CorruptMessageError, GroupIdNotFoundError
 from kafka_share.models import AcknowledgeType, ConsumerRecord
 
 __all__ = ["consume"]
 
 #: Fields a --format template may use.
 FORMAT_FIELDS = ("topic", "partition", "offset", "key", "value", "headers", "delivery_count",
-                 "timestamp")
+                 "timestamp", "dead_letter")
+#: The template without --format; a dead letter's line also gets its provenance.
+DEFAULT_TEMPLATE = "{value}"
 #: How often the rate line goes to stderr.
 RATE_EVERY_S = 5.0
 
@@ -27,13 +30,38 @@ def _text(data: bytes | None) -> str:
     return "null" if data is None else data.decode("utf-8", errors="replace")
 
 
-def render(record: ConsumerRecord[bytes | None, bytes | None], template: str) -> str:
-    """``record`` formatted with ``template`` (str.format with FORMAT_FIELDS)."""
+def dead_letter_text(record: ConsumerRecord[bytes | None, bytes | None]) -> str:
+    """The provenance of a dead-lettered record (KIP-1191) in one line; "" for other records."""
+    try:
+        letter = DeadLetter.from_record(record)
+    except CorruptMessageError as exc:
+        return f"[dead letter, unreadable: {exc}]"
+    if letter is None:
+        return ""
+    parts = [f"from {letter.topic}-{letter.partition}@{letter.offset}",
+             f"group {letter.group}"]
+    if letter.delivery_count is not None:
+        parts.append(f"delivery {letter.delivery_count}")
+    if letter.message is not None:
+        parts.append(letter.message)
+    return "[dead letter " + ", ".join(parts) + "]"
+
+
+def render(record: ConsumerRecord[bytes | None, bytes | None], template: str | None) -> str:
+    """``record`` formatted with ``template`` (str.format with FORMAT_FIELDS).
+
+    Without a template a record shows its value, and a dead letter its
+    provenance after it.
+    """
     headers = ",".join(f"{k}:{_text(v)}" for k, v in record.headers)
+    dead_letter = dead_letter_text(record)
+    if template is None:
+        template = DEFAULT_TEMPLATE + ("  {dead_letter}" if dead_letter else "")
     return template.format(
         topic=record.topic, partition=record.partition, offset=record.offset,
         key=_text(record.key), value=_text(record.value), headers=headers,
         delivery_count=record.delivery_count, timestamp=record.timestamp,
+        dead_letter=dead_letter,
     )
 
 
@@ -78,18 +106,21 @@ def _from_beginning(admin: Admin, group: str) -> str:
               help="Exit after this many records.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
               help="Exit after this many seconds without a record.")
-@click.option("--format", "template", default="{value}", show_default=True,
-              help="Output template; fields: " + ", ".join(FORMAT_FIELDS) + ".")
+@click.option("--format", "template", default=None,
+              help="Output template (default: {value}, and a dead letter's provenance); "
+              "fields: " + ", ".join(FORMAT_FIELDS) + " (a dead-lettered record's "
+              "provenance, empty for other records).")
 @connection_options_without_timeout
 def consume(
     topics: tuple[str, ...], group: str, from_beginning: bool, ack: str,
-    max_messages: int | None, timeout_s: float | None, template: str,
+    max_messages: int | None, timeout_s: float | None, template: str | None,
     bootstrap_server: str | None, command_config: Path | None,
 ) -> None:
     """Print records of a share group to stdout; a rate line goes to stderr."""
     from kafka_share.consumer import ShareConsumer  # noqa: PLC0415 (heavier import)
 
-    _check_format(template)
+    if template is not None:
+        _check_format(template)
     connection = settings(bootstrap_server, command_config)
     with connection.admin() as admin:
         # A missing topic is an error here, not an endless wait for records

@@ -6,9 +6,16 @@ import datetime
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import attrs
 import click
 
-from kafka_share.admin import Admin, OffsetSpec, SharePartitionOffsetInfo
+from kafka_share.admin import (
+    Admin,
+    DeadLetterQueueSettings,
+    OffsetSpec,
+    SharePartitionOffsetInfo,
+)
+from kafka_share.admin.dead_letter import GROUP_TOPIC_NAME
 from kafka_share.commands.common import (
     connection_options,
     emit_json,
@@ -16,6 +23,7 @@ from kafka_share.commands.common import (
     print_table,
     settings,
 )
+from kafka_share.errors import GroupAuthorizationFailedError
 from kafka_share.models import TopicPartition
 
 __all__ = ["groups"]
@@ -55,9 +63,10 @@ def list_groups(bootstrap_server: str | None, command_config: Path | None, as_js
 def describe(
     group: str, bootstrap_server: str | None, command_config: Path | None, as_json: bool
 ) -> None:
-    """Describe GROUP: state, epochs, coordinator, and each member's assignment."""
+    """Describe GROUP: state, epochs, coordinator, each member's assignment, dead-letter queue."""
     with _admin(bootstrap_server, command_config) as admin:
         d = admin.describe_share_groups([group])[group]
+        dlq = _dead_letter_queue(admin, group)
     if as_json:
         emit_json({
             "group_id": d.group_id,
@@ -80,6 +89,7 @@ def describe(
                 }
                 for m in d.members
             ],
+            "dead_letter_queue": attrs.asdict(dlq) if dlq is not None else None,
         })
         return
     print_table(
@@ -97,6 +107,35 @@ def describe(
                 for m in d.members
             ],
         )
+    click.echo()
+    for line in dead_letter_lines(dlq):
+        click.echo(line)
+
+
+def _dead_letter_queue(admin: Admin, group: str) -> DeadLetterQueueSettings | None:
+    """The group's dead-letter queue, or None when the principal may not read its configs."""
+    try:
+        return admin.describe_dead_letter_queue(group)
+    except GroupAuthorizationFailedError:
+        return None
+
+
+def dead_letter_lines(dlq: DeadLetterQueueSettings | None) -> list[str]:
+    """What ``groups describe`` says of the group's dead-letter queue (KIP-1191)."""
+    if dlq is None:
+        return ["Dead-letter queue: unknown (not authorized to describe the group's configs)"]
+    if not dlq.supported:
+        return [f"Dead-letter queue: not supported (the brokers have no {GROUP_TOPIC_NAME}; "
+                "Kafka 4.4+ with share.version=2)"]
+    if dlq.topic is None:
+        return [f"Dead-letter queue: none ({GROUP_TOPIC_NAME} is not set; rejected records "
+                "and records over the delivery limit are archived)"]
+    facts = [f"copy records: {'yes' if dlq.copy_record else 'no'}"]
+    if dlq.share_version is not None:
+        facts.append(f"share.version {dlq.share_version}")
+    lines = [f"Dead-letter queue: {dlq.topic} ({', '.join(facts)})"]
+    lines += [f"  not written: {problem}" for problem in dlq.problems]
+    return lines
 
 
 def _assignment_text(assignment: frozenset[TopicPartition]) -> str:
@@ -316,6 +355,10 @@ def delete(group_ids: tuple[str, ...], bootstrap_server: str | None,
         click.echo(f"Deleted share group {g!r}.")
 
 
+#: The group configs ``groups config`` shows without --all: a share group's own.
+_SHOWN_PREFIXES = ("share.", "errors.deadletterqueue.")
+
+
 def _parse_set(values: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for value in values:
@@ -332,14 +375,20 @@ def _parse_set(values: Sequence[str]) -> dict[str, str]:
               help="Set a group config; repeatable.")
 @click.option("--delete", "deletes", multiple=True, metavar="KEY",
               help="Reset a group config to its default; repeatable.")
-@click.option("--all", "show_all", is_flag=True, help="Show every group config, not only share.*.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Show every group config, not only share.* and errors.deadletterqueue.*.")
 @connection_options
 @json_option
 def config(
     group: str, sets: tuple[str, ...], deletes: tuple[str, ...], show_all: bool,
     bootstrap_server: str | None, command_config: Path | None, as_json: bool,
 ) -> None:
-    """Show GROUP's configs, or change them with --set / --delete."""
+    """Show GROUP's configs, or change them with --set / --delete.
+
+    Setting a dead-letter topic (errors.deadletterqueue.topic.name, Kafka 4.4)
+    checks first that the brokers would write to it: share.version=2, the
+    brokers' topic name prefix, and the topic's errors.deadletterqueue.group.enable.
+    """
     changes: dict[str, object | None] = dict(_parse_set(sets))
     for key in deletes:
         if key in changes:
@@ -352,7 +401,7 @@ def config(
                 f"{k}={'(default)' if v is None else v}" for k, v in changes.items()))
             return
         entries = admin.describe_group_configs(group)
-    shown = [e for e in entries.values() if show_all or e.name.startswith("share.")]
+    shown = [e for e in entries.values() if show_all or e.name.startswith(_SHOWN_PREFIXES)]
     if as_json:
         emit_json({e.name: {"value": e.value, "source": e.source.name} for e in shown})
         return

@@ -123,6 +123,13 @@ def fetch(kafka_version: str | None) -> None:
     help="Extra broker property; repeatable.",
 )
 @click.option("--no-share", is_flag=True, help="Format with share groups disabled.")
+@click.option(
+    "--share-version",
+    type=click.IntRange(0, 2),
+    default=None,
+    help="Format at this share.version level (2: share-group dead-letter queues, Kafka "
+    "4.4+; default 1).",
+)
 @click.option("--foreground", is_flag=True, help="Stay attached; Ctrl+C stops the broker.")
 @click.option(
     "--secure",
@@ -138,6 +145,7 @@ def start(
     no_share: bool,
     foreground: bool,
     secure: bool = False,
+    share_version: int | None = None,
 ) -> None:
     """Start a dev broker in the background and print its bootstrap servers.
 
@@ -146,6 +154,18 @@ def start(
     from kafka_share.testing.errors import HarnessError
     from kafka_share.testing.local import LocalKafkaCluster
 
+    if share_version is not None and (no_share or secure):
+        raise click.UsageError(
+            "--share-version cannot be combined with "
+            + ("--no-share (use --share-version 0)" if no_share else "--secure")
+        )
+    if share_version is not None:
+        # Before any download: a level the release lacks is refused at once.
+        from kafka_share.testing.local import default_kafka_version
+        from kafka_share.testing.versions import parse_kafka_version
+
+        version = parse_kafka_version(kafka_version or default_kafka_version())
+        version.check_share_version(share_version)
     running = _read_state()
     if running is not None:
         raise click.ClickException(
@@ -178,6 +198,7 @@ def start(
         kafka_version=kafka_version,
         extra_config=extra,
         share_enabled=not no_share,
+        share_version=share_version,
         work_dir=state_dir / "work",
         broker_ports=[port] if port is not None else None,
         # In the background the broker must outlive this command.

@@ -164,13 +164,17 @@ def broker_properties(
     return props
 
 
-def format_features(share_enabled: bool) -> list[str]:
+def format_features(share_enabled: bool, share_version: int | None = None) -> list[str]:
     """``StorageTool format`` arguments that pin the share-group feature level.
 
     Always explicit: 4.1 formats with share.version=0 unless asked, and an
-    explicit 0 is how a cluster without share groups is made on 4.2+.
+    explicit 0 is how a cluster without share groups is made on 4.2+. The
+    level is 1 (share groups) or 0 unless ``share_version`` names it (2:
+    dead-letter queues, Kafka 4.4+); pinning 1 keeps tests on the level they
+    were written for, whatever a release's latest level is.
     """
-    return ["--feature", f"share.version={1 if share_enabled else 0}"]
+    level = share_version if share_version is not None else (1 if share_enabled else 0)
+    return ["--feature", f"share.version={level}"]
 
 
 def render_properties(props: Mapping[str, str]) -> str:

@@ -96,7 +96,9 @@ class LocalKafkaCluster(KafkaCluster):
 
     Each node is a combined broker + controller listening on free ``127.0.0.1``
     ports, with a fresh data directory, share groups enabled
-    (``share.version=1``) unless ``share_enabled=False``, single-partition
+    (``share.version=1``) unless ``share_enabled=False``, or at the
+    ``share.version`` level ``share_version`` names (2, on Kafka 4.4+: share-group
+    dead-letter queues), single-partition
     internal topics and fast share-group timings (see
     :data:`kafka_share.testing.config.SHARE_TEST_DEFAULTS`).
 
@@ -136,6 +138,7 @@ class LocalKafkaCluster(KafkaCluster):
         kafka_version: str | None = None,
         extra_config: Mapping[str, str] | None = None,
         share_enabled: bool = True,
+        share_version: int | None = None,
         work_dir: Path | str | None = None,
         broker_ports: Sequence[int] | None = None,
         start_timeout_s: float = 60.0,
@@ -155,7 +158,17 @@ class LocalKafkaCluster(KafkaCluster):
         self.num_nodes = num_nodes
         self._version = parse_kafka_version(kafka_version or default_kafka_version())
         self.extra_config = dict(extra_config or {})
+        if share_version is not None:
+            self._version.check_share_version(share_version)
+            if not share_enabled and share_version > 0:
+                raise ValueError(
+                    f"share_enabled=False contradicts share_version={share_version}"
+                )
+            share_enabled = share_version > 0
         self.share_enabled = share_enabled
+        #: The ``share.version`` level the cluster is formatted with (None: 1 or 0,
+        #: from ``share_enabled``).
+        self.share_version = share_version
         self.start_timeout_s = start_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.jvm_options = tuple(jvm_options) if jvm_options is not None else DEFAULT_JVM_OPTIONS
@@ -402,7 +415,7 @@ class LocalKafkaCluster(KafkaCluster):
             cluster_id,
             "--config",
             str(node.config_path),
-            *format_features(self.share_enabled),
+            *format_features(self.share_enabled, self.share_version),
             *self._format_args,
         ]
         # StorageTool is a short-lived JVM: a small heap starts faster.

@@ -35,6 +35,28 @@ class KafkaVersion(NamedTuple):
         """
         return (self.major, self.minor) >= (4, 2)
 
+    @property
+    def max_share_version(self) -> int:
+        """The highest ``share.version`` feature level the release can run.
+
+        2 (share-group dead-letter queues, KIP-1191) from 4.4 on, else 1.
+        """
+        return 2 if (self.major, self.minor) >= (4, 4) else 1
+
+    def check_share_version(self, level: int) -> int:
+        """``level`` if this release can format a cluster at that ``share.version``.
+
+        Raises:
+            UnsupportedKafkaVersionError: the release has no such level.
+        """
+        if not 0 <= level <= self.max_share_version:
+            raise UnsupportedKafkaVersionError(
+                f"share.version={level} is not a level Kafka {self} has (0 to "
+                f"{self.max_share_version}; share.version=2, dead-letter queues, needs Kafka "
+                "4.4.0 or newer)"
+            )
+        return level
+
 
 def parse_kafka_version(text: str) -> KafkaVersion:
     """Parse and validate a Kafka release number such as ``"4.4.0"``.

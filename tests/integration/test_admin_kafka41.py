@@ -1,4 +1,4 @@
-"""Admin and the CLI against Kafka 4.1: no lag from the broker, so none is reported."""
+"""Admin and the CLI against Kafka 4.1: no lag from the broker, no dead-letter queues."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kafka_share import ShareConsumer, TopicPartition
 from kafka_share.admin import Admin, NewTopic
 from kafka_share.commands import cli
 from kafka_share.commands.groups import LAG_UNAVAILABLE
+from kafka_share.errors import InvalidConfigError
 from kafka_share.testing import LocalKafkaCluster, unique_name
 
 pytestmark = pytest.mark.integration
@@ -52,3 +53,15 @@ def test_lag_is_unavailable_on_kafka_41(kafka41: LocalKafkaCluster) -> None:
                                       bootstrap])
     assert result.exit_code == 0, result.output
     assert LAG_UNAVAILABLE in result.output
+
+
+def test_dead_letter_queues_are_unsupported_on_kafka_41(kafka41: LocalKafkaCluster) -> None:
+    bootstrap = kafka41.bootstrap_servers
+    group = unique_name("g41-dlq")
+    with Admin(bootstrap_servers=bootstrap) as admin:
+        admin.alter_group_configs(group, {"share.auto.offset.reset": "earliest"}, timeout=30)
+        settings = admin.describe_dead_letter_queue(group, timeout=30)
+        assert not settings.supported and settings.topic is None
+        with pytest.raises(InvalidConfigError, match=r"share\.version is 1.*Kafka 4\.4\+"):
+            admin.alter_group_configs(
+                group, {"errors.deadletterqueue.topic.name": "dlq.x"}, timeout=30)

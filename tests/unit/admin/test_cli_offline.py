@@ -284,3 +284,22 @@ def test_consume_keeps_its_own_timeout() -> None:
     result = CliRunner().invoke(cli, ["consume", "--help"])
     assert result.output.count("--timeout") == 1
     assert "--timeout" in CliRunner().invoke(cli, ["groups", "list", "--help"]).output
+
+
+@pytest.mark.parametrize(("flag", "reason"), [("--no-share", "use --share-version 0"),
+                                              ("--secure", "--secure")])
+def test_broker_start_share_version_conflicts_are_one_line(flag: str, reason: str) -> None:
+    result = CliRunner().invoke(cli, ["broker", "start", "--share-version", "2", flag])
+    assert result.exit_code == 2
+    assert "--share-version cannot be combined with" in result.output and reason in result.output
+
+
+def test_broker_start_refuses_share_version_2_before_kafka_44(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KAFKA_SHARE_CACHE_DIR", str(tmp_path))
+    result = CliRunner().invoke(cli, ["broker", "start", "--kafka-version", "4.3.1",
+                                      "--share-version", "2"])
+    assert result.exit_code == 1
+    assert "share.version=2 is not a level Kafka 4.3.1 has" in result.output
+    assert list(tmp_path.iterdir()) == []  # refused before downloading anything

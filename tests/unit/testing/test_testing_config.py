@@ -86,6 +86,8 @@ def test_extra_config_values_must_be_strings(tmp_path: Path) -> None:
 def test_format_features_pin_share_version() -> None:
     assert format_features(True) == ["--feature", "share.version=1"]
     assert format_features(False) == ["--feature", "share.version=0"]
+    assert format_features(True, 2) == ["--feature", "share.version=2"]
+    assert format_features(False, 0) == ["--feature", "share.version=0"]
 
 
 def test_render_properties_escapes_backslashes() -> None:

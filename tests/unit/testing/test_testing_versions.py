@@ -45,3 +45,27 @@ def test_refusal_is_a_kafka_error_and_value_error() -> None:
         parse_kafka_version("4.0.1")
     with pytest.raises(ValueError):
         parse_kafka_version("4.0.1")
+
+
+def test_share_version_2_comes_with_4_4() -> None:
+    assert parse_kafka_version("4.3.1").max_share_version == 1
+    assert parse_kafka_version("4.4.0").max_share_version == 2
+    assert parse_kafka_version("4.4.0").check_share_version(2) == 2
+
+
+@pytest.mark.parametrize(("text", "level"), [("4.3.1", 2), ("4.4.0", 3), ("4.4.0", -1)])
+def test_a_share_version_the_release_lacks_is_refused(text: str, level: int) -> None:
+    with pytest.raises(UnsupportedKafkaVersionError, match=rf"share.version={level} is not"):
+        parse_kafka_version(text).check_share_version(level)
+
+
+def test_local_cluster_checks_its_share_version_before_starting() -> None:
+    from kafka_share.testing.local import LocalKafkaCluster
+
+    with pytest.raises(UnsupportedKafkaVersionError, match=r"needs Kafka 4\.4\.0 or newer"):
+        LocalKafkaCluster(kafka_version="4.2.1", share_version=2)
+    with pytest.raises(ValueError, match="share_enabled=False contradicts share_version=2"):
+        LocalKafkaCluster(kafka_version="4.4.0", share_enabled=False, share_version=2)
+    cluster = LocalKafkaCluster(kafka_version="4.4.0", share_version=2)
+    assert cluster.share_enabled and cluster.share_version == 2
+    assert not LocalKafkaCluster(kafka_version="4.4.0", share_version=0).share_enabled
