@@ -79,7 +79,11 @@ def test_two_consumers_one_second_lock_half_a_millisecond_per_record(
     assert duplicates == from_theirs
     assert result.ack_errors == []
     if auto_renew:
-        assert renewed > 0
+        # Renewal kept every buffered record: none dropped (without it, most runs
+        # drop hundreds). Whether a renewal was due at all depends on how the two
+        # consumers split the records, so its count is recorded, not asserted; that
+        # renewals happen is asserted by the next test, which holds a record for ten
+        # lock durations.
         assert dropped == 0
 
 
