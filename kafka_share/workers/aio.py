@@ -129,6 +129,7 @@ class AsyncShareWorker(Generic[K, V]):
         self._stopping: asyncio.Event | None = None
         self._stop_reason: str | None = None
         self._force = False
+        self._polling = False
         self._fatal: BaseException | None = None
 
     @property
@@ -152,8 +153,8 @@ class AsyncShareWorker(Generic[K, V]):
             self._stop_reason = reason
         self._force = self._force or force
         consumer, loop = self._consumer, self._loop
-        if consumer is not None:
-            consumer.wakeup()
+        if consumer is not None and self._polling:
+            consumer.wakeup()  # only while polling: none left over for commit_sync
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._wake)
 
@@ -208,7 +209,7 @@ class AsyncShareWorker(Generic[K, V]):
         limits.check()
         if self._consumer is not None:
             raise RuntimeError(f"this {type(self).__name__} is already running")
-        self._stop_reason, self._force, self._fatal = None, False, None
+        self._fatal = None
         self._loop = asyncio.get_running_loop()
         self._outcomes, self._stopping = asyncio.Queue(), asyncio.Event()
         consumer = self._factory(dict(self._config))
@@ -227,6 +228,9 @@ class AsyncShareWorker(Generic[K, V]):
                 await consumer.close(timeout=CLOSE_TIMEOUT_S)
             finally:
                 self._consumer = self._loop = None
+                # A stop asked for before a run ends that run; one asked for
+                # during a run ends it only.
+                self._stop_reason, self._force = None, False
         if self._fatal is not None:
             raise self._fatal
 
@@ -240,26 +244,38 @@ class AsyncShareWorker(Generic[K, V]):
                 tally.stopped_by = reason
                 _log.info("worker stopping (%s)", reason)
                 return
-            try:
-                records = await consumer.poll(wait_s, max_records=clock.wanted())
-            except WakeupError:
-                continue
-            except RecordDeserializationError as exc:
-                _log.warning("rejecting %s-%d offset %d: %s",
-                             exc.topic, exc.partition, exc.offset, exc)
-                consumer.acknowledge_offset(
-                    exc.topic, exc.partition, exc.offset, AcknowledgeType.REJECT
-                )
-                tally.handled(AcknowledgeType.REJECT, 0.0)
-                continue
+            records = await self._poll(consumer, wait_s, clock.wanted(), tally)
             if not records:
                 continue
             clock.got_records(len(records))
             wanted = clock.wanted()
             if self._stop_reason is None and wanted != 0:
                 consumer.prefetch(wanted)
-            async for handled in self._batch(consumer, batch, list(records), tally):
+            async for handled in self._batch(consumer, batch, records, tally):
                 yield handled
+
+    async def _poll(
+        self, consumer: AsyncConsumer[K, V], wait_s: float, wanted: int | None, tally: Tally,
+    ) -> list[ConsumerRecord[K, V]]:
+        """One poll: empty after a stop, or a record that could not be deserialized
+        (it is rejected: it never reaches the handler)."""
+        self._polling = True
+        try:
+            if self._stop_reason is not None:  # came before _polling was set
+                return []
+            return list(await consumer.poll(wait_s, max_records=wanted))
+        except WakeupError:
+            return []
+        except RecordDeserializationError as exc:
+            _log.warning("rejecting %s-%d offset %d: %s",
+                         exc.topic, exc.partition, exc.offset, exc)
+            consumer.acknowledge_offset(
+                exc.topic, exc.partition, exc.offset, AcknowledgeType.REJECT
+            )
+            tally.handled(AcknowledgeType.REJECT, 0.0)
+            return []
+        finally:
+            self._polling = False
 
     async def _batch(
         self, consumer: AsyncConsumer[K, V], batch: _Batch[K, V],

@@ -189,6 +189,7 @@ class ShareWorker(Generic[K, V]):
         # Set by stop(), also from a signal handler: plain attributes (no lock).
         self._stop_reason: str | None = None
         self._force = False
+        self._polling = False
         self._fatal: BaseException | None = None
 
     @property
@@ -210,7 +211,9 @@ class ShareWorker(Generic[K, V]):
     def stop(self, *, force: bool = False) -> None:
         """Stop the run in order (see the class docstring); ``force``: without
         waiting for running handlers. Safe from any thread and from a signal
-        handler (it takes no lock); returns at once."""
+        handler (it takes no lock); returns at once. Called before :meth:`run`,
+        it makes that run return at once (a worker started on one thread and
+        stopped from another cannot lose the stop to the start)."""
         self._request_stop("stop()", force)
 
     def _request_stop(self, reason: str, force: bool) -> None:
@@ -218,8 +221,10 @@ class ShareWorker(Generic[K, V]):
             self._stop_reason = reason
         self._force = self._force or force
         consumer = self._consumer
-        if consumer is not None:
-            consumer.wakeup()  # lock-free: ends a poll that is waiting
+        if consumer is not None and self._polling:
+            # Lock-free; only while polling, so that no wakeup is left over for
+            # a later commit_sync (which would raise WakeupError).
+            consumer.wakeup()
         self._outcomes.put(_WAKE)  # SimpleQueue.put is reentrant (signal-safe)
 
     def _on_signal(self, signum: int) -> None:
@@ -235,8 +240,10 @@ class ShareWorker(Generic[K, V]):
         handle_signals: bool = True,
     ) -> WorkerSummary:
         """Handle records until stopped, or until a limit: ``max_records``
-        handled, ``max_seconds`` passed, or no record for ``idle_timeout_s``
-        (before the first record, at least 10 s: joining takes a few seconds).
+        handled (exactly: polls ask for no more), ``max_seconds`` passed (the
+        records of the poll in hand are finished first), or no record for
+        ``idle_timeout_s`` (before the first record, at least 10 s: joining
+        takes a few seconds).
 
         With ``handle_signals`` (the default) SIGINT and SIGTERM stop the worker
         in order, a second one forcing (the previous handlers are back when
@@ -281,8 +288,7 @@ class ShareWorker(Generic[K, V]):
         limits.check()
         if self._consumer is not None:
             raise RuntimeError(f"this {type(self).__name__} is already running")
-        self._stop_reason, self._force, self._fatal = None, False, None
-        self._stopping.clear()
+        self._fatal = None
         consumer = self._factory(dict(self._config))
         self._consumer = self._last_consumer = consumer
         threads = _HandlerThreads(self._call, self._concurrency, self._outcomes)
@@ -298,6 +304,10 @@ class ShareWorker(Generic[K, V]):
                 consumer.close(timeout=CLOSE_TIMEOUT_S)
             finally:
                 self._consumer = None
+                # A stop asked for before a run ends that run; one asked for
+                # during a run ends it only.
+                self._stop_reason, self._force = None, False
+                self._stopping.clear()
         if self._fatal is not None:
             raise self._fatal
 
@@ -313,13 +323,7 @@ class ShareWorker(Generic[K, V]):
                 tally.stopped_by = reason
                 _log.info("worker stopping (%s)", reason)
                 return
-            try:
-                records = consumer.poll(wait_s, max_records=clock.wanted())
-            except WakeupError:
-                continue  # a stop (the loop's top says which)
-            except RecordDeserializationError as exc:
-                _reject_undeserializable(consumer, exc, tally)
-                continue
+            records = self._poll(consumer, wait_s, clock.wanted(), tally)
             if not records:
                 continue
             clock.got_records(len(records))
@@ -328,7 +332,24 @@ class ShareWorker(Generic[K, V]):
                 # The next poll's records come while the handlers work on these
                 # (record_limit acquires nothing between polls otherwise).
                 consumer.prefetch(wanted)
-            yield from self._batch(consumer, threads, list(records), tally)
+            yield from self._batch(consumer, threads, records, tally)
+
+    def _poll(
+        self, consumer: SyncConsumer[K, V], wait_s: float, wanted: int | None, tally: Tally,
+    ) -> list[ConsumerRecord[K, V]]:
+        """One poll: empty after a stop, or a record that could not be deserialized."""
+        self._polling = True
+        try:
+            if self._stop_reason is not None:  # came before _polling was set
+                return []
+            return list(consumer.poll(wait_s, max_records=wanted))
+        except WakeupError:
+            return []  # a stop (the loop's top says which)
+        except RecordDeserializationError as exc:
+            _reject_undeserializable(consumer, exc, tally)
+            return []
+        finally:
+            self._polling = False
 
     def _batch(
         self, consumer: SyncConsumer[K, V], threads: _HandlerThreads[K, V],

@@ -466,3 +466,26 @@ def test_one_run_at_a_time_and_runs_again_after() -> None:
     gen.close()
     assert w.run(max_records=1, handle_signals=False).accepted == 1
     assert len(mocks.made) == 2
+
+
+def test_a_stop_before_run_ends_that_run_at_once_and_only_that_one() -> None:
+    mocks = Mocks(values(3))
+    w = worker(lambda r: None, mocks)
+    w.stop()
+    summary = w.run(handle_signals=False)
+    assert (summary.handled, summary.stopped_by) == (0, "stop()")
+    assert len(mocks.consumer.available()) == 3 and mocks.consumer.closed
+    assert w.run(max_records=3, handle_signals=False).accepted == 3
+
+
+def test_a_stop_while_polling_ends_the_poll() -> None:
+    consumer: MockShareConsumer[bytes, bytes] = MockShareConsumer(
+        share_acknowledgement_mode="explicit"
+    )
+    w: ShareWorker[bytes, bytes] = ShareWorker(
+        lambda r: None, topics=["t"], consumer_factory=lambda cfg: consumer
+    )
+    # The mock never waits: the stop comes from inside a poll, as a signal would.
+    consumer.schedule_poll_task(w.stop)
+    summary = w.run(handle_signals=False)
+    assert summary.stopped_by == "stop()" and consumer.closed
