@@ -144,7 +144,8 @@ class ShareWorker(Generic[K, V]):
     running then are abandoned (their threads are daemons) and their records
     released, so they may be handled twice. A second signal (or
     ``stop(force=True)``) abandons them at once. Acknowledgements are committed
-    before the consumer closes: nothing is lost, nothing accepted comes back.
+    before the consumer closes, which releases the records fetched ahead for the
+    next poll: nothing is lost, nothing accepted comes back.
 
     ``consumer_factory(config)`` makes the consumer (default
     :class:`~kafka_share.ShareConsumer`): pass
