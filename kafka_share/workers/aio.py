@@ -200,15 +200,17 @@ class AsyncShareWorker(Generic[K, V]):
     ) -> AsyncIterator[Handled[K, V]]:
         """:meth:`run` as an async generator of the records handled (no signal
         handling: call :meth:`stop`)."""
-        return self._handle(
-            Limits(max_records, max_seconds, idle_timeout_s, first_record_timeout_s),
-            Tally(self._metrics),
-        )
+        limits = Limits(max_records, max_seconds, idle_timeout_s, first_record_timeout_s)
+        self._check_can_run(limits)  # now, not at the first next()
+        return self._handle(limits, Tally(self._metrics))
 
-    async def _handle(self, limits: Limits, tally: Tally) -> AsyncIterator[Handled[K, V]]:
+    def _check_can_run(self, limits: Limits) -> None:
         limits.check()
         if self._consumer is not None:
             raise RuntimeError(f"this {type(self).__name__} is already running")
+
+    async def _handle(self, limits: Limits, tally: Tally) -> AsyncIterator[Handled[K, V]]:
+        self._check_can_run(limits)
         self._fatal = None
         self._loop = asyncio.get_running_loop()
         self._outcomes, self._stopping = asyncio.Queue(), asyncio.Event()

@@ -280,15 +280,17 @@ class ShareWorker(Generic[K, V]):
         early closes the consumer, which releases the records not acknowledged.
         ``first_record_timeout_s``: the idle timeout's least wait for the first
         record."""
-        return self._handle(
-            Limits(max_records, max_seconds, idle_timeout_s, first_record_timeout_s),
-            Tally(self._metrics),
-        )
+        limits = Limits(max_records, max_seconds, idle_timeout_s, first_record_timeout_s)
+        self._check_can_run(limits)  # now, not at the first next()
+        return self._handle(limits, Tally(self._metrics))
 
-    def _handle(self, limits: Limits, tally: Tally) -> Iterator[Handled[K, V]]:
+    def _check_can_run(self, limits: Limits) -> None:
         limits.check()
         if self._consumer is not None:
             raise RuntimeError(f"this {type(self).__name__} is already running")
+
+    def _handle(self, limits: Limits, tally: Tally) -> Iterator[Handled[K, V]]:
+        self._check_can_run(limits)
         self._fatal = None
         consumer = self._factory(dict(self._config))
         self._consumer = self._last_consumer = consumer

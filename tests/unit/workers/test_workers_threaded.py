@@ -489,3 +489,8 @@ def test_a_stop_while_polling_ends_the_poll() -> None:
     consumer.schedule_poll_task(w.stop)
     summary = w.run(handle_signals=False)
     assert summary.stopped_by == "stop()" and consumer.closed
+
+
+def test_handled_checks_its_limits_when_called() -> None:
+    with pytest.raises(ValueError, match="max_records must be a positive int"):
+        worker(print, Mocks([])).handled(max_records=-1)
