@@ -21,6 +21,7 @@ from kafka_share.workers._common import (
     COMMIT_TIMEOUT_S,
     DEFAULT_STOP_TIMEOUT_S,
     FIRST_RECORD_TIMEOUT_S,
+    BatchSize,
     Clock,
     Handled,
     K,
@@ -31,6 +32,7 @@ from kafka_share.workers._common import (
     check_arguments,
     in_place_retries,
     install_stop_signals,
+    max_poll_records,
     now_ms,
     outcome_of,
     worker_config,
@@ -113,6 +115,9 @@ class AsyncShareWorker(Generic[K, V]):
         self._metrics: WorkerMetrics = worker_metrics(
             self._config, own_factory=consumer_factory is not None
         )
+        self._batch_size = BatchSize(concurrency, max_poll_records(
+            self._config, own_factory=consumer_factory is not None
+        ))
         self._topics = list(topics)
         self._concurrency = concurrency
         self._retryable = retryable
@@ -246,13 +251,15 @@ class AsyncShareWorker(Generic[K, V]):
                 tally.stopped_by = reason
                 _log.info("worker stopping (%s)", reason)
                 return
-            records = await self._poll(consumer, wait_s, clock.wanted(), tally)
+            records = await self._poll(
+                consumer, wait_s, self._batch_size.records(clock.wanted()), tally
+            )
             if not records:
                 continue
             clock.got_records(len(records))
             wanted = clock.wanted()
             if self._stop_reason is None and wanted != 0:
-                consumer.prefetch(wanted)
+                consumer.prefetch(self._batch_size.records(wanted))
             async for handled in self._batch(consumer, batch, records, tally):
                 yield handled
 
@@ -307,6 +314,7 @@ class AsyncShareWorker(Generic[K, V]):
                 batch.started.discard(id(item.record))
                 consumer.acknowledge(item.record, item.outcome)
                 tally.handled(item.outcome, item.handler_time_s)
+                self._batch_size.handled(item.handler_time_s)
                 dirty = True
                 yield item
             if dirty and time.monotonic() - flushed >= ACK_EVERY_S:

@@ -21,6 +21,7 @@ from kafka_share.workers._common import (
     COMMIT_TIMEOUT_S,
     DEFAULT_STOP_TIMEOUT_S,
     FIRST_RECORD_TIMEOUT_S,
+    BatchSize,
     Clock,
     Handled,
     K,
@@ -31,6 +32,7 @@ from kafka_share.workers._common import (
     check_arguments,
     in_place_retries,
     install_stop_signals,
+    max_poll_records,
     now_ms,
     outcome_of,
     worker_config,
@@ -174,6 +176,9 @@ class ShareWorker(Generic[K, V]):
         self._metrics: WorkerMetrics = worker_metrics(
             self._config, own_factory=consumer_factory is not None
         )
+        self._batch_size = BatchSize(concurrency, max_poll_records(
+            self._config, own_factory=consumer_factory is not None
+        ))
         self._topics = list(topics)
         self._concurrency = concurrency
         self._retryable = retryable
@@ -326,7 +331,9 @@ class ShareWorker(Generic[K, V]):
                 tally.stopped_by = reason
                 _log.info("worker stopping (%s)", reason)
                 return
-            records = self._poll(consumer, wait_s, clock.wanted(), tally)
+            records = self._poll(
+                consumer, wait_s, self._batch_size.records(clock.wanted()), tally
+            )
             if not records:
                 continue
             clock.got_records(len(records))
@@ -334,7 +341,7 @@ class ShareWorker(Generic[K, V]):
             if self._stop_reason is None and wanted != 0:
                 # The next poll's records come while the handlers work on these
                 # (record_limit acquires nothing between polls otherwise).
-                consumer.prefetch(wanted)
+                consumer.prefetch(self._batch_size.records(wanted))
             yield from self._batch(consumer, threads, records, tally)
 
     def _poll(
@@ -384,6 +391,7 @@ class ShareWorker(Generic[K, V]):
                 del pending[id(item.record)]
                 consumer.acknowledge(item.record, item.outcome)
                 tally.handled(item.outcome, item.handler_time_s)
+                self._batch_size.handled(item.handler_time_s)
                 dirty = True
                 yield item
             if dirty and time.monotonic() - flushed >= ACK_EVERY_S:

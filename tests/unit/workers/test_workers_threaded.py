@@ -18,6 +18,7 @@ from kafka_share import AcknowledgeType, ConfigError, ConsumerRecord
 from kafka_share.metrics import METRIC_GROUPS, WORKER_METRIC_GROUPS
 from kafka_share.testing import MockShareConsumer
 from kafka_share.workers import Handled, ShareWorker
+from kafka_share.workers._common import BatchSize
 
 Record = ConsumerRecord[bytes, bytes]
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
@@ -141,7 +142,10 @@ def test_worker_config_defaults_and_refusals() -> None:
     assert w.config["share.acknowledgement.mode"] == "explicit"
     assert w.config["share.acquire.mode"] == "record_limit"
     assert w.config["share.auto.renew"] is True
-    assert w.config["max.poll.records"] == 80
+    assert w.config["max.poll.records"] == 500  # a cap: each poll asks for fewer
+    many = ShareWorker(print, {"bootstrap.servers": "h:1", "group.id": "g"}, topics=["t"],
+                       concurrency=200)
+    assert many.config["max.poll.records"] == 800
     mine = ShareWorker(print, {"bootstrap.servers": "h:1", "group.id": "g",
                                "max_poll_records": 5, "share.auto.renew": False},
                        topics=["t"])
@@ -274,7 +278,8 @@ def run_in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
 
 
 def test_stop_releases_unstarted_at_once_and_lets_running_handlers_finish() -> None:
-    mocks = Mocks(values(20), **{"max.poll.records": 20})
+    # The first poll asks for 4 waves of handlers: 16 records.
+    mocks = Mocks(values(16))
     gate = Gate()
     w = worker(gate, mocks, concurrency=4)
     thread, out = run_in_thread(lambda: w.run(handle_signals=False))
@@ -282,20 +287,20 @@ def test_stop_releases_unstarted_at_once_and_lets_running_handlers_finish() -> N
     w.stop()
     # The 16 records no handler started are released while the 4 still run.
     deadline = time.monotonic() + 3
-    while len([t for t in dict(mocks.consumer.acknowledged()).values() if t is RELEASE]) < 16:
+    while len([t for t in dict(mocks.consumer.acknowledged()).values() if t is RELEASE]) < 12:
         assert time.monotonic() < deadline, "unstarted records were not released"
         time.sleep(0.01)
     assert thread.is_alive() and gate.finished == []
     gate.opened.set()
     thread.join(5)
     summary = out[0]
-    assert (summary.accepted, summary.released_on_stop, summary.abandoned) == (4, 16, 0)
+    assert (summary.accepted, summary.released_on_stop, summary.abandoned) == (4, 12, 0)
     assert summary.stopped_by == "stop()"
     final = mocks.final()
     accepted = {o for o, t in final.items() if t is ACCEPT}
     assert {f"v{o}".encode() for o in accepted} == set(gate.started)
     # Nothing lost: every record is accepted, or back in the group.
-    assert len(accepted) + len(mocks.consumer.available()) == 20
+    assert len(accepted) + len(mocks.consumer.available()) == 16
     assert mocks.consumer.closed
 
 
@@ -331,7 +336,7 @@ def test_stop_with_force_does_not_wait_for_running_handlers() -> None:
 
 
 def test_sigterm_stops_in_order_and_a_second_signal_forces() -> None:
-    mocks = Mocks(values(10), **{"max.poll.records": 10})
+    mocks = Mocks(values(8))  # the first poll: 4 waves of 2 handlers
     gate = Gate(max_s=10)
     w = worker(gate, mocks, concurrency=2)
     previous = signal.getsignal(signal.SIGTERM)
@@ -347,7 +352,7 @@ def test_sigterm_stops_in_order_and_a_second_signal_forces() -> None:
     summary = w.run()  # the main thread: handle_signals installs handlers
     sender.join()
     assert summary.stopped_by == "SIGTERM"
-    assert (summary.released_on_stop, summary.abandoned) == (10, 2)
+    assert (summary.released_on_stop, summary.abandoned) == (8, 2)
     assert signal.getsignal(signal.SIGTERM) is previous
     gate.opened.set()
 
@@ -494,3 +499,19 @@ def test_a_stop_while_polling_ends_the_poll() -> None:
 def test_handled_checks_its_limits_when_called() -> None:
     with pytest.raises(ValueError, match="max_records must be a positive int"):
         worker(print, Mocks([])).handled(max_records=-1)
+
+
+def test_polls_ask_for_enough_waves_of_handlers_to_last_a_while() -> None:
+    size = BatchSize(concurrency=16, max_poll_records=500)
+    assert size.records(None) == 64  # 4 waves before a handler time is known
+    for _ in range(50):
+        size.handled(0.02)
+    assert size.records(None) == 16 * 15  # 15 x 20 ms = 0.3 s
+    assert size.records(100) == 100 and size.records(0) == 1
+    for _ in range(200):
+        size.handled(5.0)
+    assert size.records(None) == 64  # slow handlers: 4 waves, records wait little
+    fast = BatchSize(concurrency=2, max_poll_records=50)
+    for _ in range(50):
+        fast.handled(0.0001)
+    assert fast.records(None) == 50  # max.poll.records is the cap
