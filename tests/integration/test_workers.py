@@ -257,3 +257,41 @@ def test_a_handler_slower_than_the_lock_keeps_its_records(
     assert summary.accepted == len(finished) >= 2
     assert worker.metrics()["acquisition-lock-renewals-total"] >= 2
 
+
+
+ASYNC_APP = '''
+import asyncio
+
+
+class Busy(Exception):
+    pass
+
+
+async def handle(record):
+    await asyncio.sleep(0.005)
+    if record.value.startswith(b"retry") and record.delivery_count == 1:
+        raise Busy("later")
+    if record.value.startswith(b"poison"):
+        raise ValueError("bad")
+'''
+
+
+def test_work_command_runs_a_coroutine_function_until_idle(
+    kafka_bootstrap: str, topic_factory: Callable[..., str], share_group: str,
+    kafka_produce: Callable[..., Any], tmp_path: Path,
+) -> None:
+    topic = topic_factory(partitions=1)
+    kafka_produce(topic, [f"ok-{i}".encode() for i in range(30)] + [b"retry-1", b"poison-1"])
+    (tmp_path / "async_app.py").write_text(ASYNC_APP)
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from kafka_share.cli import main; main()", "work",
+         "async_app:handle", "--app-dir", str(tmp_path), "--group", share_group,
+         "--topic", topic, "--concurrency", "8", "--retryable", "async_app:Busy",
+         "--idle-timeout", "3", "--bootstrap-server", kafka_bootstrap],
+        env=env, capture_output=True, text=True, timeout=90, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "AsyncShareWorker async_app:handle" in proc.stderr
+    assert "Stopped (idle_timeout_s): 31 accepted, 1 released, 1 rejected" in proc.stderr
