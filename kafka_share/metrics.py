@@ -9,6 +9,10 @@ and maxima are computed over a sliding window of ``metrics.num.samples`` times
 Java's (groups ``consumer-share-metrics``, ``consumer-share-fetch-manager-metrics``
 and ``consumer-share-coordinator-metrics``); :data:`METRIC_GROUPS` maps each name
 to its group.
+
+A worker (``kafka_share.workers``) adds its own metrics to its consumer's, in a
+:class:`WorkerMetrics` registry (group ``kafka-share-worker-metrics``, names in
+:data:`WORKER_METRIC_GROUPS`): records handled per outcome, handler time.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ import threading
 from collections import deque
 from typing import Final
 
-__all__ = ["METRIC_GROUPS", "ShareConsumerMetrics"]
+__all__ = ["METRIC_GROUPS", "WORKER_METRIC_GROUPS", "ShareConsumerMetrics", "WorkerMetrics"]
 
 _CONSUMER = "consumer-share-metrics"
 _FETCH = "consumer-share-fetch-manager-metrics"
 _COORDINATOR = "consumer-share-coordinator-metrics"
+_WORKER = "kafka-share-worker-metrics"
 
 #: Every metric name ``metrics()`` reports, with its Java metric group.
 METRIC_GROUPS: Final[dict[str, str]] = {
@@ -249,3 +254,68 @@ class ShareConsumerMetrics:
 
 def _seconds_since(then_ms: int | None, now_ms: int) -> float:
     return math.nan if then_ms is None else (now_ms - then_ms) / 1000.0
+
+
+#: The outcomes a worker counts, each with a ``-rate`` and a ``-total`` metric:
+#: records its handler accepted, released (a retryable error) or rejected; and
+#: records it released without handling them because it was stopping.
+_WORKER_COUNTS: Final = (
+    "records-accepted", "records-released", "records-rejected", "records-released-on-stop",
+)
+#: Every metric name ``ShareWorker.metrics()`` adds to its consumer's, with its group.
+WORKER_METRIC_GROUPS: Final[dict[str, str]] = {
+    **{f"{name}-{kind}": _WORKER for name in _WORKER_COUNTS for kind in ("rate", "total")},
+    "handler-time-avg": _WORKER,
+    "handler-time-max": _WORKER,
+    "handlers-running": _WORKER,
+}
+
+
+class WorkerMetrics:
+    """Thread-safe metric registry of one worker (``kafka_share.workers``): outcomes
+    and handler time (ms), over the same sliding window as its consumer's metrics.
+
+    Recorded once per handled record, on the worker's polling thread: a record's
+    handler is a thread hand-off at least, which costs far more than this.
+    """
+
+    def __init__(self, *, sample_window_ms: int = 30_000, num_samples: int = 2,
+                 created_ms: int = 0) -> None:
+        self._window_ms = max(1, sample_window_ms * num_samples)
+        self._lock = threading.Lock()
+        self._stats: dict[str, _Windowed] = {name: _Windowed() for name in _WORKER_COUNTS}
+        self._handler_time = _Windowed()
+        self._created_ms = created_ms
+        self._running = 0
+
+    def record_handled(self, outcome: str, handler_time_ms: float, now_ms: int) -> None:
+        """A handler finished: ``outcome`` is ``accepted``, ``released`` or ``rejected``."""
+        with self._lock:
+            self._stats[f"records-{outcome}"].record(1, now_ms, self._window_ms)
+            self._handler_time.record(handler_time_ms, now_ms, self._window_ms)
+
+    def record_released_on_stop(self, records: int, now_ms: int) -> None:
+        """``records`` were released unhandled (not started, or still running at the
+        stop's bound)."""
+        if records:
+            with self._lock:
+                self._stats["records-released-on-stop"].record(records, now_ms, self._window_ms)
+
+    def set_running(self, handlers: int) -> None:
+        """How many handlers are running now."""
+        self._running = handlers
+
+    def snapshot(self, now_ms: int) -> dict[str, float]:
+        """All worker metrics as ``{name: value}``; NaN where nothing was recorded yet."""
+        with self._lock:
+            for windowed in (*self._stats.values(), self._handler_time):
+                windowed.expire(now_ms, self._window_ms)
+            elapsed_s = max(1.0, min(self._window_ms, now_ms - self._created_ms) / 1000.0)
+            out: dict[str, float] = {}
+            for name, stat in self._stats.items():
+                out[f"{name}-rate"] = stat.sum() / elapsed_s
+                out[f"{name}-total"] = stat.total
+            out["handler-time-avg"] = self._handler_time.avg()
+            out["handler-time-max"] = self._handler_time.max()
+            out["handlers-running"] = float(self._running)
+        return out

@@ -1,7 +1,8 @@
 """The ``kafka-share`` commands (click); needs the ``cli`` extra.
 
 ``cli`` is the root group: ``groups`` (share-group administration), ``consume``
-(a console share consumer), ``top`` (a live view of a group), plus ``broker``
+(a console share consumer), ``top`` (a live view of a group), ``work`` (a
+handler run over a share group by a worker), plus ``broker``
 (a local dev broker) and ``demo``. Errors from Kafka, the harness or bad input
 are printed as one line (``Error: ...``) with exit status 1, never a traceback.
 The library's log lines (e.g. a broker that cannot be reached yet) stay out of
@@ -106,11 +107,13 @@ def _register() -> None:
     from kafka_share.commands.demo import demo
     from kafka_share.commands.groups import groups
     from kafka_share.commands.top import top
+    from kafka_share.commands.work import work
     from kafka_share.testing.cli import broker
 
     cli.add_command(groups)
     cli.add_command(consume)
     cli.add_command(top)
+    cli.add_command(work)
     cli.add_command(broker)
     cli.add_command(demo)
 

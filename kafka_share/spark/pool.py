@@ -1,9 +1,10 @@
 """A pool of Spark tasks, each a share consumer calling a handler per record.
 
 ``process_queue`` starts ``parallelism`` Spark tasks (``mapInArrow`` over a
-one-row-per-task range). Each task runs a :class:`ShareConsumer` in explicit
-mode, calls ``handler(record)`` for every record it is given and acknowledges
-by outcome, *after* the handler returned:
+one-row-per-task range). Each task runs a :class:`~kafka_share.workers.ShareWorker`
+(the same loop as a plain Python worker's, so the two cannot drift): a share
+consumer in explicit mode that calls ``handler(record)`` for every record it is
+given and acknowledges by outcome, *after* the handler returned:
 
 * the handler returned: ACCEPT (its result, as text, goes to the ``result`` column);
 * it raised an exception whose type is in ``retryable``: RELEASE (delivered again,
@@ -20,17 +21,16 @@ and be redelivered to the other tasks.
 
 from __future__ import annotations
 
-import concurrent.futures
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from kafka_share.consumer import ShareConsumer
-from kafka_share.models import AcknowledgeType, ConsumerRecord
+from kafka_share.models import ConsumerRecord
 from kafka_share.spark._options import SparkOptionError, check_consumer_config
+from kafka_share.workers import ShareWorker
+from kafka_share.workers._common import worker_config
 
 __all__ = ["OUTCOME_SCHEMA", "process_queue"]
 
@@ -51,25 +51,16 @@ _ARROW_OUTCOME = pa.schema(
         pa.field("result", pa.string()),
     ]
 )
-#: Records per poll when the configuration does not say: small enough that a
-#: slow handler's queue is short, large enough to amortise each poll.
-_DEFAULT_MAX_POLL_RECORDS: Final = 50
 #: Outcome rows per Arrow batch handed back to Spark.
 _ROWS_PER_BATCH: Final = 1000
 #: How long a task that has not had a record yet waits for one (at least): a new
 #: member needs a few seconds to join the group and be assigned partitions.
 _FIRST_RECORD_WAIT_S: Final = 10.0
-_COMMIT_TIMEOUT_S: Final = 30.0
-#: While a poll's records are being handled, acknowledgements go out at least
-#: this often.
-_ACK_EVERY_S: Final = 0.2
-_CLOSE_TIMEOUT_S: Final = 10.0
-
-Outcome = tuple[str, str | None, str | None]  # outcome, error, result
 
 
 class _Worker:
-    """The function ``mapInArrow`` runs in each task (pickled to the executors)."""
+    """The function ``mapInArrow`` runs in each task (pickled to the executors):
+    a :class:`~kafka_share.workers.ShareWorker`, its handled records as rows."""
 
     def __init__(
         self,
@@ -104,102 +95,23 @@ class _Worker:
             yield _to_batch(rows)
 
     def _run(self) -> Iterator[tuple[str, int, int, int, str, str | None, str | None]]:
-        consumer: ShareConsumer[Any, Any] = ShareConsumer(dict(self.config))
-        handlers = concurrent.futures.ThreadPoolExecutor(
-            max_workers=self.concurrency, thread_name_prefix="kafka-share-handler"
+        """The task's records, as the worker's handlers finish them. Spark stops
+        a task by killing its Python worker, so no signal handling here; a task
+        that fails closes the worker's consumer, which releases its records."""
+        worker: ShareWorker[Any, Any] = ShareWorker(
+            self.handler, self.config, topics=self.topics, concurrency=self.concurrency,
+            retryable=self.retryable,
         )
-        try:
-            consumer.subscribe(self.topics)
-            started = last_records = time.monotonic()
-            # None: long-running, until the job is cancelled (or a max_* bound).
-            idle_timeout_s = (
-                None if self.idle_timeout_s is None
-                else max(self.idle_timeout_s, _FIRST_RECORD_WAIT_S)
+        for handled in worker.handled(
+            max_records=self.max_records, max_seconds=self.max_seconds,
+            idle_timeout_s=self.idle_timeout_s, first_record_timeout_s=_FIRST_RECORD_WAIT_S,
+        ):
+            record, result = handled.record, handled.result
+            yield (
+                record.topic, record.partition, record.offset, record.delivery_count,
+                handled.outcome.name, handled.error_text,
+                None if result is None else str(result),
             )
-            processed = 0
-            while True:
-                now = time.monotonic()
-                if self.max_records is not None and processed >= self.max_records:
-                    break
-                if self.max_seconds is not None and now - started >= self.max_seconds:
-                    break
-                idle_left = 1.0 if idle_timeout_s is None else (
-                    idle_timeout_s - (now - last_records)
-                )
-                if idle_left <= 0:
-                    break
-                records = list(consumer.poll(timeout=min(1.0, idle_left)))
-                if not records:
-                    continue
-                last_records = time.monotonic()
-                idle_timeout_s = self.idle_timeout_s
-                self._prefetch(consumer, processed + len(records))
-                for record, (outcome, error, result) in self._handle(
-                    consumer, records, handlers
-                ):
-                    processed += 1
-                    yield (
-                        record.topic, record.partition, record.offset,
-                        record.delivery_count, outcome, error, result,
-                    )
-            consumer.commit_sync(timeout=_COMMIT_TIMEOUT_S)
-        finally:
-            # Anything not acknowledged (the task is failing) is released at once.
-            handlers.shutdown(wait=False, cancel_futures=True)
-            consumer.close(timeout=_CLOSE_TIMEOUT_S)
-
-    def _prefetch(self, consumer: ShareConsumer[Any, Any], after: int) -> None:
-        """Fetch the next poll's records while the handlers work on this one's
-        (record_limit acquires nothing between polls otherwise, so every poll
-        paid a round trip to the broker with the handlers idle: 1 task x 4
-        handlers reached 0.71 of the ideal rate). They stay locked meanwhile,
-        renewed like the ones being handled; closing the consumer releases
-        them."""
-        if self.max_records is None:
-            consumer.prefetch()
-        elif after < self.max_records:
-            consumer.prefetch(max_records=self.max_records - after)
-
-    def _call(self, record: ConsumerRecord[Any, Any]) -> Outcome:
-        try:
-            result = self.handler(record)
-        except self.retryable as exc:
-            return "RELEASE", _describe(exc), None
-        except Exception as exc:
-            return "REJECT", _describe(exc), None
-        return "ACCEPT", None, None if result is None else str(result)
-
-    def _handle(
-        self,
-        consumer: ShareConsumer[Any, Any],
-        records: list[ConsumerRecord[Any, Any]],
-        handlers: concurrent.futures.ThreadPoolExecutor,
-    ) -> Iterator[tuple[ConsumerRecord[Any, Any], Outcome]]:
-        """Handle one poll's records, acknowledging each as its handler finishes.
-
-        Their locks are kept alive meanwhile by the consumer's auto-renewal: this
-        thread only waits (a handler that runs past ``share.auto.renew.max.ms``,
-        or a broker that refuses RENEW, loses its records to another member,
-        which the consumer reports).
-        """
-        jobs = {handlers.submit(self._call, r): r for r in records}
-        sent = time.monotonic()
-        for job in concurrent.futures.as_completed(jobs):
-            record = jobs[job]
-            outcome = job.result()
-            consumer.acknowledge(record, AcknowledgeType[outcome[0]])
-            if time.monotonic() - sent >= _ACK_EVERY_S:
-                # Slow handlers: outcomes reach the broker as they come, not only
-                # with the next poll, so a task that is killed (a cancelled job)
-                # hands back only the records it had not finished.
-                consumer.commit_async()
-                sent = time.monotonic()
-            yield record, outcome
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _to_batch(rows: Sequence[tuple[str, int, int, int, str, str | None, str | None]]) -> Any:
@@ -243,8 +155,9 @@ def process_queue(
 
     ``concurrency`` handlers run at once in each task (threads: for I/O-bound
     handlers), each record acknowledged as its handler finishes; a poll holds
-    at least ``4 * concurrency`` records unless ``max.poll.records`` says
-    otherwise, and the next poll's records are fetched while the handlers run.
+    at least ``4 * concurrency`` records (about 0.3 s of work for fast
+    handlers) unless ``max.poll.records`` says otherwise, and the next poll's
+    records are fetched while the handlers run.
 
     Returns a lazy DataFrame (nothing runs until an action such as ``collect``,
     ``count`` or a write) with one row per handled record: ``topic``,
@@ -321,21 +234,9 @@ def _check_arguments(
 
 def _task_config(config: Mapping[str, object], concurrency: int) -> dict[str, object]:
     """Each task's consumer settings: the caller's, with explicit acknowledgement
-    (refused if set otherwise) and the defaults a pool of slow handlers needs."""
-    cfg: dict[str, object] = {str(k): v for k, v in config.items()}
-    mode = str(cfg.get("share.acknowledgement.mode", "explicit"))
-    if mode != "explicit":
-        raise SparkOptionError(
-            "config share.acknowledgement.mode cannot be set: process_queue acknowledges "
-            "each record explicitly, by outcome"
-        )
-    cfg["share.acknowledgement.mode"] = "explicit"
-    # record_limit: nothing is acquired before the task asks for it, so records
-    # never wait locked in a buffer behind a slow handler.
-    cfg.setdefault("share.acquire.mode", "record_limit")
-    cfg.setdefault("max.poll.records", max(_DEFAULT_MAX_POLL_RECORDS, 4 * concurrency))
-    # A slow handler keeps its records: the consumer renews the locks it holds.
-    # (Like record_limit, this needs Kafka 4.2+; the consumer's error names both
-    # settings on an older cluster.)
-    cfg.setdefault("share.auto.renew", True)
-    return cfg
+    (refused if set otherwise) and the defaults of a worker (record_limit,
+    ``share.auto.renew``, ``max.poll.records`` for ``concurrency``)."""
+    try:
+        return worker_config(config, concurrency, "process_queue")
+    except ValueError as exc:
+        raise SparkOptionError(str(exc)) from None

@@ -237,3 +237,34 @@ def test_asyncio_worker_acknowledges_each_record_after_its_awaited_call(
     again = run_example("asyncio_worker.py", kafka_bootstrap, share_group, topic,
                         "--timeout", "4", *extra)
     assert summary_of(again) == {"processed": "0"}
+
+
+# -- share_worker.py ---------------------------------------------------------------------
+
+
+def test_share_worker_accepts_releases_and_rejects_by_outcome(
+    topic_factory: Callable[..., str], share_group: str, kafka_bootstrap: str,
+    kafka_produce: Callable[..., Any],
+) -> None:
+    topic = topic_factory(partitions=2)
+    values = [f"job-{i}" for i in range(200)] + ["fail-once-1", "fail-once-2", "poison-1"]
+    produced = kafka_produce(topic, [v.encode() for v in values])
+    by_coords = {(r.partition, r.offset): r.value.decode() for r in produced}
+
+    out = run_example("share_worker.py", kafka_bootstrap, share_group, topic,
+                      "--concurrency", "8", "--idle-timeout", "3")
+
+    processed = processed_coordinates(out)
+    assert Counter(by_coords[p, o] for p, o, _ in processed) == Counter(
+        v for v in values if not v.startswith("poison")
+    )
+    assert {by_coords[p, o]: d for p, o, d in processed if by_coords[p, o].startswith(
+        "fail-once")} == {"fail-once-1": 2, "fail-once-2": 2}
+    released = [m for line in out.splitlines() if (m := _RELEASED.match(line))]
+    assert sorted(by_coords[int(m[1]), int(m[2])] for m in released) == [
+        "fail-once-1", "fail-once-2"]
+    rejected = [m for line in out.splitlines() if (m := _REJECTED.match(line))]
+    assert [by_coords[int(m[1]), int(m[2])] for m in rejected] == ["poison-1"]
+    summary = summary_of(out)
+    assert (summary["accepted"], summary["released"], summary["rejected"]) == ("202", "2", "1")
+    assert summary["stopped_by"] == "idle_timeout_s"

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("engine", {"share"}),
     ("hand-off", {"_handoff"}),
     ("sides", {"_app", "_net"}),
-    ("facades", {"consumer", "aio", "admin", "spark", "commands", "cli",
+    ("facades", {"consumer", "aio", "admin", "spark", "commands", "cli", "workers",
                  "testing", "__init__"}),
 ]
 #: pairs in one layer that must not import each other (either way)
