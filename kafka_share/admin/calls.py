@@ -243,6 +243,10 @@ class AdminRpc(Generic[T]):
 
     def _time_out(self) -> None:
         budget_s = (self.deadline_ms - self._started_ms) / 1000
+        if budget_s >= 0.1:
+            # The budget is the caller's timeout less the moment between taking the
+            # deadline and starting the call: say 1 s, not 0.999 s.
+            budget_s = round(budget_s, 1)
         text = f"{self.name} did not complete within {budget_s:g} s"
         if self._last_error is not None:
             text += f" ({self._attempts} attempt(s); last error: {self._last_error})"

@@ -271,3 +271,11 @@ def test_a_coordinator_lookup_answered_with_another_type_fails_the_call() -> Non
     rpc.poll(0)[0].handler("not a FindCoordinatorResponse", None, 1)
     with pytest.raises(KafkaError, match="a str came back for a FindCoordinator request"):
         rpc.result()
+
+
+def test_a_timeout_names_the_callers_budget_not_the_millisecond_less_it_started_with() -> None:
+    rpc, _ = make(Route.any(), lambda r: r, timeout_ms=999)  # a 1 s timeout, started 1 ms late
+    rpc.poll(0)[0].handler(None, NetworkError("refused"), 500)
+    rpc.poll(999)
+    with pytest.raises(KafkaTimeoutError, match=r"did not complete within 1 s"):
+        rpc.result()
