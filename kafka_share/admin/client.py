@@ -303,8 +303,8 @@ class Admin:
         --from-consumer-group``).
 
         Raises:
-            GroupIdNotFoundError: no group ``group_id`` exists, or it is not a
-                consumer group (e.g. a share group).
+            GroupIdNotFoundError: no group ``group_id`` exists, or it is a share
+                group.
             GroupAuthorizationFailedError: the principal lacks DESCRIBE on the group.
             TopicAuthorizationFailedError: the principal lacks DESCRIBE on a topic
                 the group committed to.
@@ -314,13 +314,18 @@ class Admin:
             raise TypeError(f"pass a list of topics, not the string {topics!r} (e.g. [{topics!r}])")
         names = None if topics is None else sorted(set(topics))
         deadline = self._deadline(timeout)
-        found = self._call(
-            f"fetch the committed offsets of consumer group {group!r}",
-            Route.coordinator(group),
-            rq.consumer_group_offsets(group, names),
-            deadline,
-            f"DESCRIBE on GROUP {group!r} and DESCRIBE on the topics",
-        )
+        try:
+            found = self._call(
+                f"fetch the committed offsets of consumer group {group!r}",
+                Route.coordinator(group),
+                rq.consumer_group_offsets(group, names),
+                deadline,
+                f"DESCRIBE on GROUP {group!r} and DESCRIBE on the topics",
+            )
+        except GroupIdNotFoundError:
+            # A share group of that name is refused by the broker; say what it is.
+            self._require_consumer_group(group, deadline)
+            raise
         if not found:
             # The broker answers an unknown group with no offsets, as it does a group
             # that committed none: tell the two apart.
@@ -339,10 +344,10 @@ class Admin:
             raise GroupIdNotFoundError(
                 f"GROUP_ID_NOT_FOUND (error code 69): consumer group {group!r} does not exist"
             )
-        if types[group] not in ("classic", "consumer"):
+        if types[group] == "share":
             raise GroupIdNotFoundError(
-                f"GROUP_ID_NOT_FOUND (error code 69): group {group!r} is a {types[group]} "
-                "group, not a consumer group: it has no committed offsets"
+                f"GROUP_ID_NOT_FOUND (error code 69): group {group!r} is a share group, "
+                "not a consumer group: it has no committed offsets"
             )
 
     def alter_share_group_offsets(

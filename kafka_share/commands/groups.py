@@ -325,6 +325,9 @@ def reset_offsets(
         else:
             partitions = _topic_partitions(admin, wanted)
         plan = _plan(admin, source, partitions, from_lines)
+        if not plan.target:
+            names = ", ".join(str(tp) for tp in plan.uncommitted)
+            raise click.ClickException(f"{_origin(source)} for any of {names}: nothing to reset")
         current = admin.list_share_group_offsets(group) if not execute else {}
         if execute:
             admin.alter_share_group_offsets(group, plan.target)
@@ -450,15 +453,18 @@ def _print_reset(
         click.echo("Dry run: nothing was changed. Add --execute to apply.")
 
 
+def _origin(source: _Source) -> str:
+    if source.from_consumer_group is not None:
+        return f"consumer group {source.from_consumer_group!r} has no committed offset"
+    return f"{source.from_file} gives no offset"
+
+
 def _plan_notes(source: _Source, plan: ResetPlan) -> list[str]:
     """What a reset from given offsets leaves alone or moves into the log."""
     notes: list[str] = []
-    origin = (f"consumer group {source.from_consumer_group!r} has no committed offset"
-              if source.from_consumer_group is not None
-              else f"{source.from_file} gives no offset")
     if plan.uncommitted:
         names = ", ".join(str(tp) for tp in plan.uncommitted)
-        notes.append(f"Left unchanged ({origin} for them): {names}")
+        notes.append(f"Left unchanged ({_origin(source)} for them): {names}")
     for tp, (given, offset) in sorted(plan.clamped.items()):
         notes.append(f"{tp}: offset {given} is outside the log; moved to {offset}")
     return notes

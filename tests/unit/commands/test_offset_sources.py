@@ -267,3 +267,17 @@ def test_to_latest_still_resets_every_partition(admin: FakeAdmin) -> None:
     code, out = reset("--topic", "t", "--to-latest", "--execute")
     assert code == 0, out
     assert admin.altered == {T0: 100, T1: 100, T2: 100}
+
+
+def test_nothing_to_reset_is_an_error_not_an_empty_change(
+    admin: FakeAdmin, tmp_path: Path
+) -> None:
+    code, out = reset("--topic", "t:2", "--from-consumer-group", "cg", "--execute")
+    assert code == 1
+    assert ("Error: consumer group 'cg' has no committed offset for any of t-2: "
+            "nothing to reset") in out
+    path = write(tmp_path, "t,0,3\n")
+    code, out = reset("--from-file", str(path), "--topic", "t:1", "--execute")
+    assert code == 1
+    assert f"Error: {path} gives no offset for any of t-1: nothing to reset" in out
+    assert admin.altered is None
