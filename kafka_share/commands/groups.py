@@ -30,7 +30,11 @@ from kafka_share.commands.offset_sources import (
     parse_offsets_file,
     plan_reset,
 )
-from kafka_share.errors import GroupAuthorizationFailedError, UnknownTopicOrPartitionError
+from kafka_share.errors import (
+    GroupAuthorizationFailedError,
+    GroupIdNotFoundError,
+    UnknownTopicOrPartitionError,
+)
 from kafka_share.models import TopicPartition
 
 __all__ = ["groups"]
@@ -328,10 +332,19 @@ def reset_offsets(
         if not plan.target:
             names = ", ".join(str(tp) for tp in plan.uncommitted)
             raise click.ClickException(f"{_origin(source)} for any of {names}: nothing to reset")
-        current = admin.list_share_group_offsets(group) if not execute else {}
+        current = _current_offsets(admin, group) if not execute else {}
         if execute:
             admin.alter_share_group_offsets(group, plan.target)
     _print_reset(group, source, plan, current, execute, as_json)
+
+
+def _current_offsets(admin: Admin, group: str) -> dict[TopicPartition, SharePartitionOffsetInfo]:
+    """The share group's start offsets; none for a group that does not exist yet (the
+    reset creates it: the usual first step of moving a consumer group's workload)."""
+    try:
+        return admin.list_share_group_offsets(group)
+    except GroupIdNotFoundError:
+        return {}
 
 
 def _topic_partitions(

@@ -281,3 +281,18 @@ def test_nothing_to_reset_is_an_error_not_an_empty_change(
     assert code == 1
     assert f"Error: {path} gives no offset for any of t-1: nothing to reset" in out
     assert admin.altered is None
+
+
+def test_dry_run_on_a_share_group_that_does_not_exist_yet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeAdmin()
+
+    def no_group(group: str) -> dict[TopicPartition, SharePartitionOffsetInfo]:
+        raise GroupIdNotFoundError(f"GROUP_ID_NOT_FOUND (error code 69): share group {group!r}")
+
+    monkeypatch.setattr(fake, "list_share_group_offsets", no_group)
+    monkeypatch.setattr(groups_cmd, "_admin", lambda *a: fake)
+    code, out = reset("--topic", "t:0", "--from-consumer-group", "cg")
+    assert code == 0, out
+    assert out.splitlines()[1].split() == ["sg", "t", "0", "40", "-"]
