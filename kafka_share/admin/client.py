@@ -284,6 +284,72 @@ class Admin:
             self.describe_share_groups([group], timeout=_left_s(deadline))
         return found
 
+    def list_consumer_group_offsets(
+        self,
+        group_id: str,
+        topics: Iterable[str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[TopicPartition, int]:
+        """A consumer group's committed offsets (OffsetFetch to its coordinator).
+
+        ``group_id`` names a consumer group (classic or KIP-848), not a share
+        group; ``topics`` limits the answer (default: every topic). Only the
+        partitions with a committed offset are in the answer, sorted; an
+        existing group that committed nothing (on ``topics``) answers ``{}``.
+        Offsets of pending transactional commits are waited for, not returned.
+        Use it with :meth:`alter_share_group_offsets` to move a consumer group's
+        workload to a share group (``kafka-share groups reset-offsets
+        --from-consumer-group``).
+
+        Raises:
+            GroupIdNotFoundError: no group ``group_id`` exists, or it is a share
+                group.
+            GroupAuthorizationFailedError: the principal lacks DESCRIBE on the group.
+            TopicAuthorizationFailedError: the principal lacks DESCRIBE on a topic
+                the group committed to.
+        """
+        (group,) = _group_ids([group_id])
+        if isinstance(topics, str):
+            raise TypeError(f"pass a list of topics, not the string {topics!r} (e.g. [{topics!r}])")
+        names = None if topics is None else sorted(set(topics))
+        deadline = self._deadline(timeout)
+        try:
+            found = self._call(
+                f"fetch the committed offsets of consumer group {group!r}",
+                Route.coordinator(group),
+                rq.consumer_group_offsets(group, names),
+                deadline,
+                f"DESCRIBE on GROUP {group!r} and DESCRIBE on the topics",
+            )
+        except GroupIdNotFoundError:
+            # A share group of that name is refused by the broker; say what it is.
+            self._require_consumer_group(group, deadline)
+            raise
+        if not found:
+            # The broker answers an unknown group with no offsets, as it does a group
+            # that committed none: tell the two apart.
+            self._require_consumer_group(group, deadline)
+        return found
+
+    def _require_consumer_group(self, group: str, deadline_ms: int) -> None:
+        types = self._call(
+            f"list the groups of the coordinator of {group!r}",
+            Route.coordinator(group),
+            rq.list_group_types(),
+            deadline_ms,
+            f"DESCRIBE on GROUP {group!r}",
+        )
+        if group not in types:
+            raise GroupIdNotFoundError(
+                f"GROUP_ID_NOT_FOUND (error code 69): consumer group {group!r} does not exist"
+            )
+        if types[group] == "share":
+            raise GroupIdNotFoundError(
+                f"GROUP_ID_NOT_FOUND (error code 69): group {group!r} is a share group, "
+                "not a consumer group: it has no committed offsets"
+            )
+
     def alter_share_group_offsets(
         self,
         group_id: str,

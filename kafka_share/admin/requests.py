@@ -76,6 +76,8 @@ from kafka_share.protocol.messages import (
     ListOffsetsResponse,
     MetadataRequest,
     MetadataResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
 )
@@ -270,6 +272,62 @@ def list_groups() -> Call[ListGroupsResponse, list[ShareGroupListing]]:
         ]
 
     return Call(ListGroupsResponse, build, parse)
+
+
+def list_group_types() -> Call[ListGroupsResponse, dict[str, str]]:
+    """ListGroups on one broker, every type: group id -> type (``classic``, ``consumer``,
+    ``share``, ...), to tell an unknown group from one of another type."""
+
+    def build() -> ListGroupsRequest:
+        return ListGroupsRequest()
+
+    def parse(response: ListGroupsResponse) -> dict[str, str]:
+        if response.error_code:
+            raise _error(response.error_code, "list groups", None)
+        return {g.group_id: (g.group_type or "classic").lower() for g in response.groups}
+
+    return Call(ListGroupsResponse, build, parse)
+
+
+def consumer_group_offsets(
+    group_id: str, topics: Sequence[str] | None
+) -> Call[OffsetFetchResponse, dict[TopicPartition, int]]:
+    """OffsetFetch (v8) of a consumer group: its committed offsets, only where it has one.
+
+    Asks for every topic (the broker needs no partition list then) and keeps
+    ``topics``. ``RequireStable``: offsets of pending transactional commits are
+    retried (UNSTABLE_OFFSET_COMMIT), not returned before they are decided.
+    """
+    req = OffsetFetchRequest
+    wanted = None if topics is None else set(topics)
+
+    def build() -> OffsetFetchRequest:
+        return req(
+            groups=[req.OffsetFetchRequestGroup(group_id=group_id, topics=None)],
+            require_stable=True,
+        )
+
+    def parse(response: OffsetFetchResponse) -> dict[TopicPartition, int]:
+        group = next((g for g in response.groups if g.group_id == group_id), None)
+        if group is None:
+            raise _error(69, f"consumer group {group_id!r} is missing from the answer", None)
+        if group.error_code:
+            raise _error(group.error_code, f"consumer group {group_id!r}", None)
+        out: dict[TopicPartition, int] = {}
+        failures: list[tuple[object, int, str | None]] = []
+        for t in group.topics:
+            if wanted is not None and t.name not in wanted:
+                continue
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if p.error_code:
+                    failures.append((tp, p.error_code, None))
+                elif p.committed_offset >= 0:  # -1: nothing committed
+                    out[tp] = p.committed_offset
+        _raise_first(failures, f"fetch the offsets of consumer group {group_id!r}")
+        return dict(sorted(out.items()))
+
+    return Call(OffsetFetchResponse, build, parse)
 
 
 def describe_share_group(

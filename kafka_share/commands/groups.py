@@ -23,7 +23,18 @@ from kafka_share.commands.common import (
     print_table,
     settings,
 )
-from kafka_share.errors import GroupAuthorizationFailedError
+from kafka_share.commands.offset_sources import (
+    FileOffset,
+    OffsetsFileError,
+    ResetPlan,
+    parse_offsets_file,
+    plan_reset,
+)
+from kafka_share.errors import (
+    GroupAuthorizationFailedError,
+    GroupIdNotFoundError,
+    UnknownTopicOrPartitionError,
+)
 from kafka_share.models import TopicPartition
 
 __all__ = ["groups"]
@@ -239,15 +250,45 @@ def _parse_datetime(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
+_TARGETS = ("--to-earliest, --to-latest, --to-offset N, --to-datetime ISO, "
+            "--from-consumer-group GROUP, --from-file PATH")
+
+
+@attrs.frozen
+class _Source:
+    """Where ``reset-offsets`` takes the new start offsets from (exactly one is set)."""
+
+    to_earliest: bool = False
+    to_latest: bool = False
+    to_offset: int | None = None
+    to_datetime: str | None = None
+    from_consumer_group: str | None = None
+    from_file: Path | None = None
+
+    def chosen(self) -> list[str]:
+        return [flag for flag, on in (
+            ("--to-earliest", self.to_earliest), ("--to-latest", self.to_latest),
+            ("--to-offset", self.to_offset is not None),
+            ("--to-datetime", self.to_datetime is not None),
+            ("--from-consumer-group", self.from_consumer_group is not None),
+            ("--from-file", self.from_file is not None)) if on]
+
+
 @groups.command("reset-offsets")
 @click.argument("group")
-@click.option("--topic", "topics", multiple=True, required=True, metavar="TOPIC[:P,...]",
-              help="Topic (optionally with partitions) to reset; repeatable.")
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,...]",
+              help="Topic (optionally with partitions) to reset; repeatable. Required, "
+                   "except with --from-file (where it limits the file's partitions).")
 @click.option("--to-earliest", is_flag=True, help="Reset to the log start offset.")
 @click.option("--to-latest", is_flag=True, help="Reset to the end: skip every existing record.")
 @click.option("--to-offset", type=click.IntRange(min=0), default=None, help="Reset to offset N.")
 @click.option("--to-datetime", default=None, metavar="ISO",
               help="Reset to the first record at or after this time.")
+@click.option("--from-consumer-group", default=None, metavar="GROUP",
+              help="Reset to the offsets consumer group GROUP committed; partitions it never "
+                   "committed are left unchanged.")
+@click.option("--from-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="PATH", help="Reset to the offsets in PATH: topic,partition,offset lines.")
 @click.option("--execute", is_flag=True, help="Apply the change (default: a dry run).")
 @connection_options
 @json_option
@@ -258,52 +299,144 @@ def reset_offsets(
     to_latest: bool,
     to_offset: int | None,
     to_datetime: str | None,
+    from_consumer_group: str | None,
+    from_file: Path | None,
     execute: bool,
     bootstrap_server: str | None,
     command_config: Path | None,
     as_json: bool,
 ) -> None:
-    """Reset GROUP's start offsets (a dry run unless --execute; the group must be empty)."""
-    chosen = [flag for flag, on in (("--to-earliest", to_earliest), ("--to-latest", to_latest),
-                                    ("--to-offset", to_offset is not None),
-                                    ("--to-datetime", to_datetime is not None)) if on]
+    """Reset GROUP's start offsets (a dry run unless --execute; the group must be empty).
+
+    --from-consumer-group and --from-file move a consumer group's workload to
+    the share group: each partition starts where the consumer group (or the
+    file) says; an offset outside the log is moved to its nearest end.
+    """
+    source = _Source(to_earliest, to_latest, to_offset, to_datetime, from_consumer_group,
+                     from_file)
+    chosen = source.chosen()
     if len(chosen) != 1:
         raise click.UsageError(
-            "give exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO"
-            + (f" (got {', '.join(chosen)})" if chosen else "")
+            f"give exactly one of {_TARGETS}" + (f" (got {', '.join(chosen)})" if chosen else "")
         )
+    if not topics and from_file is None:
+        raise click.UsageError("give --topic TOPIC (required, except with --from-file PATH)")
     wanted = _parse_topics(topics)
+    from_lines = parse_offsets_file(from_file) if from_file is not None else None
     with _admin(bootstrap_server, command_config) as admin:
-        described = admin.describe_topics([t for t, _ in wanted])
-        partitions = [
-            TopicPartition(t, p)
-            for t, ps in wanted
-            for p in (ps if ps is not None else [i.partition for i in described[t].partitions])
-        ]
-        earliest = admin.list_offsets({tp: OffsetSpec.earliest() for tp in partitions})
-        latest = admin.list_offsets({tp: OffsetSpec.latest() for tp in partitions})
-        if to_earliest:
-            target = {tp: earliest[tp].offset for tp in partitions}
-        elif to_latest:
-            target = {tp: latest[tp].offset for tp in partitions}
-        elif to_offset is not None:
-            # Like Kafka's tools: an offset outside the log is moved to its nearest end.
-            target = {
-                tp: min(max(to_offset, earliest[tp].offset), latest[tp].offset)
-                for tp in partitions
-            }
+        if from_file is not None and from_lines is not None:
+            partitions = _file_partitions(admin, from_file, from_lines, wanted)
         else:
-            assert to_datetime is not None
-            found = admin.list_offsets(
-                {tp: OffsetSpec.for_timestamp(_parse_datetime(to_datetime)) for tp in partitions}
-            )
-            target = {
-                tp: found[tp].offset if found[tp].offset >= 0 else latest[tp].offset
-                for tp in partitions
-            }
-        current = admin.list_share_group_offsets(group) if not execute else {}
+            partitions = _topic_partitions(admin, wanted)
+        plan = _plan(admin, source, partitions, from_lines)
+        if not plan.target:
+            names = ", ".join(str(tp) for tp in plan.uncommitted)
+            raise click.ClickException(f"{_origin(source)} for any of {names}: nothing to reset")
+        current = _current_offsets(admin, group) if not execute else {}
         if execute:
-            admin.alter_share_group_offsets(group, target)
+            admin.alter_share_group_offsets(group, plan.target)
+    _print_reset(group, source, plan, current, execute, as_json)
+
+
+def _current_offsets(admin: Admin, group: str) -> dict[TopicPartition, SharePartitionOffsetInfo]:
+    """The share group's start offsets; none for a group that does not exist yet (the
+    reset creates it: the usual first step of moving a consumer group's workload)."""
+    try:
+        return admin.list_share_group_offsets(group)
+    except GroupIdNotFoundError:
+        return {}
+
+
+def _topic_partitions(
+    admin: Admin, wanted: Sequence[tuple[str, list[int] | None]]
+) -> list[TopicPartition]:
+    described = admin.describe_topics([t for t, _ in wanted])
+    return [
+        TopicPartition(t, p)
+        for t, ps in wanted
+        for p in (ps if ps is not None else [i.partition for i in described[t].partitions])
+    ]
+
+
+def _file_partitions(
+    admin: Admin,
+    path: Path,
+    lines: Mapping[TopicPartition, FileOffset],
+    wanted: Sequence[tuple[str, list[int] | None]],
+) -> list[TopicPartition]:
+    """The partitions to reset: ``--topic``'s if given, else the file's, each checked to exist."""
+    names = sorted({tp.topic for tp in lines})
+    try:
+        described = admin.describe_topics(names)
+    except UnknownTopicOrPartitionError:
+        existing = admin.list_topics()
+        missing = [(f.line, tp.topic) for tp, f in lines.items() if tp.topic not in existing]
+        if not missing:
+            raise
+        line, topic = min(missing)
+        raise OffsetsFileError(f"{path}:{line}: topic {topic!r} does not exist") from None
+    for tp, f in sorted(lines.items(), key=lambda item: item[1].line):
+        count = len(described[tp.topic].partitions)
+        if tp.partition >= count:
+            raise OffsetsFileError(
+                f"{path}:{f.line}: topic {tp.topic!r} has no partition {tp.partition} "
+                f"(it has {count}: 0-{count - 1})"
+            )
+    if not wanted:
+        return sorted(lines)
+    return _topic_partitions(admin, wanted)
+
+
+def _plan(
+    admin: Admin,
+    source: _Source,
+    partitions: Sequence[TopicPartition],
+    from_lines: Mapping[TopicPartition, FileOffset] | None,
+) -> ResetPlan:
+    earliest = {tp: r.offset for tp, r in admin.list_offsets(
+        {tp: OffsetSpec.earliest() for tp in partitions}).items()}
+    latest = {tp: r.offset for tp, r in admin.list_offsets(
+        {tp: OffsetSpec.latest() for tp in partitions}).items()}
+    if from_lines is not None:
+        return plan_reset(partitions, {tp: f.offset for tp, f in from_lines.items()},
+                          earliest, latest)
+    if source.from_consumer_group is not None:
+        committed = admin.list_consumer_group_offsets(
+            source.from_consumer_group, sorted({tp.topic for tp in partitions}))
+        if not committed:
+            raise click.ClickException(
+                f"consumer group {source.from_consumer_group!r} has no committed offsets on "
+                f"{', '.join(sorted({repr(tp.topic) for tp in partitions}))}: nothing to reset"
+            )
+        return plan_reset(partitions, committed, earliest, latest)
+    if source.to_earliest:
+        target = {tp: earliest[tp] for tp in partitions}
+    elif source.to_latest:
+        target = {tp: latest[tp] for tp in partitions}
+    elif source.to_offset is not None:
+        # Like Kafka's tools: an offset outside the log is moved to its nearest end.
+        target = {tp: min(max(source.to_offset, earliest[tp]), latest[tp]) for tp in partitions}
+    else:
+        assert source.to_datetime is not None
+        found = admin.list_offsets(
+            {tp: OffsetSpec.for_timestamp(_parse_datetime(source.to_datetime))
+             for tp in partitions}
+        )
+        target = {
+            tp: found[tp].offset if found[tp].offset >= 0 else latest[tp] for tp in partitions
+        }
+    return ResetPlan(target, [], {})
+
+
+def _print_reset(
+    group: str,
+    source: _Source,
+    plan: ResetPlan,
+    current: Mapping[TopicPartition, SharePartitionOffsetInfo],
+    execute: bool,
+    as_json: bool,
+) -> None:
+    target = plan.target
     if as_json:
         emit_json({
             "group_id": group,
@@ -312,6 +445,8 @@ def reset_offsets(
                 {"topic": tp.topic, "partition": tp.partition, "new_start_offset": offset}
                 for tp, offset in sorted(target.items())
             ],
+            "unchanged": [{"topic": tp.topic, "partition": tp.partition}
+                          for tp in plan.uncommitted],
         })
         return
     print_table(
@@ -323,10 +458,29 @@ def reset_offsets(
             for tp, offset in sorted(target.items())
         ],
     )
+    for line in _plan_notes(source, plan):
+        click.echo(line)
     if execute:
         click.echo(f"Reset the start offsets of share group {group!r}.")
     else:
         click.echo("Dry run: nothing was changed. Add --execute to apply.")
+
+
+def _origin(source: _Source) -> str:
+    if source.from_consumer_group is not None:
+        return f"consumer group {source.from_consumer_group!r} has no committed offset"
+    return f"{source.from_file} gives no offset"
+
+
+def _plan_notes(source: _Source, plan: ResetPlan) -> list[str]:
+    """What a reset from given offsets leaves alone or moves into the log."""
+    notes: list[str] = []
+    if plan.uncommitted:
+        names = ", ".join(str(tp) for tp in plan.uncommitted)
+        notes.append(f"Left unchanged ({_origin(source)} for them): {names}")
+    for tp, (given, offset) in sorted(plan.clamped.items()):
+        notes.append(f"{tp}: offset {given} is outside the log; moved to {offset}")
+    return notes
 
 
 @groups.command("delete-offsets")

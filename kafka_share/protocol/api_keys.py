@@ -97,6 +97,8 @@ CLIENT_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # The multi-group form; only to read a consumer group's committed offsets.
+    ApiKey.OFFSET_FETCH: (8, 8),
 }
 """(min, max) version of every API this client can encode and decode."""
 

@@ -112,10 +112,11 @@ _S_28 = struct.Struct(">???")
 _S_29 = struct.Struct(">hii")
 _S_30 = struct.Struct(">hiii")
 _S_31 = struct.Struct(">16s?")
-_S_32 = struct.Struct(">ii")
-_S_33 = struct.Struct(">iiiiii")
-_S_34 = struct.Struct(">iiiiiib?")
-_S_35 = struct.Struct(">qqh")
+_S_32 = struct.Struct(">iqi")
+_S_33 = struct.Struct(">ii")
+_S_34 = struct.Struct(">iiiiii")
+_S_35 = struct.Struct(">iiiiiib?")
+_S_36 = struct.Struct(">qqh")
 
 class AlterShareGroupOffsetsRequest:
     """Kafka AlterShareGroupOffsetsRequest (versions 0-0)."""
@@ -3954,6 +3955,289 @@ class MetadataResponse:
             )
         return _decode_body(
             "MetadataResponse", _METADATA_RESPONSE_READERS[version - 0], data, version
+        )
+
+
+class OffsetFetchRequest:
+    """Kafka OffsetFetchRequest (versions 8-8)."""
+
+    API_KEY: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 8
+    MAX_VERSION: ClassVar[int] = 8
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
+    RESPONSE_TYPE: ClassVar[type[OffsetFetchResponse]]
+
+    class OffsetFetchRequestTopics:
+        """The ``OffsetFetchRequestTopics`` struct of :class:`OffsetFetchRequest`."""
+
+        __slots__ = ('name', 'partition_indexes')
+        __hash__ = None  # type: ignore[assignment]
+
+        name: str
+        partition_indexes: list[int]
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partition_indexes: list[int] = _FRESH,
+        ) -> None:
+            self.name = name
+            self.partition_indexes = [] if partition_indexes is _FRESH else partition_indexes
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, OffsetFetchRequest.OffsetFetchRequestTopics):
+                return NotImplemented
+            return (self.name, self.partition_indexes) == (other.name, other.partition_indexes)
+
+        def __repr__(self) -> str:
+            return f"OffsetFetchRequest.OffsetFetchRequestTopics(name={self.name!r}, partition_indexes={self.partition_indexes!r})"
+
+    class OffsetFetchRequestGroup:
+        """The ``OffsetFetchRequestGroup`` struct of :class:`OffsetFetchRequest`."""
+
+        __slots__ = ('group_id', 'topics')
+        __hash__ = None  # type: ignore[assignment]
+
+        group_id: str
+        topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
+
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None = _FRESH,
+        ) -> None:
+            self.group_id = group_id
+            self.topics = [] if topics is _FRESH else topics
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, OffsetFetchRequest.OffsetFetchRequestGroup):
+                return NotImplemented
+            return (self.group_id, self.topics) == (other.group_id, other.topics)
+
+        def __repr__(self) -> str:
+            return f"OffsetFetchRequest.OffsetFetchRequestGroup(group_id={self.group_id!r}, topics={self.topics!r})"
+
+    __slots__ = ('groups', 'require_stable')
+    __hash__ = None  # type: ignore[assignment]
+
+    groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
+    require_stable: bool
+
+    def __init__(
+        self,
+        *,
+        groups: list[OffsetFetchRequest.OffsetFetchRequestGroup] = _FRESH,
+        require_stable: bool = False,
+    ) -> None:
+        self.groups = [] if groups is _FRESH else groups
+        self.require_stable = require_stable
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OffsetFetchRequest):
+            return NotImplemented
+        return (self.groups, self.require_stable) == (other.groups, other.require_stable)
+
+    def __repr__(self) -> str:
+        return f"OffsetFetchRequest(groups={self.groups!r}, require_stable={self.require_stable!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 8 <= version <= 8:
+            raise UnsupportedVersionError(
+                f"OffsetFetchRequest version {version} is not supported (valid versions 8-8)"
+            )
+        out = bytearray()
+        try:
+            _OFFSET_FETCH_REQUEST_WRITERS[version - 8](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode OffsetFetchRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> OffsetFetchRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid OffsetFetchRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 8 <= version <= 8:
+            raise UnsupportedVersionError(
+                f"OffsetFetchRequest version {version} is not supported (valid versions 8-8)"
+            )
+        return _decode_body(
+            "OffsetFetchRequest", _OFFSET_FETCH_REQUEST_READERS[version - 8], data, version
+        )
+
+
+class OffsetFetchResponse:
+    """Kafka OffsetFetchResponse (versions 8-8)."""
+
+    API_KEY: ClassVar[int] = 9
+    MIN_VERSION: ClassVar[int] = 8
+    MAX_VERSION: ClassVar[int] = 8
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 6
+
+    class OffsetFetchResponsePartitions:
+        """The ``OffsetFetchResponsePartitions`` struct of :class:`OffsetFetchResponse`."""
+
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code')
+        __hash__ = None  # type: ignore[assignment]
+
+        partition_index: int
+        committed_offset: int
+        committed_leader_epoch: int
+        metadata: str | None
+        error_code: int
+
+        def __init__(
+            self,
+            *,
+            partition_index: int = 0,
+            committed_offset: int = 0,
+            committed_leader_epoch: int = -1,
+            metadata: str | None = '',
+            error_code: int = 0,
+        ) -> None:
+            self.partition_index = partition_index
+            self.committed_offset = committed_offset
+            self.committed_leader_epoch = committed_leader_epoch
+            self.metadata = metadata
+            self.error_code = error_code
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, OffsetFetchResponse.OffsetFetchResponsePartitions):
+                return NotImplemented
+            return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code)
+
+        def __repr__(self) -> str:
+            return f"OffsetFetchResponse.OffsetFetchResponsePartitions(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r})"
+
+    class OffsetFetchResponseTopics:
+        """The ``OffsetFetchResponseTopics`` struct of :class:`OffsetFetchResponse`."""
+
+        __slots__ = ('name', 'partitions')
+        __hash__ = None  # type: ignore[assignment]
+
+        name: str
+        partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
+
+        def __init__(
+            self,
+            *,
+            name: str = '',
+            partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions] = _FRESH,
+        ) -> None:
+            self.name = name
+            self.partitions = [] if partitions is _FRESH else partitions
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, OffsetFetchResponse.OffsetFetchResponseTopics):
+                return NotImplemented
+            return (self.name, self.partitions) == (other.name, other.partitions)
+
+        def __repr__(self) -> str:
+            return f"OffsetFetchResponse.OffsetFetchResponseTopics(name={self.name!r}, partitions={self.partitions!r})"
+
+    class OffsetFetchResponseGroup:
+        """The ``OffsetFetchResponseGroup`` struct of :class:`OffsetFetchResponse`."""
+
+        __slots__ = ('group_id', 'topics', 'error_code')
+        __hash__ = None  # type: ignore[assignment]
+
+        group_id: str
+        topics: list[OffsetFetchResponse.OffsetFetchResponseTopics]
+        error_code: int
+
+        def __init__(
+            self,
+            *,
+            group_id: str = '',
+            topics: list[OffsetFetchResponse.OffsetFetchResponseTopics] = _FRESH,
+            error_code: int = 0,
+        ) -> None:
+            self.group_id = group_id
+            self.topics = [] if topics is _FRESH else topics
+            self.error_code = error_code
+
+        def __eq__(self, other: object) -> bool:
+            if not isinstance(other, OffsetFetchResponse.OffsetFetchResponseGroup):
+                return NotImplemented
+            return (self.group_id, self.topics, self.error_code) == (other.group_id, other.topics, other.error_code)
+
+        def __repr__(self) -> str:
+            return f"OffsetFetchResponse.OffsetFetchResponseGroup(group_id={self.group_id!r}, topics={self.topics!r}, error_code={self.error_code!r})"
+
+    __slots__ = ('throttle_time_ms', 'groups')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    groups: list[OffsetFetchResponse.OffsetFetchResponseGroup]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        groups: list[OffsetFetchResponse.OffsetFetchResponseGroup] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FRESH else groups
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OffsetFetchResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.groups) == (other.throttle_time_ms, other.groups)
+
+    def __repr__(self) -> str:
+        return f"OffsetFetchResponse(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 8 <= version <= 8:
+            raise UnsupportedVersionError(
+                f"OffsetFetchResponse version {version} is not supported (valid versions 8-8)"
+            )
+        out = bytearray()
+        try:
+            _OFFSET_FETCH_RESPONSE_WRITERS[version - 8](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode OffsetFetchResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> OffsetFetchResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid OffsetFetchResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 8 <= version <= 8:
+            raise UnsupportedVersionError(
+                f"OffsetFetchResponse version {version} is not supported (valid versions 8-8)"
+            )
+        return _decode_body(
+            "OffsetFetchResponse", _OFFSET_FETCH_RESPONSE_READERS[version - 8], data, version
         )
 
 
@@ -13611,6 +13895,268 @@ _METADATA_RESPONSE_WRITERS: tuple[Callable[[MetadataResponse, bytearray], None],
 )
 
 
+def _r_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestTopics, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_compact_string(buf, pos)
+        f = 'partition_indexes'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partition_indexes: list[int]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partition_indexes = list(struct.unpack_from(f">{n}i", buf, pos))
+            pos += 4 * n
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"OffsetFetchRequestTopics.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"OffsetFetchRequestTopics.{f} at offset {pos}: {exc}") from None
+    return OffsetFetchRequest.OffsetFetchRequestTopics(name=v_name, partition_indexes=v_partition_indexes), pos
+
+
+def _w_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o: OffsetFetchRequest.OffsetFetchRequestTopics, out: bytearray) -> None:
+    write_compact_string(out, o.name)
+    write_compact_array_len(out, len(o.partition_indexes))
+    out += struct.pack(f">{len(o.partition_indexes)}i", *o.partition_indexes)
+    out.append(0)
+
+
+def _r_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestGroup, int]:
+    f = ""
+    try:
+        f = 'group_id'
+        v_group_id, pos = read_compact_string(buf, pos)
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
+        if n < 0:
+            v_topics = None
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, pos)
+                v_topics.append(e_topics)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"OffsetFetchRequestGroup.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"OffsetFetchRequestGroup.{f} at offset {pos}: {exc}") from None
+    return OffsetFetchRequest.OffsetFetchRequestGroup(group_id=v_group_id, topics=v_topics), pos
+
+
+def _w_OffsetFetchRequest_OffsetFetchRequestGroup_v8(o: OffsetFetchRequest.OffsetFetchRequestGroup, out: bytearray) -> None:
+    write_compact_string(out, o.group_id)
+    if o.topics is None:
+        write_compact_array_len(out, -1)
+    else:
+        write_compact_array_len(out, len(o.topics))
+        for e_topics in o.topics:
+            _w_OffsetFetchRequest_OffsetFetchRequestTopics_v8(e_topics, out)
+    out.append(0)
+
+
+def _r_OffsetFetchRequest_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    f = ""
+    try:
+        f = 'groups'
+        n, pos = read_compact_array_len(buf, pos)
+        v_groups: list[OffsetFetchRequest.OffsetFetchRequestGroup]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_groups = []
+            for _ in range(n):
+                e_groups, pos = _r_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, pos)
+                v_groups.append(e_groups)
+        f = 'require_stable'
+        (v_require_stable,) = _S_7.unpack_from(buf, pos)
+        pos += 1
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"OffsetFetchRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"OffsetFetchRequest.{f} at offset {pos}: {exc}") from None
+    return OffsetFetchRequest(groups=v_groups, require_stable=v_require_stable), pos
+
+
+def _w_OffsetFetchRequest_v8(o: OffsetFetchRequest, out: bytearray) -> None:
+    write_compact_array_len(out, len(o.groups))
+    for e_groups in o.groups:
+        _w_OffsetFetchRequest_OffsetFetchRequestGroup_v8(e_groups, out)
+    out += _S_7.pack(o.require_stable)
+    out.append(0)
+
+
+_OFFSET_FETCH_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[OffsetFetchRequest, int]], ...] = (
+    _r_OffsetFetchRequest_v8,
+)
+_OFFSET_FETCH_REQUEST_WRITERS: tuple[Callable[[OffsetFetchRequest, bytearray], None], ...] = (
+    _w_OffsetFetchRequest_v8,
+)
+
+
+def _r_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponsePartitions, int]:
+    f = ""
+    try:
+        f = 'partition_index, committed_offset, committed_leader_epoch'
+        (v_partition_index, v_committed_offset, v_committed_leader_epoch,) = _S_32.unpack_from(buf, pos)
+        pos += 16
+        f = 'metadata'
+        v_metadata, pos = read_compact_nullable_string(buf, pos)
+        f = 'error_code'
+        (v_error_code,) = _S_5.unpack_from(buf, pos)
+        pos += 2
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"OffsetFetchResponsePartitions.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"OffsetFetchResponsePartitions.{f} at offset {pos}: {exc}") from None
+    return OffsetFetchResponse.OffsetFetchResponsePartitions(partition_index=v_partition_index, committed_offset=v_committed_offset, committed_leader_epoch=v_committed_leader_epoch, metadata=v_metadata, error_code=v_error_code), pos
+
+
+def _w_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(o: OffsetFetchResponse.OffsetFetchResponsePartitions, out: bytearray) -> None:
+    out += _S_32.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    write_compact_nullable_string(out, o.metadata)
+    out += _S_5.pack(o.error_code)
+    out.append(0)
+
+
+def _r_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseTopics, int]:
+    f = ""
+    try:
+        f = 'name'
+        v_name, pos = read_compact_string(buf, pos)
+        f = 'partitions'
+        n, pos = read_compact_array_len(buf, pos)
+        v_partitions: list[OffsetFetchResponse.OffsetFetchResponsePartitions]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_partitions = []
+            for _ in range(n):
+                e_partitions, pos = _r_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, pos)
+                v_partitions.append(e_partitions)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"OffsetFetchResponseTopics.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"OffsetFetchResponseTopics.{f} at offset {pos}: {exc}") from None
+    return OffsetFetchResponse.OffsetFetchResponseTopics(name=v_name, partitions=v_partitions), pos
+
+
+def _w_OffsetFetchResponse_OffsetFetchResponseTopics_v8(o: OffsetFetchResponse.OffsetFetchResponseTopics, out: bytearray) -> None:
+    write_compact_string(out, o.name)
+    write_compact_array_len(out, len(o.partitions))
+    for e_partitions in o.partitions:
+        _w_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(e_partitions, out)
+    out.append(0)
+
+
+def _r_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse.OffsetFetchResponseGroup, int]:
+    f = ""
+    try:
+        f = 'group_id'
+        v_group_id, pos = read_compact_string(buf, pos)
+        f = 'topics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_topics: list[OffsetFetchResponse.OffsetFetchResponseTopics]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_topics = []
+            for _ in range(n):
+                e_topics, pos = _r_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, pos)
+                v_topics.append(e_topics)
+        f = 'error_code'
+        (v_error_code,) = _S_5.unpack_from(buf, pos)
+        pos += 2
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"OffsetFetchResponseGroup.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"OffsetFetchResponseGroup.{f} at offset {pos}: {exc}") from None
+    return OffsetFetchResponse.OffsetFetchResponseGroup(group_id=v_group_id, topics=v_topics, error_code=v_error_code), pos
+
+
+def _w_OffsetFetchResponse_OffsetFetchResponseGroup_v8(o: OffsetFetchResponse.OffsetFetchResponseGroup, out: bytearray) -> None:
+    write_compact_string(out, o.group_id)
+    write_compact_array_len(out, len(o.topics))
+    for e_topics in o.topics:
+        _w_OffsetFetchResponse_OffsetFetchResponseTopics_v8(e_topics, out)
+    out += _S_5.pack(o.error_code)
+    out.append(0)
+
+
+def _r_OffsetFetchResponse_v8(buf: memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms'
+        (v_throttle_time_ms,) = _S_2.unpack_from(buf, pos)
+        pos += 4
+        f = 'groups'
+        n, pos = read_compact_array_len(buf, pos)
+        v_groups: list[OffsetFetchResponse.OffsetFetchResponseGroup]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_groups = []
+            for _ in range(n):
+                e_groups, pos = _r_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, pos)
+                v_groups.append(e_groups)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"OffsetFetchResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"OffsetFetchResponse.{f} at offset {pos}: {exc}") from None
+    return OffsetFetchResponse(throttle_time_ms=v_throttle_time_ms, groups=v_groups), pos
+
+
+def _w_OffsetFetchResponse_v8(o: OffsetFetchResponse, out: bytearray) -> None:
+    out += _S_2.pack(o.throttle_time_ms)
+    write_compact_array_len(out, len(o.groups))
+    for e_groups in o.groups:
+        _w_OffsetFetchResponse_OffsetFetchResponseGroup_v8(e_groups, out)
+    out.append(0)
+
+
+_OFFSET_FETCH_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[OffsetFetchResponse, int]], ...] = (
+    _r_OffsetFetchResponse_v8,
+)
+_OFFSET_FETCH_RESPONSE_WRITERS: tuple[Callable[[OffsetFetchResponse, bytearray], None], ...] = (
+    _w_OffsetFetchResponse_v8,
+)
+
+
 def _r_SaslAuthenticateRequest_v0(buf: memoryview, pos: int) -> tuple[SaslAuthenticateRequest, int]:
     f = ""
     try:
@@ -14012,7 +14558,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_32.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_33.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -14027,7 +14573,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
 
 
 def _w_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o: ShareAcknowledgeResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_32.pack(o.leader_id, o.leader_epoch)
+    out += _S_33.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -14388,7 +14934,7 @@ def _r_ShareFetchRequest_v1(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_33.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_34.unpack_from(buf, pos)
         pos += 24
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -14427,7 +14973,7 @@ def _w_ShareFetchRequest_v1(o: ShareFetchRequest, out: bytearray) -> None:
         raise UnsupportedVersionError("ShareFetchRequest: field ShareFetchRequest.is_renew_ack is not supported in version 1")
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_33.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    out += _S_34.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -14445,7 +14991,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, share_acquire_mode, is_renew_ack'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_34.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_35.unpack_from(buf, pos)
         pos += 26
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -14482,7 +15028,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
 def _w_ShareFetchRequest_v2(o: ShareFetchRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_34.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
+    out += _S_35.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -14504,7 +15050,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_32.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_33.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -14519,7 +15065,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
 
 
 def _w_ShareFetchResponse_LeaderIdAndEpoch_v1(o: ShareFetchResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_32.pack(o.leader_id, o.leader_epoch)
+    out += _S_33.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -14527,7 +15073,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
     f = ""
     try:
         f = 'first_offset, last_offset, delivery_count'
-        (v_first_offset, v_last_offset, v_delivery_count,) = _S_35.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset, v_delivery_count,) = _S_36.unpack_from(buf, pos)
         pos += 18
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -14542,7 +15088,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
 
 
 def _w_ShareFetchResponse_AcquiredRecords_v1(o: ShareFetchResponse.AcquiredRecords, out: bytearray) -> None:
-    out += _S_35.pack(o.first_offset, o.last_offset, o.delivery_count)
+    out += _S_36.pack(o.first_offset, o.last_offset, o.delivery_count)
     out.append(0)
 
 
@@ -14908,7 +15454,7 @@ def _r_ShareGroupDescribeResponse_DescribedGroup_v1(buf: memoryview, pos: int) -
         f = 'group_state'
         v_group_state, pos = read_compact_string(buf, pos)
         f = 'group_epoch, assignment_epoch'
-        (v_group_epoch, v_assignment_epoch,) = _S_32.unpack_from(buf, pos)
+        (v_group_epoch, v_assignment_epoch,) = _S_33.unpack_from(buf, pos)
         pos += 8
         f = 'assignor_name'
         v_assignor_name, pos = read_compact_string(buf, pos)
@@ -14942,7 +15488,7 @@ def _w_ShareGroupDescribeResponse_DescribedGroup_v1(o: ShareGroupDescribeRespons
     write_compact_nullable_string(out, o.error_message)
     write_compact_string(out, o.group_id)
     write_compact_string(out, o.group_state)
-    out += _S_32.pack(o.group_epoch, o.assignment_epoch)
+    out += _S_33.pack(o.group_epoch, o.assignment_epoch)
     write_compact_string(out, o.assignor_name)
     write_compact_array_len(out, len(o.members))
     for e_members in o.members:
@@ -15126,7 +15672,7 @@ def _r_ShareGroupHeartbeatResponse_v1(buf: memoryview, pos: int) -> tuple[ShareG
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'member_epoch, heartbeat_interval_ms'
-        (v_member_epoch, v_heartbeat_interval_ms,) = _S_32.unpack_from(buf, pos)
+        (v_member_epoch, v_heartbeat_interval_ms,) = _S_33.unpack_from(buf, pos)
         pos += 8
         f = 'assignment'
         v_assignment: ShareGroupHeartbeatResponse.Assignment | None
@@ -15151,7 +15697,7 @@ def _w_ShareGroupHeartbeatResponse_v1(o: ShareGroupHeartbeatResponse, out: bytea
     out += _S_1.pack(o.throttle_time_ms, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_32.pack(o.member_epoch, o.heartbeat_interval_ms)
+    out += _S_33.pack(o.member_epoch, o.heartbeat_interval_ms)
     if o.assignment is None:
         out.append(0xFF)
     else:
@@ -15184,6 +15730,7 @@ IncrementalAlterConfigsRequest.RESPONSE_TYPE = IncrementalAlterConfigsResponse
 ListGroupsRequest.RESPONSE_TYPE = ListGroupsResponse
 ListOffsetsRequest.RESPONSE_TYPE = ListOffsetsResponse
 MetadataRequest.RESPONSE_TYPE = MetadataResponse
+OffsetFetchRequest.RESPONSE_TYPE = OffsetFetchResponse
 SaslAuthenticateRequest.RESPONSE_TYPE = SaslAuthenticateResponse
 SaslHandshakeRequest.RESPONSE_TYPE = SaslHandshakeResponse
 ShareAcknowledgeRequest.RESPONSE_TYPE = ShareAcknowledgeResponse
@@ -15208,6 +15755,7 @@ REQUEST_TYPES: dict[int, type] = {
     16: ListGroupsRequest,
     2: ListOffsetsRequest,
     3: MetadataRequest,
+    9: OffsetFetchRequest,
     36: SaslAuthenticateRequest,
     17: SaslHandshakeRequest,
     79: ShareAcknowledgeRequest,
@@ -15234,6 +15782,7 @@ RESPONSE_TYPES: dict[int, type] = {
     16: ListGroupsResponse,
     2: ListOffsetsResponse,
     3: MetadataResponse,
+    9: OffsetFetchResponse,
     36: SaslAuthenticateResponse,
     17: SaslHandshakeResponse,
     79: ShareAcknowledgeResponse,
@@ -15260,6 +15809,7 @@ RESPONSE_DECODERS: dict[int, Callable[[bytes | memoryview, int], object]] = {
     16: ListGroupsResponse.decode,
     2: ListOffsetsResponse.decode,
     3: MetadataResponse.decode,
+    9: OffsetFetchResponse.decode,
     36: SaslAuthenticateResponse.decode,
     17: SaslHandshakeResponse.decode,
     79: ShareAcknowledgeResponse.decode,
@@ -15302,6 +15852,8 @@ __all__ = [
     "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
