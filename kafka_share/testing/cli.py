@@ -112,6 +112,23 @@ def fetch(kafka_version: str | None) -> None:
     )
 
 
+def _check_share_version(
+    share_version: int, kafka_version: str | None, *, no_share: bool, secure: bool,
+) -> None:
+    """Refuse ``--share-version`` with options it cannot go with, or at a level the
+    release lacks: before any download."""
+    if no_share or secure:
+        raise click.UsageError(
+            "--share-version cannot be combined with "
+            + ("--no-share (use --share-version 0)" if no_share else "--secure")
+        )
+    from kafka_share.testing.local import default_kafka_version
+    from kafka_share.testing.versions import parse_kafka_version
+
+    version = parse_kafka_version(kafka_version or default_kafka_version())
+    version.check_share_version(share_version)
+
+
 @broker.command()
 @click.option("--port", type=int, default=None, help="Client port (default: a free one).")
 @click.option("--kafka-version", default=None, help="Kafka release (default: 4.4.0).")
@@ -154,18 +171,8 @@ def start(
     from kafka_share.testing.errors import HarnessError
     from kafka_share.testing.local import LocalKafkaCluster
 
-    if share_version is not None and (no_share or secure):
-        raise click.UsageError(
-            "--share-version cannot be combined with "
-            + ("--no-share (use --share-version 0)" if no_share else "--secure")
-        )
     if share_version is not None:
-        # Before any download: a level the release lacks is refused at once.
-        from kafka_share.testing.local import default_kafka_version
-        from kafka_share.testing.versions import parse_kafka_version
-
-        version = parse_kafka_version(kafka_version or default_kafka_version())
-        version.check_share_version(share_version)
+        _check_share_version(share_version, kafka_version, no_share=no_share, secure=secure)
     running = _read_state()
     if running is not None:
         raise click.ClickException(
