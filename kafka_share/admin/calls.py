@@ -266,12 +266,7 @@ class AdminRpc(Generic[T]):
         if error is not None:
             self._on_failure(error, now_ms, transport=True)
             return
-        expected = self._call.response_type
-        if not isinstance(response, expected):
-            self._fail(KafkaError(
-                f"{self.name}: a {type(response).__name__} came back for a request "
-                f"expecting a {expected.__name__}"
-            ))
+        if self._failed_as_not(self._call.response_type, response):
             return
         try:
             value = self._call.parse(response)
@@ -282,6 +277,17 @@ class AdminRpc(Generic[T]):
             self._on_failure(exc, now_ms)
             return
         self._succeed(value)
+
+    def _failed_as_not(self, expected: type[Any], response: object) -> bool:
+        """Whether ``response`` is not of ``expected`` type, the call then failed
+        (a bug, not a condition to retry): the one check of an answer's type."""
+        if isinstance(response, expected):
+            return False
+        self._fail(KafkaError(
+            f"{self.name}: a {type(response).__name__} came back for a request "
+            f"expecting a {expected.__name__}"
+        ))
+        return True
 
     def _on_failure(self, error: KafkaError, now_ms: int, *, transport: bool = False) -> None:
         """``transport``: the request got no answer (connection failed, timed out)."""
@@ -312,11 +318,7 @@ class AdminRpc(Generic[T]):
                 self._routing.cluster.rotate_node()
                 self._on_failure(error, now_ms, transport=True)
                 return
-            if not isinstance(response, FindCoordinatorResponse):
-                self._fail(KafkaError(
-                    f"{self.name}: a {type(response).__name__} came back for a "
-                    "FindCoordinator request"
-                ))
+            if self._failed_as_not(FindCoordinatorResponse, response):
                 return
             answer = coordinator_answer(response)
             code, node_id, host, port = answer.error_code, answer.node_id, answer.host, answer.port

@@ -269,7 +269,9 @@ def test_an_answer_of_another_type_fails_the_call_naming_both_types() -> None:
 def test_a_coordinator_lookup_answered_with_another_type_fails_the_call() -> None:
     rpc, _ = make(Route.coordinator("g"), lambda r: r)
     rpc.poll(0)[0].handler("not a FindCoordinatorResponse", None, 1)
-    with pytest.raises(KafkaError, match="a str came back for a FindCoordinator request"):
+    with pytest.raises(
+        KafkaError, match="a str came back for a request expecting a FindCoordinatorResponse"
+    ):
         rpc.result()
 
 
