@@ -20,6 +20,7 @@ import asyncio
 import re
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar
@@ -54,7 +55,7 @@ from kafka_share._handoff.events import (
 )
 from kafka_share._net.aio import AsyncEngineShell
 from kafka_share._net.security import validate_supported
-from kafka_share.consumer import ShareConsumer
+from kafka_share.consumer import ShareConsumer, _instance_id
 from kafka_share.errors import IllegalStateError, KafkaError, WakeupError
 from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
 
@@ -445,6 +446,24 @@ class AsyncShareConsumer(Generic[K, V]):
     @_doc_of(ShareConsumer.metrics)
     def metrics(self) -> dict[str, float]:
         return self._core.metrics()
+
+    @_doc_of(ShareConsumer.client_instance_id)
+    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID | None:
+        identity, wait_s = self._core.telemetry_identity(timeout)
+        if not identity.settled.is_set():
+            settled = asyncio.get_running_loop().create_future()
+
+            def done() -> None:
+                if not settled.done():
+                    settled.set_result(None)
+
+            # The shell settles the identity on this loop's thread.
+            identity.when_settled(done)
+            try:
+                await asyncio.wait_for(settled, wait_s)
+            except TimeoutError:
+                pass
+        return _instance_id(identity)
 
     @_doc_of(ShareConsumer.prefetch)
     def prefetch(self, max_records: int | None = None) -> bool:

@@ -26,9 +26,11 @@ records, or as a standalone ShareAcknowledge), ``commit_sync``,
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Generic
@@ -59,6 +61,7 @@ from kafka_share._handoff.events import (
     FetchEvent,
     LeaveGroupEvent,
 )
+from kafka_share._handoff.telemetry import TelemetryIdentity
 from kafka_share._net.security import validate_supported
 from kafka_share._net.thread import NetworkThread
 from kafka_share.errors import KafkaError
@@ -412,6 +415,25 @@ class ShareConsumer(Generic[K, V]):
         """
         return self._core.metrics()
 
+    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID | None:
+        """The id the cluster gave this client for its telemetry (KIP-714), as
+        Java's ``clientInstanceId``: the key under which the cluster's metrics
+        reporter files what this consumer pushes.
+
+        Waits up to ``timeout`` seconds (default ``default.api.timeout.ms``; 0: no
+        wait) for the cluster's first telemetry answer, and returns None if none
+        came by then (as Java returns null). Safe to call from any thread.
+
+        Raises:
+            IllegalStateError: ``enable.metrics.push`` is off, or the consumer is closed.
+            UnsupportedVersionError: the cluster does not offer telemetry (its
+                brokers have no metrics reporter that receives it).
+            KafkaError: the cluster refused this client's telemetry.
+        """
+        identity, wait_s = self._core.telemetry_identity(timeout)
+        identity.settled.wait(wait_s)
+        return _instance_id(identity)
+
     def prefetch(self, max_records: int | None = None) -> bool:
         """Ask the broker for the next poll's records now, while this thread
         works on the last ones: one ShareFetch, answered at once with what the
@@ -673,3 +695,11 @@ class _ThreadWaiting:
         if sent is not None:
             sent.wait(_FETCH_HANDOFF_S)
 
+
+def _instance_id(identity: TelemetryIdentity) -> uuid.UUID | None:
+    """What ``client_instance_id`` returns once it has waited: the id, None if it
+    is not known yet, or the error telemetry stopped with (a copy: raising the one
+    object again and again would chain its tracebacks)."""
+    if identity.instance_id is None and identity.error is not None:
+        raise copy.copy(identity.error)
+    return identity.instance_id

@@ -115,6 +115,11 @@ class ShareConsumerMetrics:
         self._last_heartbeat_ms: int | None = None
         self._poll_wait_started_ms: int | None = None
 
+    @property
+    def created_ms(self) -> int:
+        """When the registry began (the start of every cumulative metric)."""
+        return self._created_ms
+
     def _stat(self, name: str) -> _Windowed:
         stat = self._stats.get(name)
         if stat is None:

@@ -16,6 +16,7 @@ from kafka_share.models import AcknowledgeType
 NOT_SUBSCRIBED = "Consumer is not subscribed to any topics."
 CLOSED = "This consumer has already been closed."
 WOKEN_UP = "the blocking call was interrupted by wakeup()"
+TELEMETRY_OFF = "Telemetry is not enabled. Set config `enable.metrics.push` to `true`."
 IMPLICIT_MODE = (
     "Implicit acknowledgement of delivery is being used: the record cannot be "
     "acknowledged, poll() accepts the previous batch itself. Set "

@@ -33,11 +33,13 @@ from kafka_share._app.background import BackgroundEvents
 from kafka_share._app.checks import (
     CLOSED,
     NOT_SUBSCRIBED,
+    TELEMETRY_OFF,
     WOKEN_UP,
     _check_ack_type,
     _check_max_records,
     _check_subscription,
     _now_ms,
+    _timeout_ms,
 )
 from kafka_share._app.collector import FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
@@ -57,6 +59,7 @@ from kafka_share._handoff.events import (
     SubscriptionChangeEvent,
 )
 from kafka_share._handoff.fetch_buffer import FetchBuffer
+from kafka_share._handoff.telemetry import TelemetryIdentity
 from kafka_share._log import ContextLogger, Logger, consumer_log_prefix, offset_ranges
 from kafka_share.config import AcknowledgementMode, ShareConsumerConfig, parse_config
 from kafka_share.errors import (
@@ -107,6 +110,11 @@ class EngineShell(Protocol):
     @property
     def pattern_matches(self) -> frozenset[str]:
         """What a pattern subscription matched at the last metadata refresh."""
+        ...
+
+    @property
+    def telemetry_identity(self) -> TelemetryIdentity:
+        """The client instance id once telemetry settles."""
         ...
 
     def submit(self, event: ApplicationEvent) -> None: ...
@@ -366,6 +374,16 @@ class ConsumerCore(Generic[K, V]):
     def metrics(self) -> dict[str, float]:
         """``metrics`` of the facades (its docstring is there)."""
         return self._metrics.snapshot(_now_ms())
+
+    def telemetry_identity(self, timeout: float | None) -> tuple[TelemetryIdentity, float]:
+        """``client_instance_id``'s checks; the identity to wait on and the wait in
+        seconds. No ownership needed: any thread may ask (as in Java)."""
+        if not self._config.enable_metrics_push:
+            raise IllegalStateError(TELEMETRY_OFF)
+        self._check_open()
+        timeout_ms = _timeout_ms(timeout, self._config.default_api_timeout_ms,
+                                 "client_instance_id")
+        return self._shell.telemetry_identity, timeout_ms / 1000
 
     def prefetch(self, max_records: int | None = None) -> bool:
         """``prefetch`` of the facades (its docstring is there)."""

@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from kafka_share._handoff.events import ApplicationEvent, CompletedShareFetch, PollEvent
 from kafka_share._handoff.fetch_buffer import FetchBuffer
+from kafka_share._handoff.telemetry import TelemetryIdentity
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
 from kafka_share.metrics import ShareConsumerMetrics
@@ -177,6 +178,11 @@ class AsyncEngineShell:
     def pattern_matches(self) -> frozenset[str]:
         """What a pattern subscription matched at the last metadata refresh."""
         return self._driver.pattern_matches
+
+    @property
+    def telemetry_identity(self) -> TelemetryIdentity:
+        """The client instance id once telemetry settles (any thread may wait)."""
+        return self._driver.telemetry_identity
 
     def require(self, feature: ShareFeature) -> None:
         """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:

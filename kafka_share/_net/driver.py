@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,7 @@ from kafka_share._handoff.events import (
     SubscriptionChangeEvent,
 )
 from kafka_share._handoff.fetch_buffer import FetchBuffer
+from kafka_share._handoff.telemetry import TelemetryIdentity
 from kafka_share._log import ContextLogger, Logger, consumer_log_prefix
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError, KafkaTimeoutError
@@ -156,6 +158,7 @@ class EngineDriver:
             share_fetch_version=self._share_fetch_version,
             metrics=metrics,
             logger=self.log,
+            unix_offset_ms=round(time.time() * 1000) - monotonic_ms(),
         )
         self.client = NetworkClient.from_config(
             config,
@@ -176,6 +179,10 @@ class EngineDriver:
         #: what a pattern subscription matched at the last metadata refresh: written
         #: by the loop's holder, replaced whole, read by the application thread
         self.pattern_matches: frozenset[str] = frozenset()
+        #: the client instance id once telemetry settles (read by any thread)
+        self.telemetry_identity = TelemetryIdentity()
+        if self.engine.telemetry is None:
+            self.telemetry_identity.settle(None, None)
 
     def require(self, feature: ShareFeature) -> None:
         """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:
@@ -204,11 +211,16 @@ class EngineDriver:
         return max(0, min(MAX_WAIT_MS, wait))
 
     def after_io(self) -> None:
-        """After I/O: learn the share protocol version from the first negotiation."""
+        """After I/O: learn the share protocol version from the first negotiation,
+        and the client instance id from the first telemetry answer."""
         if self.engine.capabilities is None:
             table = self.client.any_api_versions()
             if table is not None:
                 self.engine.on_share_fetch_versions(table.max_version(ApiKey.SHARE_FETCH))
+        telemetry = self.engine.telemetry
+        if (telemetry is not None and not self.telemetry_identity.settled.is_set()
+                and (telemetry.client_instance_id is not None or telemetry.disabled is not None)):
+            self.telemetry_identity.settle(telemetry.client_instance_id, telemetry.disabled)
 
     def _send(self, req: UnsentRequest[Any], now_ms: int) -> None:
         self.client.send(
@@ -287,13 +299,21 @@ class EngineDriver:
         if self.engine.unsubscribe():
             self._leave_events.append(event)
             self._pending.append(event)
+        elif self._awaits_telemetry(event):
+            self._pending.append(event)  # done in _expire_pending
         else:
             event.future.set_result(None)
+
+    def _awaits_telemetry(self, event: LeaveGroupEvent) -> bool:
+        """The close's leave also waits for the terminating telemetry push to be
+        answered (bounded by the close's deadline), so it is not cut off by the
+        stop that follows."""
+        return event.on_close and not self.engine.telemetry_closed
 
     def _complete_leaves(self) -> None:
         leaves, self._leave_events = self._leave_events, []
         for event in leaves:
-            if not event.future.done():
+            if not event.future.done() and not self._awaits_telemetry(event):
                 event.future.set_result(None)
 
     # -- connections -------------------------------------------------------------------
@@ -314,6 +334,10 @@ class EngineDriver:
                 continue
             if isinstance(event, AcknowledgeOnCloseEvent) and self.engine.close_done:
                 event.future.set_result({})
+                continue
+            if (isinstance(event, LeaveGroupEvent) and event not in self._leave_events
+                    and not self._awaits_telemetry(event)):
+                event.future.set_result(None)
                 continue
             if now_ms >= event.deadline_ms:
                 if isinstance(event, LeaveGroupEvent):

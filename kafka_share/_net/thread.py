@@ -46,6 +46,7 @@ from kafka_share._handoff.events import (
     StopEvent,
 )
 from kafka_share._handoff.fetch_buffer import FetchBuffer
+from kafka_share._handoff.telemetry import TelemetryIdentity
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
 from kafka_share.metrics import ShareConsumerMetrics
@@ -111,6 +112,11 @@ class NetworkThread:
     def pattern_matches(self) -> frozenset[str]:
         """What a pattern subscription matched at the last metadata refresh."""
         return self._driver.pattern_matches
+
+    @property
+    def telemetry_identity(self) -> TelemetryIdentity:
+        """The client instance id once telemetry settles (any thread may wait)."""
+        return self._driver.telemetry_identity
 
     def require(self, feature: ShareFeature) -> None:
         """Raise if the cluster's share protocol cannot do ``feature`` (unknown yet:

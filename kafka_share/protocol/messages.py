@@ -104,19 +104,22 @@ _S_20 = struct.Struct(">qq")
 _S_21 = struct.Struct(">ihqqq")
 _S_22 = struct.Struct(">ihi")
 _S_23 = struct.Struct(">hi")
-_S_24 = struct.Struct(">iiq")
-_S_25 = struct.Struct(">ib")
-_S_26 = struct.Struct(">ihqq")
-_S_27 = struct.Struct(">ihqqi")
-_S_28 = struct.Struct(">???")
-_S_29 = struct.Struct(">hii")
-_S_30 = struct.Struct(">hiii")
-_S_31 = struct.Struct(">16s?")
-_S_32 = struct.Struct(">iqi")
-_S_33 = struct.Struct(">ii")
-_S_34 = struct.Struct(">iiiiii")
-_S_35 = struct.Struct(">iiiiiib?")
-_S_36 = struct.Struct(">qqh")
+_S_24 = struct.Struct(">ih16si")
+_S_25 = struct.Struct(">ii?")
+_S_26 = struct.Struct(">iiq")
+_S_27 = struct.Struct(">ib")
+_S_28 = struct.Struct(">ihqq")
+_S_29 = struct.Struct(">ihqqi")
+_S_30 = struct.Struct(">???")
+_S_31 = struct.Struct(">hii")
+_S_32 = struct.Struct(">hiii")
+_S_33 = struct.Struct(">16s?")
+_S_34 = struct.Struct(">iqi")
+_S_35 = struct.Struct(">16si?b")
+_S_36 = struct.Struct(">ii")
+_S_37 = struct.Struct(">iiiiii")
+_S_38 = struct.Struct(">iiiiiib?")
+_S_39 = struct.Struct(">qqh")
 
 class AlterShareGroupOffsetsRequest:
     """Kafka AlterShareGroupOffsetsRequest (versions 0-0)."""
@@ -2992,6 +2995,165 @@ class FindCoordinatorResponse:
         )
 
 
+class GetTelemetrySubscriptionsRequest:
+    """Kafka GetTelemetrySubscriptionsRequest (versions 0-0)."""
+
+    API_KEY: ClassVar[int] = 71
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
+    RESPONSE_TYPE: ClassVar[type[GetTelemetrySubscriptionsResponse]]
+
+    __slots__ = ('client_instance_id',)
+    __hash__ = None  # type: ignore[assignment]
+
+    client_instance_id: uuid.UUID
+
+    def __init__(
+        self,
+        *,
+        client_instance_id: uuid.UUID = ZERO_UUID,
+    ) -> None:
+        self.client_instance_id = client_instance_id
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GetTelemetrySubscriptionsRequest):
+            return NotImplemented
+        return (self.client_instance_id,) == (other.client_instance_id,)
+
+    def __repr__(self) -> str:
+        return f"GetTelemetrySubscriptionsRequest(client_instance_id={self.client_instance_id!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 0:
+            raise UnsupportedVersionError(
+                f"GetTelemetrySubscriptionsRequest version {version} is not supported (valid versions 0-0)"
+            )
+        out = bytearray()
+        try:
+            _GET_TELEMETRY_SUBSCRIPTIONS_REQUEST_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode GetTelemetrySubscriptionsRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> GetTelemetrySubscriptionsRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid GetTelemetrySubscriptionsRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 0:
+            raise UnsupportedVersionError(
+                f"GetTelemetrySubscriptionsRequest version {version} is not supported (valid versions 0-0)"
+            )
+        return _decode_body(
+            "GetTelemetrySubscriptionsRequest", _GET_TELEMETRY_SUBSCRIPTIONS_REQUEST_READERS[version - 0], data, version
+        )
+
+
+class GetTelemetrySubscriptionsResponse:
+    """Kafka GetTelemetrySubscriptionsResponse (versions 0-0)."""
+
+    API_KEY: ClassVar[int] = 71
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+    client_instance_id: uuid.UUID
+    subscription_id: int
+    accepted_compression_types: list[int]
+    push_interval_ms: int
+    telemetry_max_bytes: int
+    delta_temporality: bool
+    requested_metrics: list[str]
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+        client_instance_id: uuid.UUID = ZERO_UUID,
+        subscription_id: int = 0,
+        accepted_compression_types: list[int] = _FRESH,
+        push_interval_ms: int = 0,
+        telemetry_max_bytes: int = 0,
+        delta_temporality: bool = False,
+        requested_metrics: list[str] = _FRESH,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.client_instance_id = client_instance_id
+        self.subscription_id = subscription_id
+        self.accepted_compression_types = [] if accepted_compression_types is _FRESH else accepted_compression_types
+        self.push_interval_ms = push_interval_ms
+        self.telemetry_max_bytes = telemetry_max_bytes
+        self.delta_temporality = delta_temporality
+        self.requested_metrics = [] if requested_metrics is _FRESH else requested_metrics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GetTelemetrySubscriptionsResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code, self.client_instance_id, self.subscription_id, self.accepted_compression_types, self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality, self.requested_metrics) == (other.throttle_time_ms, other.error_code, other.client_instance_id, other.subscription_id, other.accepted_compression_types, other.push_interval_ms, other.telemetry_max_bytes, other.delta_temporality, other.requested_metrics)
+
+    def __repr__(self) -> str:
+        return f"GetTelemetrySubscriptionsResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, client_instance_id={self.client_instance_id!r}, subscription_id={self.subscription_id!r}, accepted_compression_types={self.accepted_compression_types!r}, push_interval_ms={self.push_interval_ms!r}, telemetry_max_bytes={self.telemetry_max_bytes!r}, delta_temporality={self.delta_temporality!r}, requested_metrics={self.requested_metrics!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 0:
+            raise UnsupportedVersionError(
+                f"GetTelemetrySubscriptionsResponse version {version} is not supported (valid versions 0-0)"
+            )
+        out = bytearray()
+        try:
+            _GET_TELEMETRY_SUBSCRIPTIONS_RESPONSE_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode GetTelemetrySubscriptionsResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> GetTelemetrySubscriptionsResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid GetTelemetrySubscriptionsResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 0:
+            raise UnsupportedVersionError(
+                f"GetTelemetrySubscriptionsResponse version {version} is not supported (valid versions 0-0)"
+            )
+        return _decode_body(
+            "GetTelemetrySubscriptionsResponse", _GET_TELEMETRY_SUBSCRIPTIONS_RESPONSE_READERS[version - 0], data, version
+        )
+
+
 class IncrementalAlterConfigsRequest:
     """Kafka IncrementalAlterConfigsRequest (versions 0-1)."""
 
@@ -4238,6 +4400,156 @@ class OffsetFetchResponse:
             )
         return _decode_body(
             "OffsetFetchResponse", _OFFSET_FETCH_RESPONSE_READERS[version - 8], data, version
+        )
+
+
+class PushTelemetryRequest:
+    """Kafka PushTelemetryRequest (versions 0-0)."""
+
+    API_KEY: ClassVar[int] = 72
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
+    RESPONSE_TYPE: ClassVar[type[PushTelemetryResponse]]
+
+    __slots__ = ('client_instance_id', 'subscription_id', 'terminating', 'compression_type', 'metrics')
+    __hash__ = None  # type: ignore[assignment]
+
+    client_instance_id: uuid.UUID
+    subscription_id: int
+    terminating: bool
+    compression_type: int
+    metrics: bytes
+
+    def __init__(
+        self,
+        *,
+        client_instance_id: uuid.UUID = ZERO_UUID,
+        subscription_id: int = 0,
+        terminating: bool = False,
+        compression_type: int = 0,
+        metrics: bytes = b"",
+    ) -> None:
+        self.client_instance_id = client_instance_id
+        self.subscription_id = subscription_id
+        self.terminating = terminating
+        self.compression_type = compression_type
+        self.metrics = metrics
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PushTelemetryRequest):
+            return NotImplemented
+        return (self.client_instance_id, self.subscription_id, self.terminating, self.compression_type, self.metrics) == (other.client_instance_id, other.subscription_id, other.terminating, other.compression_type, other.metrics)
+
+    def __repr__(self) -> str:
+        return f"PushTelemetryRequest(client_instance_id={self.client_instance_id!r}, subscription_id={self.subscription_id!r}, terminating={self.terminating!r}, compression_type={self.compression_type!r}, metrics={self.metrics!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 0:
+            raise UnsupportedVersionError(
+                f"PushTelemetryRequest version {version} is not supported (valid versions 0-0)"
+            )
+        out = bytearray()
+        try:
+            _PUSH_TELEMETRY_REQUEST_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode PushTelemetryRequest v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> PushTelemetryRequest:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid PushTelemetryRequest at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 0:
+            raise UnsupportedVersionError(
+                f"PushTelemetryRequest version {version} is not supported (valid versions 0-0)"
+            )
+        return _decode_body(
+            "PushTelemetryRequest", _PUSH_TELEMETRY_REQUEST_READERS[version - 0], data, version
+        )
+
+
+class PushTelemetryResponse:
+    """Kafka PushTelemetryResponse (versions 0-0)."""
+
+    API_KEY: ClassVar[int] = 72
+    MIN_VERSION: ClassVar[int] = 0
+    MAX_VERSION: ClassVar[int] = 0
+    FLEXIBLE_MIN_VERSION: ClassVar[int | None] = 0
+
+    __slots__ = ('throttle_time_ms', 'error_code')
+    __hash__ = None  # type: ignore[assignment]
+
+    throttle_time_ms: int
+    error_code: int
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        error_code: int = 0,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PushTelemetryResponse):
+            return NotImplemented
+        return (self.throttle_time_ms, self.error_code) == (other.throttle_time_ms, other.error_code)
+
+    def __repr__(self) -> str:
+        return f"PushTelemetryResponse(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r})"
+
+    def encode(self, version: int) -> bytes:
+        """Encode the body (no header) at ``version``.
+
+        Raises:
+            UnsupportedVersionError: the version is out of range, or a field
+                holds a value this version cannot carry.
+            ValueError: a value cannot be encoded (e.g. an int out of range).
+        """
+        if not 0 <= version <= 0:
+            raise UnsupportedVersionError(
+                f"PushTelemetryResponse version {version} is not supported (valid versions 0-0)"
+            )
+        out = bytearray()
+        try:
+            _PUSH_TELEMETRY_RESPONSE_WRITERS[version - 0](self, out)
+        except (struct.error, TypeError, AttributeError, OverflowError) as exc:
+            raise ValueError(
+                f"cannot encode PushTelemetryResponse v{version}: {exc}"
+            ) from exc
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview, version: int) -> PushTelemetryResponse:
+        """Decode a body (no header) at ``version``.
+
+        Raises:
+            CorruptMessageError: the bytes are not a valid PushTelemetryResponse at this
+                version; the message names the field and offset.
+            UnsupportedVersionError: the version is out of range.
+        """
+        if not 0 <= version <= 0:
+            raise UnsupportedVersionError(
+                f"PushTelemetryResponse version {version} is not supported (valid versions 0-0)"
+            )
+        return _decode_body(
+            "PushTelemetryResponse", _PUSH_TELEMETRY_RESPONSE_READERS[version - 0], data, version
         )
 
 
@@ -10100,6 +10412,95 @@ _FIND_COORDINATOR_RESPONSE_WRITERS: tuple[Callable[[FindCoordinatorResponse, byt
 )
 
 
+def _r_GetTelemetrySubscriptionsRequest_v0(buf: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsRequest, int]:
+    f = ""
+    try:
+        f = 'client_instance_id'
+        v_client_instance_id, pos = read_uuid(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"GetTelemetrySubscriptionsRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"GetTelemetrySubscriptionsRequest.{f} at offset {pos}: {exc}") from None
+    return GetTelemetrySubscriptionsRequest(client_instance_id=v_client_instance_id), pos
+
+
+def _w_GetTelemetrySubscriptionsRequest_v0(o: GetTelemetrySubscriptionsRequest, out: bytearray) -> None:
+    out += o.client_instance_id.bytes
+    out.append(0)
+
+
+_GET_TELEMETRY_SUBSCRIPTIONS_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[GetTelemetrySubscriptionsRequest, int]], ...] = (
+    _r_GetTelemetrySubscriptionsRequest_v0,
+)
+_GET_TELEMETRY_SUBSCRIPTIONS_REQUEST_WRITERS: tuple[Callable[[GetTelemetrySubscriptionsRequest, bytearray], None], ...] = (
+    _w_GetTelemetrySubscriptionsRequest_v0,
+)
+
+
+def _r_GetTelemetrySubscriptionsResponse_v0(buf: memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms, error_code, client_instance_id, subscription_id'
+        (v_throttle_time_ms, v_error_code, v_client_instance_id_b, v_subscription_id,) = _S_24.unpack_from(buf, pos)
+        pos += 26
+        v_client_instance_id = uuid.UUID(bytes=v_client_instance_id_b)
+        f = 'accepted_compression_types'
+        n, pos = read_compact_array_len(buf, pos)
+        v_accepted_compression_types: list[int]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_accepted_compression_types = list(struct.unpack_from(f">{n}b", buf, pos))
+            pos += n
+        f = 'push_interval_ms, telemetry_max_bytes, delta_temporality'
+        (v_push_interval_ms, v_telemetry_max_bytes, v_delta_temporality,) = _S_25.unpack_from(buf, pos)
+        pos += 9
+        f = 'requested_metrics'
+        n, pos = read_compact_array_len(buf, pos)
+        v_requested_metrics: list[str]
+        if n < 0:
+            raise CorruptMessageError("non-nullable array is null")
+        else:
+            v_requested_metrics = []
+            for _ in range(n):
+                e_requested_metrics, pos = read_compact_string(buf, pos)
+                v_requested_metrics.append(e_requested_metrics)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"GetTelemetrySubscriptionsResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"GetTelemetrySubscriptionsResponse.{f} at offset {pos}: {exc}") from None
+    return GetTelemetrySubscriptionsResponse(throttle_time_ms=v_throttle_time_ms, error_code=v_error_code, client_instance_id=v_client_instance_id, subscription_id=v_subscription_id, accepted_compression_types=v_accepted_compression_types, push_interval_ms=v_push_interval_ms, telemetry_max_bytes=v_telemetry_max_bytes, delta_temporality=v_delta_temporality, requested_metrics=v_requested_metrics), pos
+
+
+def _w_GetTelemetrySubscriptionsResponse_v0(o: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:
+    out += _S_24.pack(o.throttle_time_ms, o.error_code, o.client_instance_id.bytes, o.subscription_id)
+    write_compact_array_len(out, len(o.accepted_compression_types))
+    out += struct.pack(f">{len(o.accepted_compression_types)}b", *o.accepted_compression_types)
+    out += _S_25.pack(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality)
+    write_compact_array_len(out, len(o.requested_metrics))
+    for e_requested_metrics in o.requested_metrics:
+        write_compact_string(out, e_requested_metrics)
+    out.append(0)
+
+
+_GET_TELEMETRY_SUBSCRIPTIONS_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[GetTelemetrySubscriptionsResponse, int]], ...] = (
+    _r_GetTelemetrySubscriptionsResponse_v0,
+)
+_GET_TELEMETRY_SUBSCRIPTIONS_RESPONSE_WRITERS: tuple[Callable[[GetTelemetrySubscriptionsResponse, bytearray], None], ...] = (
+    _w_GetTelemetrySubscriptionsResponse_v0,
+)
+
+
 def _r_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest.AlterableConfig, int]:
     f = ""
     try:
@@ -10896,7 +11297,7 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> 
     f = ""
     try:
         f = 'partition_index, current_leader_epoch, timestamp'
-        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_24.unpack_from(buf, pos)
+        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_26.unpack_from(buf, pos)
         pos += 16
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartition.{f}: {exc}") from None
@@ -10906,14 +11307,14 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v4(buf: memoryview, pos: int) -> 
 
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_v4(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
-    out += _S_24.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    out += _S_26.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
 
 
 def _r_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:
     f = ""
     try:
         f = 'partition_index, current_leader_epoch, timestamp'
-        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_24.unpack_from(buf, pos)
+        (v_partition_index, v_current_leader_epoch, v_timestamp,) = _S_26.unpack_from(buf, pos)
         pos += 16
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -10928,7 +11329,7 @@ def _r_ListOffsetsRequest_ListOffsetsPartition_v6(buf: memoryview, pos: int) -> 
 
 
 def _w_ListOffsetsRequest_ListOffsetsPartition_v6(o: ListOffsetsRequest.ListOffsetsPartition, out: bytearray) -> None:
-    out += _S_24.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
+    out += _S_26.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     out.append(0)
 
 
@@ -11061,7 +11462,7 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_25.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_27.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_array_len(buf, pos)
@@ -11081,7 +11482,7 @@ def _r_ListOffsetsRequest_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v2(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_25.pack(o.replica_id, o.isolation_level)
+    out += _S_27.pack(o.replica_id, o.isolation_level)
     write_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v1(e_topics, out)
@@ -11091,7 +11492,7 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_25.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_27.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_array_len(buf, pos)
@@ -11111,7 +11512,7 @@ def _r_ListOffsetsRequest_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v4(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_25.pack(o.replica_id, o.isolation_level)
+    out += _S_27.pack(o.replica_id, o.isolation_level)
     write_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v4(e_topics, out)
@@ -11121,7 +11522,7 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
     f = ""
     try:
         f = 'replica_id, isolation_level'
-        (v_replica_id, v_isolation_level,) = _S_25.unpack_from(buf, pos)
+        (v_replica_id, v_isolation_level,) = _S_27.unpack_from(buf, pos)
         pos += 5
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -11146,7 +11547,7 @@ def _r_ListOffsetsRequest_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsRequ
 
 
 def _w_ListOffsetsRequest_v6(o: ListOffsetsRequest, out: bytearray) -> None:
-    out += _S_25.pack(o.replica_id, o.isolation_level)
+    out += _S_27.pack(o.replica_id, o.isolation_level)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ListOffsetsRequest_ListOffsetsTopic_v6(e_topics, out)
@@ -11165,7 +11566,7 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf: memoryview, pos:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_26.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_28.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -11177,14 +11578,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 1")
-    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_28.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_26.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_28.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -11196,14 +11597,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v2(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 2")
-    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_28.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset'
-        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_26.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset,) = _S_28.unpack_from(buf, pos)
         pos += 22
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -11215,14 +11616,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(buf: memoryview, pos:
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v3(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
     if o.leader_epoch != -1:
         raise UnsupportedVersionError("ListOffsetsResponse: field ListOffsetsPartitionResponse.leader_epoch is not supported in version 3")
-    out += _S_26.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
+    out += _S_28.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset, leader_epoch'
-        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_27.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_29.unpack_from(buf, pos)
         pos += 26
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"ListOffsetsPartitionResponse.{f}: {exc}") from None
@@ -11232,14 +11633,14 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf: memoryview, pos:
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S_27.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S_29.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 
 def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos: int) -> tuple[ListOffsetsResponse.ListOffsetsPartitionResponse, int]:
     f = ""
     try:
         f = 'partition_index, error_code, timestamp, offset, leader_epoch'
-        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_27.unpack_from(buf, pos)
+        (v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch,) = _S_29.unpack_from(buf, pos)
         pos += 26
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -11254,7 +11655,7 @@ def _r_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf: memoryview, pos:
 
 
 def _w_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(o: ListOffsetsResponse.ListOffsetsPartitionResponse, out: bytearray) -> None:
-    out += _S_27.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
+    out += _S_29.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     out.append(0)
 
 
@@ -12081,7 +12482,7 @@ def _r_MetadataRequest_v8(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v8(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_28.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_30.unpack_from(buf, pos)
         pos += 3
     except CorruptMessageError as exc:
         raise CorruptMessageError(f"MetadataRequest.{f}: {exc}") from None
@@ -12097,7 +12498,7 @@ def _w_MetadataRequest_v8(o: MetadataRequest, out: bytearray) -> None:
         write_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v8(e_topics, out)
-    out += _S_28.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_30.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
 
 
 def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, int]:
@@ -12114,7 +12515,7 @@ def _r_MetadataRequest_v9(buf: memoryview, pos: int) -> tuple[MetadataRequest, i
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v9(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_28.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_30.unpack_from(buf, pos)
         pos += 3
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -12135,7 +12536,7 @@ def _w_MetadataRequest_v9(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v9(e_topics, out)
-    out += _S_28.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_30.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -12153,7 +12554,7 @@ def _r_MetadataRequest_v10(buf: memoryview, pos: int) -> tuple[MetadataRequest, 
                 e_topics, pos = _r_MetadataRequest_MetadataRequestTopic_v10(buf, pos)
                 v_topics.append(e_topics)
         f = 'allow_auto_topic_creation, include_cluster_authorized_operations, include_topic_authorized_operations'
-        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_28.unpack_from(buf, pos)
+        (v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations,) = _S_30.unpack_from(buf, pos)
         pos += 3
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -12174,7 +12575,7 @@ def _w_MetadataRequest_v10(o: MetadataRequest, out: bytearray) -> None:
         write_compact_array_len(out, len(o.topics))
         for e_topics in o.topics:
             _w_MetadataRequest_MetadataRequestTopic_v10(e_topics, out)
-    out += _S_28.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
+    out += _S_30.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -12397,7 +12798,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id'
-        (v_error_code, v_partition_index, v_leader_id,) = _S_29.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id,) = _S_31.unpack_from(buf, pos)
         pos += 10
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -12423,7 +12824,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v0(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_29.pack(o.error_code, o.partition_index, o.leader_id)
+    out += _S_31.pack(o.error_code, o.partition_index, o.leader_id)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -12434,7 +12835,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id'
-        (v_error_code, v_partition_index, v_leader_id,) = _S_29.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id,) = _S_31.unpack_from(buf, pos)
         pos += 10
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -12468,7 +12869,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v5(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_29.pack(o.error_code, o.partition_index, o.leader_id)
+    out += _S_31.pack(o.error_code, o.partition_index, o.leader_id)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -12481,7 +12882,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id, leader_epoch'
-        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_30.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_32.unpack_from(buf, pos)
         pos += 14
         f = 'replica_nodes'
         n, pos = read_array_len(buf, pos)
@@ -12515,7 +12916,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v7(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_30.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S_32.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     write_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_array_len(out, len(o.isr_nodes))
@@ -12528,7 +12929,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
     f = ""
     try:
         f = 'error_code, partition_index, leader_id, leader_epoch'
-        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_30.unpack_from(buf, pos)
+        (v_error_code, v_partition_index, v_leader_id, v_leader_epoch,) = _S_32.unpack_from(buf, pos)
         pos += 14
         f = 'replica_nodes'
         n, pos = read_compact_array_len(buf, pos)
@@ -12567,7 +12968,7 @@ def _r_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int) 
 
 
 def _w_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse.MetadataResponsePartition, out: bytearray) -> None:
-    out += _S_30.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
+    out += _S_32.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     write_compact_array_len(out, len(o.replica_nodes))
     out += struct.pack(f">{len(o.replica_nodes)}i", *o.replica_nodes)
     write_compact_array_len(out, len(o.isr_nodes))
@@ -13002,7 +13403,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v10(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_31.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_33.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -13035,7 +13436,7 @@ def _w_MetadataResponse_MetadataResponseTopic_v10(o: MetadataResponse.MetadataRe
     if o.name is None:
         raise ValueError("MetadataResponse: field name cannot be null in version 10")
     write_compact_string(out, o.name)
-    out += _S_31.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_33.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -13052,7 +13453,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v11(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_31.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_33.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -13085,7 +13486,7 @@ def _w_MetadataResponse_MetadataResponseTopic_v11(o: MetadataResponse.MetadataRe
     if o.name is None:
         raise ValueError("MetadataResponse: field name cannot be null in version 11")
     write_compact_string(out, o.name)
-    out += _S_31.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_33.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -13102,7 +13503,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
         f = 'name'
         v_name, pos = read_compact_nullable_string(buf, pos)
         f = 'topic_id, is_internal'
-        (v_topic_id_b, v_is_internal,) = _S_31.unpack_from(buf, pos)
+        (v_topic_id_b, v_is_internal,) = _S_33.unpack_from(buf, pos)
         pos += 17
         v_topic_id = uuid.UUID(bytes=v_topic_id_b)
         f = 'partitions'
@@ -13133,7 +13534,7 @@ def _r_MetadataResponse_MetadataResponseTopic_v12(buf: memoryview, pos: int) -> 
 def _w_MetadataResponse_MetadataResponseTopic_v12(o: MetadataResponse.MetadataResponseTopic, out: bytearray) -> None:
     out += _S_5.pack(o.error_code)
     write_compact_nullable_string(out, o.name)
-    out += _S_31.pack(o.topic_id.bytes, o.is_internal)
+    out += _S_33.pack(o.topic_id.bytes, o.is_internal)
     write_compact_array_len(out, len(o.partitions))
     for e_partitions in o.partitions:
         _w_MetadataResponse_MetadataResponsePartition_v9(e_partitions, out)
@@ -14013,7 +14414,7 @@ def _r_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf: memoryview, pos
     f = ""
     try:
         f = 'partition_index, committed_offset, committed_leader_epoch'
-        (v_partition_index, v_committed_offset, v_committed_leader_epoch,) = _S_32.unpack_from(buf, pos)
+        (v_partition_index, v_committed_offset, v_committed_leader_epoch,) = _S_34.unpack_from(buf, pos)
         pos += 16
         f = 'metadata'
         v_metadata, pos = read_compact_nullable_string(buf, pos)
@@ -14033,7 +14434,7 @@ def _r_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf: memoryview, pos
 
 
 def _w_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(o: OffsetFetchResponse.OffsetFetchResponsePartitions, out: bytearray) -> None:
-    out += _S_32.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
+    out += _S_34.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     write_compact_nullable_string(out, o.metadata)
     out += _S_5.pack(o.error_code)
     out.append(0)
@@ -14154,6 +14555,72 @@ _OFFSET_FETCH_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[OffsetFe
 )
 _OFFSET_FETCH_RESPONSE_WRITERS: tuple[Callable[[OffsetFetchResponse, bytearray], None], ...] = (
     _w_OffsetFetchResponse_v8,
+)
+
+
+def _r_PushTelemetryRequest_v0(buf: memoryview, pos: int) -> tuple[PushTelemetryRequest, int]:
+    f = ""
+    try:
+        f = 'client_instance_id, subscription_id, terminating, compression_type'
+        (v_client_instance_id_b, v_subscription_id, v_terminating, v_compression_type,) = _S_35.unpack_from(buf, pos)
+        pos += 22
+        v_client_instance_id = uuid.UUID(bytes=v_client_instance_id_b)
+        f = 'metrics'
+        v_metrics, pos = read_compact_bytes(buf, pos)
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"PushTelemetryRequest.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"PushTelemetryRequest.{f} at offset {pos}: {exc}") from None
+    return PushTelemetryRequest(client_instance_id=v_client_instance_id, subscription_id=v_subscription_id, terminating=v_terminating, compression_type=v_compression_type, metrics=v_metrics), pos
+
+
+def _w_PushTelemetryRequest_v0(o: PushTelemetryRequest, out: bytearray) -> None:
+    out += _S_35.pack(o.client_instance_id.bytes, o.subscription_id, o.terminating, o.compression_type)
+    write_compact_bytes(out, o.metrics)
+    out.append(0)
+
+
+_PUSH_TELEMETRY_REQUEST_READERS: tuple[Callable[[memoryview, int], tuple[PushTelemetryRequest, int]], ...] = (
+    _r_PushTelemetryRequest_v0,
+)
+_PUSH_TELEMETRY_REQUEST_WRITERS: tuple[Callable[[PushTelemetryRequest, bytearray], None], ...] = (
+    _w_PushTelemetryRequest_v0,
+)
+
+
+def _r_PushTelemetryResponse_v0(buf: memoryview, pos: int) -> tuple[PushTelemetryResponse, int]:
+    f = ""
+    try:
+        f = 'throttle_time_ms, error_code'
+        (v_throttle_time_ms, v_error_code,) = _S_1.unpack_from(buf, pos)
+        pos += 6
+        f = 'tagged fields'
+        if buf[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(buf, pos)
+    except CorruptMessageError as exc:
+        raise CorruptMessageError(f"PushTelemetryResponse.{f}: {exc}") from None
+    except (struct.error, IndexError) as exc:
+        raise CorruptMessageError(f"PushTelemetryResponse.{f} at offset {pos}: {exc}") from None
+    return PushTelemetryResponse(throttle_time_ms=v_throttle_time_ms, error_code=v_error_code), pos
+
+
+def _w_PushTelemetryResponse_v0(o: PushTelemetryResponse, out: bytearray) -> None:
+    out += _S_1.pack(o.throttle_time_ms, o.error_code)
+    out.append(0)
+
+
+_PUSH_TELEMETRY_RESPONSE_READERS: tuple[Callable[[memoryview, int], tuple[PushTelemetryResponse, int]], ...] = (
+    _r_PushTelemetryResponse_v0,
+)
+_PUSH_TELEMETRY_RESPONSE_WRITERS: tuple[Callable[[PushTelemetryResponse, bytearray], None], ...] = (
+    _w_PushTelemetryResponse_v0,
 )
 
 
@@ -14558,7 +15025,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_33.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_36.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -14573,7 +15040,7 @@ def _r_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -
 
 
 def _w_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(o: ShareAcknowledgeResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_33.pack(o.leader_id, o.leader_epoch)
+    out += _S_36.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -14934,7 +15401,7 @@ def _r_ShareFetchRequest_v1(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_34.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size,) = _S_37.unpack_from(buf, pos)
         pos += 24
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -14973,7 +15440,7 @@ def _w_ShareFetchRequest_v1(o: ShareFetchRequest, out: bytearray) -> None:
         raise UnsupportedVersionError("ShareFetchRequest: field ShareFetchRequest.is_renew_ack is not supported in version 1")
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_34.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    out += _S_37.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -14991,7 +15458,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'share_session_epoch, max_wait_ms, min_bytes, max_bytes, max_records, batch_size, share_acquire_mode, is_renew_ack'
-        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_35.unpack_from(buf, pos)
+        (v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack,) = _S_38.unpack_from(buf, pos)
         pos += 26
         f = 'topics'
         n, pos = read_compact_array_len(buf, pos)
@@ -15028,7 +15495,7 @@ def _r_ShareFetchRequest_v2(buf: memoryview, pos: int) -> tuple[ShareFetchReques
 def _w_ShareFetchRequest_v2(o: ShareFetchRequest, out: bytearray) -> None:
     write_compact_nullable_string(out, o.group_id)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_35.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
+    out += _S_38.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
     write_compact_array_len(out, len(o.topics))
     for e_topics in o.topics:
         _w_ShareFetchRequest_FetchTopic_v1(e_topics, out)
@@ -15050,7 +15517,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
     f = ""
     try:
         f = 'leader_id, leader_epoch'
-        (v_leader_id, v_leader_epoch,) = _S_33.unpack_from(buf, pos)
+        (v_leader_id, v_leader_epoch,) = _S_36.unpack_from(buf, pos)
         pos += 8
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -15065,7 +15532,7 @@ def _r_ShareFetchResponse_LeaderIdAndEpoch_v1(buf: memoryview, pos: int) -> tupl
 
 
 def _w_ShareFetchResponse_LeaderIdAndEpoch_v1(o: ShareFetchResponse.LeaderIdAndEpoch, out: bytearray) -> None:
-    out += _S_33.pack(o.leader_id, o.leader_epoch)
+    out += _S_36.pack(o.leader_id, o.leader_epoch)
     out.append(0)
 
 
@@ -15073,7 +15540,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
     f = ""
     try:
         f = 'first_offset, last_offset, delivery_count'
-        (v_first_offset, v_last_offset, v_delivery_count,) = _S_36.unpack_from(buf, pos)
+        (v_first_offset, v_last_offset, v_delivery_count,) = _S_39.unpack_from(buf, pos)
         pos += 18
         f = 'tagged fields'
         if buf[pos] == 0:
@@ -15088,7 +15555,7 @@ def _r_ShareFetchResponse_AcquiredRecords_v1(buf: memoryview, pos: int) -> tuple
 
 
 def _w_ShareFetchResponse_AcquiredRecords_v1(o: ShareFetchResponse.AcquiredRecords, out: bytearray) -> None:
-    out += _S_36.pack(o.first_offset, o.last_offset, o.delivery_count)
+    out += _S_39.pack(o.first_offset, o.last_offset, o.delivery_count)
     out.append(0)
 
 
@@ -15454,7 +15921,7 @@ def _r_ShareGroupDescribeResponse_DescribedGroup_v1(buf: memoryview, pos: int) -
         f = 'group_state'
         v_group_state, pos = read_compact_string(buf, pos)
         f = 'group_epoch, assignment_epoch'
-        (v_group_epoch, v_assignment_epoch,) = _S_33.unpack_from(buf, pos)
+        (v_group_epoch, v_assignment_epoch,) = _S_36.unpack_from(buf, pos)
         pos += 8
         f = 'assignor_name'
         v_assignor_name, pos = read_compact_string(buf, pos)
@@ -15488,7 +15955,7 @@ def _w_ShareGroupDescribeResponse_DescribedGroup_v1(o: ShareGroupDescribeRespons
     write_compact_nullable_string(out, o.error_message)
     write_compact_string(out, o.group_id)
     write_compact_string(out, o.group_state)
-    out += _S_33.pack(o.group_epoch, o.assignment_epoch)
+    out += _S_36.pack(o.group_epoch, o.assignment_epoch)
     write_compact_string(out, o.assignor_name)
     write_compact_array_len(out, len(o.members))
     for e_members in o.members:
@@ -15672,7 +16139,7 @@ def _r_ShareGroupHeartbeatResponse_v1(buf: memoryview, pos: int) -> tuple[ShareG
         f = 'member_id'
         v_member_id, pos = read_compact_nullable_string(buf, pos)
         f = 'member_epoch, heartbeat_interval_ms'
-        (v_member_epoch, v_heartbeat_interval_ms,) = _S_33.unpack_from(buf, pos)
+        (v_member_epoch, v_heartbeat_interval_ms,) = _S_36.unpack_from(buf, pos)
         pos += 8
         f = 'assignment'
         v_assignment: ShareGroupHeartbeatResponse.Assignment | None
@@ -15697,7 +16164,7 @@ def _w_ShareGroupHeartbeatResponse_v1(o: ShareGroupHeartbeatResponse, out: bytea
     out += _S_1.pack(o.throttle_time_ms, o.error_code)
     write_compact_nullable_string(out, o.error_message)
     write_compact_nullable_string(out, o.member_id)
-    out += _S_33.pack(o.member_epoch, o.heartbeat_interval_ms)
+    out += _S_36.pack(o.member_epoch, o.heartbeat_interval_ms)
     if o.assignment is None:
         out.append(0xFF)
     else:
@@ -15726,11 +16193,13 @@ DescribeConfigsRequest.RESPONSE_TYPE = DescribeConfigsResponse
 DescribeShareGroupOffsetsRequest.RESPONSE_TYPE = DescribeShareGroupOffsetsResponse
 FetchRequest.RESPONSE_TYPE = FetchResponse
 FindCoordinatorRequest.RESPONSE_TYPE = FindCoordinatorResponse
+GetTelemetrySubscriptionsRequest.RESPONSE_TYPE = GetTelemetrySubscriptionsResponse
 IncrementalAlterConfigsRequest.RESPONSE_TYPE = IncrementalAlterConfigsResponse
 ListGroupsRequest.RESPONSE_TYPE = ListGroupsResponse
 ListOffsetsRequest.RESPONSE_TYPE = ListOffsetsResponse
 MetadataRequest.RESPONSE_TYPE = MetadataResponse
 OffsetFetchRequest.RESPONSE_TYPE = OffsetFetchResponse
+PushTelemetryRequest.RESPONSE_TYPE = PushTelemetryResponse
 SaslAuthenticateRequest.RESPONSE_TYPE = SaslAuthenticateResponse
 SaslHandshakeRequest.RESPONSE_TYPE = SaslHandshakeResponse
 ShareAcknowledgeRequest.RESPONSE_TYPE = ShareAcknowledgeResponse
@@ -15751,11 +16220,13 @@ REQUEST_TYPES: dict[int, type] = {
     90: DescribeShareGroupOffsetsRequest,
     1: FetchRequest,
     10: FindCoordinatorRequest,
+    71: GetTelemetrySubscriptionsRequest,
     44: IncrementalAlterConfigsRequest,
     16: ListGroupsRequest,
     2: ListOffsetsRequest,
     3: MetadataRequest,
     9: OffsetFetchRequest,
+    72: PushTelemetryRequest,
     36: SaslAuthenticateRequest,
     17: SaslHandshakeRequest,
     79: ShareAcknowledgeRequest,
@@ -15778,11 +16249,13 @@ RESPONSE_TYPES: dict[int, type] = {
     90: DescribeShareGroupOffsetsResponse,
     1: FetchResponse,
     10: FindCoordinatorResponse,
+    71: GetTelemetrySubscriptionsResponse,
     44: IncrementalAlterConfigsResponse,
     16: ListGroupsResponse,
     2: ListOffsetsResponse,
     3: MetadataResponse,
     9: OffsetFetchResponse,
+    72: PushTelemetryResponse,
     36: SaslAuthenticateResponse,
     17: SaslHandshakeResponse,
     79: ShareAcknowledgeResponse,
@@ -15805,11 +16278,13 @@ RESPONSE_DECODERS: dict[int, Callable[[bytes | memoryview, int], object]] = {
     90: DescribeShareGroupOffsetsResponse.decode,
     1: FetchResponse.decode,
     10: FindCoordinatorResponse.decode,
+    71: GetTelemetrySubscriptionsResponse.decode,
     44: IncrementalAlterConfigsResponse.decode,
     16: ListGroupsResponse.decode,
     2: ListOffsetsResponse.decode,
     3: MetadataResponse.decode,
     9: OffsetFetchResponse.decode,
+    72: PushTelemetryResponse.decode,
     36: SaslAuthenticateResponse.decode,
     17: SaslHandshakeResponse.decode,
     79: ShareAcknowledgeResponse.decode,
@@ -15844,6 +16319,8 @@ __all__ = [
     "FetchResponse",
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "IncrementalAlterConfigsRequest",
     "IncrementalAlterConfigsResponse",
     "ListGroupsRequest",
@@ -15854,6 +16331,8 @@ __all__ = [
     "MetadataResponse",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",

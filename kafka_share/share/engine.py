@@ -42,6 +42,7 @@ from kafka_share.errors import (
     UnsupportedVersionError,
     error_for_code,
 )
+from kafka_share.metrics import METRIC_GROUPS
 from kafka_share.models import TopicIdPartition
 from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import (
@@ -69,6 +70,8 @@ from kafka_share.share.membership import (
 from kafka_share.share.metadata_refresh import MetadataRefresh
 from kafka_share.share.topic_pattern import TopicListing, match_topics
 from kafka_share.share.unsent import Channel, Sink, UnsentRequest
+from kafka_share.telemetry.collector import TelemetryCollector
+from kafka_share.telemetry.sender import TelemetrySender
 
 if TYPE_CHECKING:
     from kafka_share.metrics import ShareConsumerMetrics
@@ -101,9 +104,12 @@ class ConsumerEngine:
         sink: where results go (plain values).
         share_fetch_version: node id -> the ShareFetch version negotiated with it,
             None while unknown (a read-only query into the transport).
-        metrics: the consumer's metric registry, if any.
+        metrics: the consumer's metric registry, if any (telemetry pushes it
+            when ``enable.metrics.push`` is on).
         logger: a logger carrying the consumer's identity.
         random_source: jitter source for every backoff (tests inject one).
+        unix_offset_ms: add to a ``now_ms`` for Unix time in ms (telemetry's
+            timestamps; the engine's clock is monotonic).
     """
 
     def __init__(
@@ -116,6 +122,7 @@ class ConsumerEngine:
         metrics: ShareConsumerMetrics | None = None,
         logger: Logger | None = None,
         random_source: Callable[[], float] | None = None,
+        unix_offset_ms: int = 0,
     ) -> None:
         self._config = config
         self._sink = sink
@@ -169,6 +176,12 @@ class ConsumerEngine:
             logger=self._log,
             random_source=random_source,
         )
+        #: client telemetry (KIP-714); None when enable.metrics.push is off
+        self.telemetry = (
+            _telemetry_sender(config, member_id, metrics, unix_offset_ms, random_source,
+                              self._log)
+            if config.enable_metrics_push and metrics is not None else None
+        )
         self._subscription: frozenset[str] = frozenset()
         #: a pattern subscription (None: by names); ``_subscription`` is then
         #: what it matched, resolved from full Metadata answers
@@ -195,6 +208,11 @@ class ConsumerEngine:
     @property
     def close_done(self) -> bool:
         return self.consume.close_done
+
+    @property
+    def telemetry_closed(self) -> bool:
+        """The terminating telemetry push (if any) was answered or given up."""
+        return self.telemetry is None or self.telemetry.close_done
 
     def subscribe(self, topics: frozenset[str]) -> None:
         self._pattern = None
@@ -260,6 +278,8 @@ class ConsumerEngine:
     def close(self, acks: NodeAcks, deadline_ms: int, token: object) -> None:
         self._closing = True
         self.consume.on_close(acks, deadline_ms, token)
+        if self.telemetry is not None:
+            self.telemetry.initiate_close()
 
     # -- inputs from the transport ----------------------------------------------------
 
@@ -325,6 +345,10 @@ class ConsumerEngine:
                 self.consume.close_sessions()
         self._maybe_update_assignment()
         out.extend(self.consume.poll(now_ms))
+        if self.telemetry is not None:
+            push = self.telemetry.poll(now_ms, self.cluster.any_node)
+            if push is not None:
+                out.append(push)
         return out
 
     def time_until_next_ms(self, now_ms: int) -> int:
@@ -343,6 +367,10 @@ class ConsumerEngine:
                 waits.append(self.cluster.time_to_next_update_ms(now_ms))
         if self._subscription:
             waits.append(self.coordinator.time_until_next_lookup_ms(now_ms))
+        if self.telemetry is not None:
+            telemetry_wait = self.telemetry.time_until_next_ms(now_ms)
+            if telemetry_wait is not None:
+                waits.append(telemetry_wait)
         return max(0, min(waits))
 
     # -- metadata -----------------------------------------------------------------------
@@ -604,3 +632,25 @@ class ConsumerEngine:
         if self.membership.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL,
                                      MemberState.STALE):
             self.consume.assigned = []
+
+
+def _telemetry_sender(
+    config: ShareConsumerConfig,
+    member_id: str,
+    metrics: ShareConsumerMetrics,
+    unix_offset_ms: int,
+    random_source: Callable[[], float] | None,
+    logger: Logger,
+) -> TelemetrySender:
+    """The telemetry of a share consumer: its metrics under Java's names, and the
+    resource attributes Java's share consumer sends (KIP-714, KIP-1082)."""
+    resource = {"group_id": config.group_id, "group_member_id": member_id}
+    if config.client_rack:
+        resource["client_rack"] = config.client_rack
+    collector = TelemetryCollector(
+        metrics.snapshot, METRIC_GROUPS, unix_offset_ms=unix_offset_ms,
+        created_ms=metrics.created_ms,
+    )
+    return TelemetrySender(
+        collector, resource=resource, random_source=random_source, logger=logger
+    )

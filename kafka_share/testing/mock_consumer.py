@@ -68,6 +68,7 @@ from typing import Any, Generic, TypeVar
 from kafka_share._app.acks import _unacknowledged_message
 from kafka_share._app.checks import (
     CLOSED,
+    TELEMETRY_OFF,
     NOT_SUBSCRIBED,
     WOKEN_UP,
     _check_ack_type,
@@ -289,6 +290,15 @@ class _MockCore(Generic[K, V]):
         self.commit_errors: list[tuple[str | None, int | None, KafkaError]] = []
         self.given: dict[tuple[str, int, int], AcknowledgeType] = {}
         self.committed: dict[tuple[str, int, int], AcknowledgeType] = {}
+        #: what client_instance_id() returns
+        self.client_instance_id = uuid.uuid4()
+
+    def instance_id(self) -> uuid.UUID:
+        """``client_instance_id``: the real consumer's checks, then the mock's id."""
+        if not self.config.enable_metrics_push:
+            raise IllegalStateError(TELEMETRY_OFF)
+        self.check_open()
+        return self.client_instance_id
 
     # -- the guard ----------------------------------------------------------------------
 
@@ -1022,6 +1032,11 @@ class MockShareConsumer(_MockControls[K, V], Generic[K, V]):
         sent are counted; the rest is NaN)."""
         return self._core.metrics.snapshot(_now_ms())
 
+    def client_instance_id(self, timeout: float | None = None) -> uuid.UUID | None:
+        """A random id per mock, as if the cluster had assigned it at once;
+        IllegalStateError when ``enable.metrics.push`` is off or the mock is closed."""
+        return self._core.instance_id()
+
     def prefetch(self, max_records: int | None = None) -> bool:
         """Send the acknowledgements made so far (records are acquired by the next
         poll); False while renewed records are outstanding."""
@@ -1191,6 +1206,10 @@ class MockAsyncShareConsumer(_MockControls[K, V], Generic[K, V]):
     def metrics(self) -> dict[str, float]:
         """As :meth:`MockShareConsumer.metrics`."""
         return self._core.metrics.snapshot(_now_ms())
+
+    async def client_instance_id(self, timeout: float | None = None) -> uuid.UUID | None:
+        """As :meth:`MockShareConsumer.client_instance_id`."""
+        return self._core.instance_id()
 
     def prefetch(self, max_records: int | None = None) -> bool:
         """As :meth:`MockShareConsumer.prefetch`."""

@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import attrs
 
-from kafka_share.protocol.api_keys import CLIENT_VERSIONS
+from kafka_share.protocol.api_keys import CLIENT_VERSIONS, ApiKey
 from kafka_share.protocol.headers import (
     RequestHeader,
     ResponseHeader,
@@ -104,11 +104,14 @@ class ReceivedRequest:
 
 
 Handler = Callable[[ReceivedRequest], Any]
+_TELEMETRY_APIS = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
 
 
 def default_api_versions() -> dict[int, tuple[int, int]]:
-    """Every API the client knows, at the client's own ranges (a perfect match)."""
-    return {int(k): v for k, v in CLIENT_VERSIONS.items()}
+    """Every API the client knows, at the client's own ranges (a perfect match),
+    but telemetry: like a real broker without a telemetry reporter, it does not
+    offer GetTelemetrySubscriptions or PushTelemetry."""
+    return {int(k): v for k, v in CLIENT_VERSIONS.items() if k not in _TELEMETRY_APIS}
 
 
 def _flexible(cls: Any, version: int) -> bool:

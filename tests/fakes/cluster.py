@@ -30,12 +30,13 @@ from typing import Any
 import attrs
 
 from kafka_share.config import parse_config
-from kafka_share.errors import KafkaError, NetworkError
+from kafka_share.errors import KafkaError, NetworkError, UnsupportedVersionError
 from kafka_share.models import AcknowledgeType, TopicIdPartition
 from kafka_share.protocol.api_keys import ApiKey
 from kafka_share.protocol.messages import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
+    GetTelemetrySubscriptionsRequest,
     MetadataRequest,
     MetadataResponse,
     ShareAcknowledgeRequest,
@@ -185,6 +186,10 @@ class FakeCluster:
         request = req.request
         if isinstance(request, VersionedRequest):
             request = request.build(6 if request.api_key == ApiKey.FIND_COORDINATOR else 2)
+        if isinstance(request, GetTelemetrySubscriptionsRequest):
+            # As a broker without a telemetry reporter: it does not offer the API
+            # (the connection refuses to encode the request). Not in `received`.
+            return None, UnsupportedVersionError("GetTelemetrySubscriptions: not advertised")
         self.received.append((req.node_id, type(request).__name__))
         if req.node_id in self.down:
             return None, NetworkError(f"connection to node {req.node_id} refused")

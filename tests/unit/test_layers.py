@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"_version", "_error_base", "_error_codes", "errors", "models", "_log",
               "metrics", "credentials", "dead_letter"}),
     ("wire", {"protocol", "records", "cluster", "config"}),
-    ("engine", {"share"}),
+    ("engine", {"share", "telemetry"}),
     ("hand-off", {"_handoff"}),
     ("sides", {"_app", "_net"}),
     ("facades", {"consumer", "aio", "admin", "spark", "commands", "cli", "workers",
