@@ -658,6 +658,60 @@ class Admin:
             f"ALTER_CONFIGS on TOPIC {topic!r}",
         )
 
+    # -- client telemetry subscriptions (KIP-714) -----------------------------------------------
+
+    def describe_client_metrics(
+        self, name: str, *, timeout: float | None = None
+    ) -> dict[str, ConfigEntry]:
+        """A client-metrics subscription's configs (``metrics``, ``interval.ms``,
+        ``match``), by name (DescribeConfigs on the CLIENT_METRICS resource); the
+        defaults for a subscription that does not exist."""
+        _check_subscription_name(name)
+        return self._call(
+            f"describe client metrics subscription {name!r}",
+            Route.any(),
+            rq.describe_configs(rq.RESOURCE_CLIENT_METRICS, name),
+            self._deadline(timeout),
+            f"DESCRIBE_CONFIGS on CLIENT_METRICS {name!r}",
+        )
+
+    def alter_client_metrics(
+        self,
+        name: str,
+        changes: Mapping[str, object | None],
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Create or change a client-metrics subscription incrementally
+        (IncrementalAlterConfigs, CLIENT_METRICS resource): which metrics the
+        clients it matches push, and how often, as ``kafka-client-metrics.sh`` does.
+
+        Keys: ``metrics`` (name prefixes, comma-separated or a list; ``*`` for all),
+        ``interval.ms`` (100-3600000, default 300000), ``match`` (``key=regex``
+        entries on ``client_id``, ``client_instance_id``, ``client_software_name``,
+        ``client_software_version``, ``client_source_address``,
+        ``client_source_port``; none: every client). ``None`` resets a key;
+        resetting all three removes the subscription. E.g.
+        ``alter_client_metrics("share-consumers", {"metrics": "org.apache.kafka.consumer.share.",
+        "interval.ms": 60000})``.
+
+        Raises:
+            InvalidConfigError, InvalidRequestError: an unknown key or a bad value,
+                as the brokers say it.
+        """
+        _check_subscription_name(name)
+        if not changes:
+            raise ValueError("no config changes given")
+        values = {key: (",".join(map(str, value)) if isinstance(value, list | tuple) else value)
+                  for key, value in changes.items()}
+        self._call(
+            f"alter client metrics subscription {name!r}",
+            Route.any(),
+            rq.alter_configs(rq.RESOURCE_CLIENT_METRICS, name, values),
+            self._deadline(timeout),
+            f"ALTER_CONFIGS on CLIENT_METRICS {name!r}",
+        )
+
     # -- topics and cluster -------------------------------------------------------------------
 
     def create_topics(
@@ -924,3 +978,8 @@ def _non_empty_message(description: ShareGroupDescription, action: str) -> str:
         f"{len(description.members)} active member(s): {members}. Stop them (or wait for "
         f"their session to time out) to {action}"
     )
+
+
+def _check_subscription_name(name: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a client metrics subscription needs a non-empty name, got {name!r}")

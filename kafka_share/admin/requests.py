@@ -92,6 +92,7 @@ _OffsetsTopic = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsReques
 #: DescribeConfigs / IncrementalAlterConfigs resource types.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
 
 

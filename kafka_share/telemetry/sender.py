@@ -268,6 +268,12 @@ class TelemetrySender:
         if previous is None or previous.client_instance_id != sub.client_instance_id:
             self._log.info("client telemetry registered with client instance id %s",
                            sub.client_instance_id)
+        self._log.debug(
+            "telemetry subscription %d: metrics %s every %d ms, compression %s, %s",
+            sub.subscription_id, list(sub.selector.prefixes) or "none", interval_ms,
+            list(sub.accepted_compression_types),
+            "delta" if sub.delta_temporality else "cumulative",
+        )
         self._last_request_ms = now_ms
         if sub.selector.selects_any:
             self._move(TelemetryState.PUSH_NEEDED)

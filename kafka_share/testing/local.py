@@ -119,6 +119,9 @@ class LocalKafkaCluster(KafkaCluster):
     node's :class:`~kafka_share.testing.config.NodeAddress` on every start attempt.
     ``format_args`` are extra ``StorageTool format`` arguments (e.g.
     ``--add-scram`` entries, see :class:`~kafka_share.testing.secure.SecureKafkaCluster`).
+    ``extra_classpath`` entries (directories or jars) go after the broker's jars,
+    for plugins the brokers load by class name (a metrics reporter in
+    ``extra_config["metric.reporters"]``, an authorizer).
 
     The jars are downloaded once into the per-user cache
     (:func:`kafka_share.testing.maven.cache_root`). Needs Java 17+ and, for the
@@ -148,6 +151,7 @@ class LocalKafkaCluster(KafkaCluster):
         die_with_parent: bool = True,
         node_config: Callable[[NodeAddress], Mapping[str, str]] | None = None,
         format_args: Sequence[str] = (),
+        extra_classpath: Sequence[Path | str] = (),
     ) -> None:
         if not 1 <= num_nodes <= _MAX_NODES:
             raise ValueError(f"num_nodes must be between 1 and {_MAX_NODES}, got {num_nodes}")
@@ -177,6 +181,7 @@ class LocalKafkaCluster(KafkaCluster):
         self.die_with_parent = die_with_parent
         self._node_config = node_config
         self._format_args = tuple(format_args)
+        self._extra_classpath = tuple(str(p) for p in extra_classpath)
         self._owns_work_dir = work_dir is None
         self._work_dir_arg = Path(work_dir) if work_dir is not None else None
         self.work_dir: Path | None = None
@@ -403,7 +408,7 @@ class LocalKafkaCluster(KafkaCluster):
             self._java,
             f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
             "-cp",
-            self._dist.classpath,
+            os.pathsep.join((self._dist.classpath, *self._extra_classpath)),
         ]
 
     def _format(self, node: _Node, cluster_id: str) -> None:

@@ -44,7 +44,7 @@ import glob
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -138,6 +138,10 @@ _SHAREGROUP: Final[dict[str, _Sig]] = {
     "rd_kafka_mock_sharegroup_set_session_timeout": _Sig(None, _P, _I),
     "rd_kafka_mock_sharegroup_set_heartbeat_interval": _Sig(None, _P, _I),
     "rd_kafka_mock_sharegroup_set_max_delivery_attempts": _Sig(None, _P, _I),
+    # Client telemetry (KIP-714): in librdkafka since 2.5, well before share groups.
+    "rd_kafka_mock_telemetry_set_requested_metrics": _Sig(
+        _I, _P, ctypes.POINTER(ctypes.c_char_p), _SIZE),
+    "rd_kafka_mock_telemetry_set_push_interval": _Sig(_I, _P, ctypes.c_int64),
 }
 
 _lib_lock = threading.Lock()
@@ -450,6 +454,19 @@ class MockCluster:
             ]
         finally:
             lib.rd_kafka_mock_request_destroy_array(array, count.value)
+
+    # -- client telemetry (KIP-714) -------------------------------------------------
+
+    def set_telemetry_subscription(self, metrics: Sequence[str], push_interval_ms: int) -> None:
+        """What the mock answers every client's GetTelemetrySubscriptions: the metric
+        name prefixes to push (``"*"``: all; none: push nothing, the mock's default)
+        and the push interval (the mock's default is 5 minutes)."""
+        lib, mc = self._handles()
+        names = (ctypes.c_char_p * len(metrics))(*(m.encode() for m in metrics))
+        self._check(lib.rd_kafka_mock_telemetry_set_requested_metrics(mc, names, len(metrics)),
+                    f"setting the telemetry metrics to {list(metrics)}")
+        self._check(lib.rd_kafka_mock_telemetry_set_push_interval(mc, push_interval_ms),
+                    f"setting the telemetry push interval to {push_interval_ms} ms")
 
     # -- share-group knobs (cluster-wide; apply to every share group) -------------
 

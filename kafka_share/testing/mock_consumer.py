@@ -68,8 +68,8 @@ from typing import Any, Generic, TypeVar
 from kafka_share._app.acks import _unacknowledged_message
 from kafka_share._app.checks import (
     CLOSED,
-    TELEMETRY_OFF,
     NOT_SUBSCRIBED,
+    TELEMETRY_OFF,
     WOKEN_UP,
     _check_ack_type,
     _check_max_records,

@@ -279,3 +279,28 @@ def test_control_calls_report_the_mock_clusters_error(mock_cluster: MockCluster)
     topic = mock_cluster.create_topic(partitions=1)
     with pytest.raises(HarnessError, match="broker 99"):
         mock_cluster.set_partition_leader(topic, 0, 99)
+
+
+def test_the_mock_cluster_takes_the_telemetry_pushes_as_a_second_implementation() -> None:
+    """librdkafka's mock implements the broker side of KIP-714 on its own (it
+    assigns instance ids, answers subscriptions and decodes pushes): a client
+    that keeps pushing at the interval, with no error sending it back to
+    subscribe, speaks the protocol as a second broker reads it. A dedicated mock:
+    the subscription is cluster-wide."""
+    with MockCluster(brokers=1) as mock:
+        mock.set_telemetry_subscription(["org.apache.kafka.consumer.share."], 200)
+        topic = mock.create_topic(partitions=1)
+        mock.start_request_tracking()
+        consumer: ShareConsumer[Any, Any] = ShareConsumer(
+            bootstrap_servers=mock.bootstrap_servers, group_id=_group()
+        )
+        with consumer:
+            instance_id = consumer.client_instance_id(timeout=10)
+            assert instance_id is not None and instance_id.int != 0
+            consumer.subscribe([topic])
+            poll_for(consumer, 3.0)
+        keys = Counter(r.api_key for r in mock.requests())
+    # One subscription, then a push every 200 ms after a 0.5-1.5 interval first
+    # wait: about 14 in 3 s, and the terminating one at close.
+    assert keys[ApiKey.GET_TELEMETRY_SUBSCRIPTIONS] == 1, keys
+    assert keys[ApiKey.PUSH_TELEMETRY] >= 8, keys
