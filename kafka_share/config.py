@@ -867,7 +867,7 @@ class ShareConsumerConfig:
     metrics_sample_window_ms: int = _key(_int_parser(0, _INT64_MAX), 30_000)
     metrics_num_samples: int = _key(_int_parser(1, _INT32_MAX), 2)
     metrics_recording_level: str = _key(_choice_parser("INFO", "DEBUG", "TRACE"), "INFO")
-    #: Accepted for compatibility; client telemetry push is not implemented.
+    #: Push metrics to the cluster when it asks for them (KIP-714 client telemetry).
     enable_metrics_push: bool = _key(_parse_bool, True)
 
     def __attrs_post_init__(self) -> None:
