@@ -112,15 +112,12 @@ def fetch(kafka_version: str | None) -> None:
     )
 
 
-def _check_share_version(
-    share_version: int, kafka_version: str | None, *, no_share: bool, secure: bool,
-) -> None:
-    """Refuse ``--share-version`` with options it cannot go with, or at a level the
-    release lacks: before any download."""
-    if no_share or secure:
+def _check_share_version(share_version: int, kafka_version: str | None, *, no_share: bool) -> None:
+    """Refuse ``--share-version`` with ``--no-share``, or at a level the release
+    lacks: before any download."""
+    if no_share:
         raise click.UsageError(
-            "--share-version cannot be combined with "
-            + ("--no-share (use --share-version 0)" if no_share else "--secure")
+            "--share-version cannot be combined with --no-share (use --share-version 0)"
         )
     from kafka_share.testing.local import default_kafka_version
     from kafka_share.testing.versions import parse_kafka_version
@@ -172,7 +169,7 @@ def start(
     from kafka_share.testing.local import LocalKafkaCluster
 
     if share_version is not None:
-        _check_share_version(share_version, kafka_version, no_share=no_share, secure=secure)
+        _check_share_version(share_version, kafka_version, no_share=no_share)
     running = _read_state()
     if running is not None:
         raise click.ClickException(
@@ -192,6 +189,7 @@ def start(
             work_dir=state_dir / "work",
             die_with_parent=foreground,
             share_enabled=not no_share,
+            share_version=share_version,
             extra_config=extra,
             broker_port=port,
         )

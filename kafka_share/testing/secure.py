@@ -354,6 +354,9 @@ class SecureKafkaCluster:
     #: Passed to LocalKafkaCluster (the CLI starts a broker that outlives it).
     die_with_parent: bool = True
     share_enabled: bool = True
+    #: The ``share.version`` level to format with (None: 1 or 0, from
+    #: ``share_enabled``; 2 on Kafka 4.4+ for dead-letter queues).
+    share_version: int | None = None
     extra_config: dict[str, str] = field(default_factory=dict)
     #: The PLAINTEXT port (None: a free one).
     broker_port: int | None = None
@@ -399,6 +402,7 @@ class SecureKafkaCluster:
             work_dir=cluster_dir,
             die_with_parent=self.die_with_parent,
             share_enabled=self.share_enabled,
+            share_version=self.share_version,
             extra_config=self.extra_config,
             broker_ports=[self.broker_port] if self.broker_port is not None else None,
             node_config=node_config,

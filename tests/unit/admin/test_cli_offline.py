@@ -286,12 +286,11 @@ def test_consume_keeps_its_own_timeout() -> None:
     assert "--timeout" in CliRunner().invoke(cli, ["groups", "list", "--help"]).output
 
 
-@pytest.mark.parametrize(("flag", "reason"), [("--no-share", "use --share-version 0"),
-                                              ("--secure", "--secure")])
-def test_broker_start_share_version_conflicts_are_one_line(flag: str, reason: str) -> None:
-    result = CliRunner().invoke(cli, ["broker", "start", "--share-version", "2", flag])
+def test_broker_start_share_version_conflict_is_one_line() -> None:
+    result = CliRunner().invoke(cli, ["broker", "start", "--share-version", "2", "--no-share"])
     assert result.exit_code == 2
-    assert "--share-version cannot be combined with" in result.output and reason in result.output
+    assert "--share-version cannot be combined with --no-share" in result.output
+    assert "use --share-version 0" in result.output
 
 
 def test_broker_start_refuses_share_version_2_before_kafka_44(
