@@ -181,7 +181,7 @@ class FakeCluster:
                 if count is not None:
                     p.released[offset] = count
 
-    def answer(self, req: UnsentRequest) -> tuple[Any, KafkaError | None]:
+    def answer(self, req: UnsentRequest[Any]) -> tuple[Any, KafkaError | None]:
         self._expire_locks()
         request = req.request
         if isinstance(request, VersionedRequest):
@@ -324,8 +324,8 @@ class FakeCluster:
             return ShareFetchResponse(error_code=code)
         # The session's partitions: those added now or earlier, less the forgotten.
         in_session = self.session_partitions.setdefault(key, set())
-        for t in request.forgotten_topics_data:
-            in_session.difference_update(t.partitions)
+        for forgotten in request.forgotten_topics_data:
+            in_session.difference_update(forgotten.partitions)
         acked: dict[int, int] = {}
         for t in request.topics:
             for fp in t.partitions:
@@ -484,7 +484,7 @@ class EngineDriver:
         self.now_ms = 0
         self.latency_ms = latency_ms
         self.ack_type = ack_type or (lambda p, o, c: AcknowledgeType.ACCEPT)
-        self._answers: list[tuple[int, int, UnsentRequest, Any, KafkaError | None]] = []
+        self._answers: list[tuple[int, int, UnsentRequest[Any], Any, KafkaError | None]] = []
         self._seq = itertools.count()
         self._delivered = 0
         #: engine loop iterations (each a poll and a wait)
