@@ -76,15 +76,13 @@ class TelemetryCollector:
         self._names = {name: telemetry_name(group, name) for name, group in groups.items()}
         self._unix_offset_ms = unix_offset_ms
         self._created_ms = created_ms
-        #: per sum, the value last pushed (delta temporality)
-        self._last_sent: dict[str, float] = {}
-        self._last_collected_ms: int | None = None
+        #: per sum, when it was last pushed and its value then (delta temporality)
+        self._last_sent: dict[str, tuple[int, float]] = {}
 
     def reset(self) -> None:
         """Forget what was pushed (the broker changed temporality): the next delta
         starts from the creation time again, as Java's ledger does."""
         self._last_sent.clear()
-        self._last_collected_ms = None
 
     def _ns(self, ms: int) -> int:
         return (ms + self._unix_offset_ms) * 1_000_000
@@ -92,8 +90,6 @@ class TelemetryCollector:
     def collect(self, now_ms: int, selector: MetricSelector, *, delta: bool) -> list[MetricPoint]:
         """The points ``selector`` asks for, at ``now_ms``."""
         values = self._snapshot(now_ms)
-        since_ms = self._created_ms if self._last_collected_ms is None else self._last_collected_ms
-        self._last_collected_ms = now_ms
         points = []
         for name, total in values.items():
             value = total
@@ -103,11 +99,13 @@ class TelemetryCollector:
             is_sum = name.endswith("-total")
             start_ms = self._created_ms
             if is_sum and delta:
+                # Each sum's delta covers the time since that sum was last pushed
+                # (a collection that did not select it does not move its start).
                 previous = self._last_sent.get(name)
-                self._last_sent[name] = total
+                self._last_sent[name] = (now_ms, total)
                 if previous is not None:
-                    value -= previous
-                    start_ms = since_ms
+                    start_ms, sent = previous
+                    value -= sent
             points.append(MetricPoint(
                 name=wire_name, value=float(value), time_ns=self._ns(now_ms),
                 start_time_ns=self._ns(start_ms), is_sum=is_sum,

@@ -74,7 +74,9 @@ def _string_field(field: int, text: str) -> bytes:
 
 
 def _key_value(key: str, value: str) -> bytes:
-    any_value = _string_field(1, value)  # AnyValue.string_value
+    # AnyValue.string_value: written even when empty (a oneof member left out
+    # would read as no value at all).
+    any_value = _bytes_field(1, value.encode())
     return _string_field(1, key) + _bytes_field(2, any_value)
 
 

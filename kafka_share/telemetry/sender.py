@@ -219,7 +219,10 @@ class TelemetrySender:
         if self.state is TelemetryState.TERMINATED:
             return
         sub = self.subscription
-        if sub is None or not sub.selector.selects_any:
+        if (self.state is TelemetryState.SUBSCRIPTION_NEEDED or sub is None
+                or not sub.selector.selects_any):
+            # Nothing subscribed to push, or waiting to subscribe again after a
+            # failure (Java skips the last push there too).
             self._move(TelemetryState.TERMINATED)
             return
         self._move(TelemetryState.TERMINATING_PUSH_NEEDED)
@@ -233,9 +236,12 @@ class TelemetrySender:
         request = GetTelemetrySubscriptionsRequest(
             client_instance_id=self.client_instance_id or _ZERO_UUID
         )
+        def failed(error: KafkaError, now_ms: int) -> None:
+            self._on_failure(error, now_ms, terminating=False)
+
         return UnsentRequest(
             node, Channel.CONTROL, request, GetTelemetrySubscriptionsResponse,
-            self._on_subscription, self._on_failure,
+            self._on_subscription, failed,
         )
 
     def _on_subscription(self, response: GetTelemetrySubscriptionsResponse, now_ms: int) -> None:
@@ -313,10 +319,13 @@ class TelemetrySender:
         )
 
         def answered(response: PushTelemetryResponse, now_ms: int) -> None:
-            self._on_push(response, codec, now_ms)
+            self._on_push(response, codec, now_ms, terminating=terminating)
+
+        def failed(error: KafkaError, now_ms: int) -> None:
+            self._on_failure(error, now_ms, terminating=terminating)
 
         return UnsentRequest(
-            node, Channel.CONTROL, request, PushTelemetryResponse, answered, self._on_failure
+            node, Channel.CONTROL, request, PushTelemetryResponse, answered, failed
         )
 
     def _compressed(self, raw: bytes, sub: TelemetrySubscription) -> tuple[int, bytes]:
@@ -332,12 +341,15 @@ class TelemetrySender:
                                 _CODECS[codec], exc)
         return CompressionType.NONE, raw
 
-    def _on_push(self, response: PushTelemetryResponse, codec: int, now_ms: int) -> None:
-        if self.state is TelemetryState.TERMINATING_PUSH_IN_PROGRESS:
+    def _on_push(
+        self, response: PushTelemetryResponse, codec: int, now_ms: int, *, terminating: bool
+    ) -> None:
+        if terminating:
+            # The last push's answer, whatever it says, ends telemetry.
             self._move(TelemetryState.TERMINATED)
             return
         if self.state is not TelemetryState.PUSH_IN_PROGRESS:
-            return
+            return  # an earlier push answered while closing: not acted on
         if response.error_code != ErrorCode.NONE:
             if response.error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE:
                 self._unsupported_compression.add(codec)
@@ -367,11 +379,13 @@ class TelemetrySender:
         self._last_request_ms = now_ms
         self._move(TelemetryState.SUBSCRIPTION_NEEDED)
 
-    def _on_failure(self, error: KafkaError, now_ms: int) -> None:
+    def _on_failure(self, error: KafkaError, now_ms: int, *, terminating: bool) -> None:
         self._node = None
-        if self.state in _TERMINATING:
+        if terminating:
             self._move(TelemetryState.TERMINATED)
             return
+        if self.state in _TERMINATING or self.state is TelemetryState.TERMINATED:
+            return  # an earlier request failed while closing: not acted on
         if isinstance(error, UnsupportedVersionError):
             # No broker offers telemetry unless a metrics reporter receives it:
             # the common case, not worth more than a debug line.
