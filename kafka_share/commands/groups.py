@@ -322,7 +322,7 @@ def reset_offsets(
     if not topics and from_file is None:
         raise click.UsageError("give --topic TOPIC (required, except with --from-file PATH)")
     wanted = _parse_topics(topics)
-    from_lines = parse_offsets_file(from_file) if from_file is not None else None
+    from_lines = parse_offsets_file(from_file, group) if from_file is not None else None
     with _admin(bootstrap_server, command_config) as admin:
         if from_file is not None and from_lines is not None:
             partitions = _file_partitions(admin, from_file, from_lines, wanted)

@@ -6,6 +6,7 @@ turning the offsets found into the plan the command prints and applies.
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,56 +30,97 @@ class FileOffset:
     line: int
 
 
-def parse_offsets_file(path: Path) -> dict[TopicPartition, FileOffset]:
-    """Read ``topic,partition,offset`` lines (the format of Kafka's consumer-groups tool).
+def parse_offsets_file(path: Path, group: str) -> dict[TopicPartition, FileOffset]:
+    """Read the offsets of share group ``group`` from a file in the format Kafka 4.4's
+    ``kafka-share-groups.sh --reset-offsets --from-file`` reads (KIP-1323, the same as
+    ``kafka-consumer-groups.sh``'s, whose ``--export`` writes it).
 
-    Blank lines and lines starting with ``#`` are skipped; spaces around the
-    fields are ignored. A topic name cannot contain a comma, so exactly three
-    fields are expected.
+    Lines are CSV (quoted fields allowed, one trailing comma ignored) of
+    ``topic,partition,offset``, or of ``group,topic,partition,offset`` (what
+    ``--export`` writes for several groups), of which the lines of ``group`` are
+    taken; the first line decides the layout, as in Kafka's tool. Two
+    extensions: blank lines and lines starting with ``#`` are skipped. Stricter
+    than Kafka's tool, which fills a missing field with 0 and keeps the last of
+    two lines for one partition: both are errors here.
 
     Raises:
         OffsetsFileError: the file cannot be read, a line is malformed, a
-            partition is given twice, or the file names no partition.
+            partition is given twice, or the file names no partition of ``group``.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (some spreadsheet exports) is not part of a topic.
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise OffsetsFileError(f"cannot read the offsets file {path}: {exc}") from None
     out: dict[TopicPartition, FileOffset] = {}
+    width: int | None = None
+    groups: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
+        if not raw.strip() or raw.lstrip().startswith("#"):
             continue
-        tp, offset = _parse_line(path, number, line)
+        fields = _fields(path, number, raw)
+        if width is None and len(fields) in _LAYOUTS:
+            width = len(fields)
+        if len(fields) != width:
+            wanted = (f"{_LAYOUTS[width]} ({width} fields, as on the first line)" if width
+                      else "topic,partition,offset or group,topic,partition,offset (3 or 4 "
+                      "fields)")
+            raise OffsetsFileError(
+                f"{path}:{number}: expected {wanted}, got {len(fields)} field(s) in "
+                f"{raw.strip()!r}"
+            )
+        if width == 4:
+            line_group, *fields = fields
+            groups.add(line_group)
+            if line_group != group:
+                continue
+        tp, offset = _parse_fields(path, number, fields)
         if tp in out:
             raise OffsetsFileError(
                 f"{path}:{number}: partition {tp} is already given on line {out[tp].line}"
             )
         out[tp] = FileOffset(offset, number)
     if not out:
+        if groups:
+            raise OffsetsFileError(
+                f"{path}: no offsets for share group {group!r}: its lines are "
+                f"group,topic,partition,offset and name only {', '.join(sorted(groups))}"
+            )
         raise OffsetsFileError(
             f"{path}: no offsets: expected lines of topic,partition,offset (e.g. orders,0,42)"
         )
     return out
 
 
-def _parse_line(path: Path, number: int, line: str) -> tuple[TopicPartition, int]:
-    fields = [f.strip() for f in line.split(",")]
+_LAYOUTS = {3: "topic,partition,offset", 4: "group,topic,partition,offset"}
+_MAX_PARTITION = 2**31 - 1
+_MAX_OFFSET = 2**63 - 1
+
+
+def _fields(path: Path, number: int, raw: str) -> list[str]:
+    try:
+        (fields,) = csv.reader([raw], strict=True)
+    except (csv.Error, ValueError) as exc:
+        raise OffsetsFileError(f"{path}:{number}: not a CSV line ({exc}): {raw!r}") from None
+    if len(fields) > 1 and fields[-1] == "":
+        fields.pop()  # a trailing comma, as Kafka's reader takes it
+    return [f.strip() for f in fields]
+
+
+def _parse_fields(path: Path, number: int, fields: list[str]) -> tuple[TopicPartition, int]:
     where = f"{path}:{number}"
-    if len(fields) != 3:
-        raise OffsetsFileError(
-            f"{where}: expected topic,partition,offset (3 fields), got {len(fields)} "
-            f"field(s) in {line!r}"
-        )
     topic, partition, offset = fields
     if not topic:
-        raise OffsetsFileError(f"{where}: the topic is empty in {line!r}")
-    if not (partition.isascii() and partition.isdigit()):
+        raise OffsetsFileError(f"{where}: the topic is empty")
+    if not (partition.isascii() and partition.isdigit()) or int(partition) > _MAX_PARTITION:
         raise OffsetsFileError(
-            f"{where}: the partition must be a number >= 0, got {partition!r}"
+            f"{where}: the partition must be a number from 0 to {_MAX_PARTITION}, "
+            f"got {partition!r}"
         )
-    if not (offset.isascii() and offset.isdigit()):
-        raise OffsetsFileError(f"{where}: the offset must be a number >= 0, got {offset!r}")
+    if not (offset.isascii() and offset.isdigit()) or int(offset) > _MAX_OFFSET:
+        raise OffsetsFileError(
+            f"{where}: the offset must be a number from 0 to {_MAX_OFFSET}, got {offset!r}"
+        )
     return TopicPartition(topic, int(partition)), int(offset)
 
 

@@ -48,31 +48,55 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_parse_reads_topic_partition_offset_lines(tmp_path: Path) -> None:
     path = write(tmp_path, "# exported\nt,0,42\n\n t , 2 , 7 \nu.v-w,0,0\n")
-    assert parse_offsets_file(path) == {
+    assert parse_offsets_file(path, "sg") == {
         T0: FileOffset(42, 2), T2: FileOffset(7, 4), TopicPartition("u.v-w", 0): FileOffset(0, 5),
     }
 
 
+def test_parse_takes_kafka_44_csv_quoting_a_trailing_comma_and_a_byte_order_mark(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "offsets.csv"
+    path.write_text('\ufeff"t","0","42"\r\nt,2,7,\n', encoding="utf-8")
+    assert parse_offsets_file(path, "sg") == {T0: FileOffset(42, 1), T2: FileOffset(7, 2)}
+
+
+def test_parse_of_group_topic_partition_offset_lines_takes_the_groups_own(
+    tmp_path: Path,
+) -> None:
+    # What kafka-consumer-groups.sh --export writes for several groups.
+    path = write(tmp_path, "other,t,0,1\nsg,t,0,42\nsg,t,2,7\nother,t,2,9\n")
+    assert parse_offsets_file(path, "sg") == {T0: FileOffset(42, 2), T2: FileOffset(7, 3)}
+
+
 @pytest.mark.parametrize(("text", "problem"), [
-    ("t,0,1\nt,0\n", r":2: expected topic,partition,offset \(3 fields\), got 2"),
-    ("t,0,1,2\n", r":1: expected topic,partition,offset \(3 fields\), got 4"),
+    ("t,0,1\nt,0\n",
+     r":2: expected topic,partition,offset \(3 fields, as on the first line\), got 2"),
+    ("sg,t,0,1\nt,0,1\n", r":2: expected group,topic,partition,offset \(4 fields"),
+    ("t,0\n", r":1: expected topic,partition,offset or group,topic,partition,offset "
+               r"\(3 or 4 fields\), got 2"),
+    ("t,0,\n", r":1: expected .* \(3 or 4 fields\), got 2"),
+    ("a,t,0,1\nb,t,1,1\n", r": no offsets for share group 'sg': its lines are "
+                            r"group,topic,partition,offset and name only a, b"),
     (",0,1\n", r":1: the topic is empty"),
-    ("t,x,1\n", r":1: the partition must be a number >= 0, got 'x'"),
-    ("t,-1,1\n", r":1: the partition must be a number >= 0, got '-1'"),
-    ("t,0,-5\n", r":1: the offset must be a number >= 0, got '-5'"),
-    ("t,0,\n", r":1: the offset must be a number >= 0, got ''"),
+    ("t,x,1\n", r":1: the partition must be a number from 0 to 2147483647, got 'x'"),
+    ("t,-1,1\n", r":1: the partition must be a number from 0 to 2147483647, got '-1'"),
+    ("t,2147483648,1\n", r":1: the partition must be a number from 0 to 2147483647"),
+    ("t,0,-5\n", r":1: the offset must be a number from 0 to 9223372036854775807, got '-5'"),
+    ("t,0,9223372036854775808\n", r":1: the offset must be a number from 0 to "),
+    ('t,0,"1\n', r":1: not a CSV line"),
     ("t,0,1\n\nt,0,2\n", r":3: partition t-0 is already given on line 1"),
     ("# nothing\n\n", r": no offsets: expected lines of topic,partition,offset"),
 ])
 def test_parse_names_the_file_line_and_problem(tmp_path: Path, text: str, problem: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(OffsetsFileError, match=str(path).replace(".", r"\.") + problem):
-        parse_offsets_file(path)
+        parse_offsets_file(path, "sg")
 
 
 def test_parse_of_a_missing_file_names_it(tmp_path: Path) -> None:
     with pytest.raises(OffsetsFileError, match=r"cannot read the offsets file .*nope\.csv"):
-        parse_offsets_file(tmp_path / "nope.csv")
+        parse_offsets_file(tmp_path / "nope.csv", "sg")
 
 
 # -- the plan ------------------------------------------------------------------------------
@@ -234,7 +258,7 @@ def test_from_file_with_topic_resets_those_partitions(admin: FakeAdmin, tmp_path
 @pytest.mark.parametrize(("text", "problem"), [
     ("t,0,3\nnope,0,1\n", ":2: topic 'nope' does not exist"),
     ("t,0,3\n\nt,3,1\n", ":3: topic 't' has no partition 3 (it has 3: 0-2)"),
-    ("t,zero,3\n", ":1: the partition must be a number >= 0, got 'zero'"),
+    ("t,zero,3\n", ":1: the partition must be a number from 0 to 2147483647, got 'zero'"),
 ])
 def test_from_file_errors_name_the_file_and_line(
     admin: FakeAdmin, tmp_path: Path, text: str, problem: str
