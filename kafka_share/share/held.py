@@ -137,6 +137,16 @@ class HeldRecords:
         """When the next lock ends (spans being renewed are left out: their answer comes first)."""
         return min((s.lock_expires_ms for s in self.spans() if not s.renewing), default=None)
 
+    def locked_until(self, tip: TopicIdPartition, offsets: Iterable[int], until_ms: int) -> bool:
+        """Whether every one of ``offsets`` is held under a lock that lasts past
+        ``until_ms``: False when one of them is not held any more (its lock ran out,
+        or its session was replaced) or its lock ends by then."""
+        spans = self._spans.get(tip, ())
+        for o in offsets:
+            if not any(s.first <= o <= s.last and s.lock_expires_ms > until_ms for s in spans):
+                return False
+        return True
+
     # -- acquisition ----------------------------------------------------------------
 
     def acquire(

@@ -22,6 +22,7 @@ from kafka_share.errors import (
 from kafka_share.models import TopicIdPartition
 from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import ShareFetchRequest, ShareFetchResponse
+from kafka_share.share.ack_deferral import ACK_DEFER_MAX_RECORDS, ACK_DEFER_MS
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.backoff import ExponentialBackoff
 from kafka_share.share.capabilities import ShareFeature
@@ -239,7 +240,15 @@ class Fetcher:
         now_ms: int,
     ) -> int | None:
         """Until when ``acks`` wait for a later fetch instead of riding on this
-        long-polling one (see share/ack_deferral.py); None: they ride on it."""
+        long-polling one (see share/ack_deferral.py); None: they ride on it.
+
+        Acknowledgements of records whose lock has run out (or would within the
+        window) are never held back: this fetch may acquire those records again,
+        and the broker takes an acknowledgement by offset, so one that came after
+        it would settle the new delivery (a late ACCEPT would complete a record
+        its consumer never finished, and keep it from its delivery limit and
+        dead-letter queue). Riding on the fetch, it is applied before the fetch
+        acquires (and refused, as in Java's client)."""
         if (
             not acks
             or not fetch_records
@@ -250,7 +259,14 @@ class Fetcher:
             or any(a.has_renew for a in acks.values())
         ):
             return None
-        return state.deferral.hold_until_ms(now_ms, sum(len(a) for a in acks.values()))
+        records = sum(len(a) for a in acks.values())
+        held = self._ctx.held
+        window_end_ms = now_ms + ACK_DEFER_MS
+        if records <= ACK_DEFER_MAX_RECORDS and not all(
+            held.locked_until(tip, a.offsets(), window_end_ms) for tip, a in acks.items()
+        ):
+            return None
+        return state.deferral.hold_until_ms(now_ms, records)
 
     # -- the answer -------------------------------------------------------------------
 

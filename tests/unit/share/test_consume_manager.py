@@ -907,6 +907,41 @@ def test_acks_are_held_back_from_long_polling_fetches_while_answers_are_a_trickl
     assert env.sink.errors_of(TIP0) == [None]
 
 
+def _trickle_locked(env: Env, now_ms: int, offset: int, lock_ms: int) -> None:
+    """As ``_trickle``, one record under a lock of ``lock_ms``."""
+    env.mgr.fetch_more = True
+    env.poll(now_ms)[1].handler(fetch_response(ShareFetchResponse.PartitionData(
+        partition_index=0, records=b"\x00" * 8,
+        acquired_records=[ShareFetchResponse.AcquiredRecords(
+            first_offset=offset, last_offset=offset, delivery_count=1)],
+    ), acquisition_lock_timeout_ms=lock_ms), None)
+
+
+@pytest.mark.parametrize("acked_at_ms", [
+    5_000,                              # the lock has run out
+    5_000 - 50 - ACK_DEFER_MS // 2,     # it runs out within the hold window
+])
+def test_acks_of_a_record_whose_lock_ran_out_are_never_held_back(acked_at_ms: int) -> None:
+    """This fetch may acquire the record again, and the broker takes an ack by
+    offset: held back, the late ACCEPT would settle the new delivery. Riding on
+    the fetch, the broker applies it first (and refuses it), as with Java."""
+    env = _established_on_node_1()
+    _trickle_locked(env, 0, 0, 5_000)   # lock 5 s (its conservative end: 4,950 ms)
+    _trickle_locked(env, 10, 1, 30_000)  # a trickle: acks would be held back
+    env.mgr.on_fetch({TIP0: (1, acks(0))})
+    fetch = env.poll(acked_at_ms)[1]
+    assert fetch_ack_batches(fetch.request, 0) == [(0, 0, [1])]
+
+
+def test_acks_of_records_well_inside_their_locks_are_still_held_back() -> None:
+    env = _established_on_node_1()
+    _trickle_locked(env, 0, 0, 5_000)
+    _trickle_locked(env, 10, 1, 30_000)
+    env.mgr.on_fetch({TIP0: (1, acks(0, 1))})
+    fetch = env.poll(4_000)[1]
+    assert fetch_ack_batches(fetch.request, 0) == []
+
+
 def test_acks_ride_on_the_fetch_after_an_empty_or_a_large_answer() -> None:
     env = _established_on_node_1()  # the last answer was empty
     env.mgr.on_fetch({TIP0: (1, acks(7))})
