@@ -128,6 +128,55 @@ def test_records_over_the_delivery_limit_arrive_in_the_dlq_without_copies(
     assert letter.delivery_limit_exceeded
 
 
+def test_records_whose_locks_time_out_past_the_limit_arrive_in_the_dlq(
+    dlq_cluster: LocalKafkaCluster, dlq_admin: KafkaAdmin
+) -> None:
+    """A record whose acquisition lock runs out on its last allowed delivery is
+    dead-lettered, like one released that often: on Kafka 4.4 the lock's timer task
+    (``SharePartition.releaseAcquisitionLockOnTimeout``) moves an acquired record at
+    the limit to ARCHIVING instead of AVAILABLE (``InFlightState.tryUpdateState``),
+    and once that state is written it calls ``initiateDLQAndArchive`` with
+    ``DELIVERY_COUNT_EXCEEDED``, as the acknowledgement path does for RELEASE.
+
+    Each delivery goes to a consumer that takes the record and then neither
+    acknowledges nor polls again (explicit mode: closed only at the end, when the
+    record is no longer its own, so the RELEASE its close sends is refused); only the
+    lock's timeout ends each delivery. One implicit-mode consumer that polls on
+    after letting the lock run out does not do: the next poll's implicit ACCEPT of
+    the expired delivery is held back from the fetch it would ride on (a caught-up
+    consumer defers acknowledgements, ``share/ack_deferral.py``), that fetch
+    acquires the record again for the same member, and the late ACCEPT, which names
+    an offset and not a delivery, then accepts the new delivery at the broker: the
+    record ends ACKNOWLEDGED with delivery count 2 and nothing is dead-lettered.
+    """
+    lock_ms = 1000  # the test brokers' group.share.min.record.lock.duration.ms
+    source = dlq_admin.create_topic(partitions=1)
+    dlq = _dlq_topic(dlq_admin)
+    group = _group(dlq_admin, dlq, **{"share.delivery.count.limit": "2",
+                                      "share.record.lock.duration.ms": str(lock_ms)})
+    dlq_admin.produce(source, [b"poison"], partition=0)
+    bootstrap = dlq_cluster.bootstrap_servers
+    with ShareConsumer(bootstrap_servers=bootstrap, group_id=group,
+                       share_acknowledgement_mode="explicit") as first, \
+            ShareConsumer(bootstrap_servers=bootstrap, group_id=group,
+                          share_acknowledgement_mode="explicit") as second:
+        first.subscribe([source])
+        (taken,) = poll_until(first, bool)
+        # The second member gets the record only once the first one's lock has run out.
+        second.subscribe([source])
+        (again,) = poll_until(second, bool)
+        assert [(r.offset, r.delivery_count) for r in (taken, again)] == [(0, 1), (0, 2)]
+        # Neither polls again: the second lock runs out at the limit.
+        (letter,) = _dead_letters(bootstrap, dlq, 1)
+    assert letter == DeadLetter(source, 0, 0, group, 2, DELIVERY_COUNT_EXCEEDED_MESSAGE,
+                                None, None)
+    assert letter.delivery_limit_exceeded
+    # Archived: the group never delivers it again.
+    with ShareConsumer(bootstrap_servers=bootstrap, group_id=group) as third:
+        third.subscribe([source])
+        assert poll_until(third, bool, timeout_s=3 * lock_ms / 1000) == []
+
+
 def test_describe_dead_letter_queue_reports_a_working_queue(
     dlq_cluster: LocalKafkaCluster, dlq_admin: KafkaAdmin
 ) -> None:
