@@ -141,13 +141,7 @@ def test_records_whose_locks_time_out_past_the_limit_arrive_in_the_dlq(
     Each delivery goes to a consumer that takes the record and then neither
     acknowledges nor polls again (explicit mode: closed only at the end, when the
     record is no longer its own, so the RELEASE its close sends is refused); only the
-    lock's timeout ends each delivery. One implicit-mode consumer that polls on
-    after letting the lock run out does not do: the next poll's implicit ACCEPT of
-    the expired delivery is held back from the fetch it would ride on (a caught-up
-    consumer defers acknowledgements, ``share/ack_deferral.py``), that fetch
-    acquires the record again for the same member, and the late ACCEPT, which names
-    an offset and not a delivery, then accepts the new delivery at the broker: the
-    record ends ACKNOWLEDGED with delivery count 2 and nothing is dead-lettered.
+    lock's timeout ends each delivery. The next test is the one-consumer form.
     """
     lock_ms = 1000  # the test brokers' group.share.min.record.lock.duration.ms
     source = dlq_admin.create_topic(partitions=1)
@@ -175,6 +169,38 @@ def test_records_whose_locks_time_out_past_the_limit_arrive_in_the_dlq(
     with ShareConsumer(bootstrap_servers=bootstrap, group_id=group) as third:
         third.subscribe([source])
         assert poll_until(third, bool, timeout_s=3 * lock_ms / 1000) == []
+
+
+def test_a_stuck_implicit_consumer_s_late_accepts_do_not_keep_a_record_from_the_dlq(
+    dlq_cluster: LocalKafkaCluster, dlq_admin: KafkaAdmin
+) -> None:
+    """One implicit-mode consumer whose work outlasts the lock every time. Its next
+    poll's implicit ACCEPT of the expired delivery must ride on the fetch that would
+    acquire the record again (the broker applies it first, and refuses it): held
+    back, as a caught-up consumer's acknowledgements used to be, it reached the
+    broker after that fetch had acquired the record for the same member, and, an
+    acknowledgement naming an offset and not a delivery, accepted the new delivery:
+    the record ended ACKNOWLEDGED and never reached the dead-letter queue."""
+    lock_ms = 1000
+    source = dlq_admin.create_topic(partitions=1)
+    dlq = _dlq_topic(dlq_admin)
+    group = _group(dlq_admin, dlq, **{"share.delivery.count.limit": "2",
+                                      "share.record.lock.duration.ms": str(lock_ms)})
+    dlq_admin.produce(source, [b"slow"], partition=0)
+    deliveries: list[int] = []
+    with ShareConsumer(bootstrap_servers=dlq_cluster.bootstrap_servers,
+                       group_id=group) as consumer:
+        consumer.subscribe([source])
+        deadline = time.monotonic() + 60
+        while len(deliveries) < 2 and time.monotonic() < deadline:
+            batch = consumer.poll(timeout=1.0)
+            deliveries.extend(r.delivery_count for r in batch)
+            if batch:
+                time.sleep(2 * lock_ms / 1000)  # the work outlasts the lock
+        assert deliveries == [1, 2]
+        (letter,) = _dead_letters(dlq_cluster.bootstrap_servers, dlq, 1)
+    assert (letter.topic, letter.offset, letter.delivery_count) == (source, 0, 2)
+    assert letter.delivery_limit_exceeded
 
 
 def test_describe_dead_letter_queue_reports_a_working_queue(
