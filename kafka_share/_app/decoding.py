@@ -77,8 +77,9 @@ _COLUMNAR_MAX_RECORD_BYTES = 4096
 
 def vectorised_rows() -> Any:
     """:mod:`kafka_share.records.columnar` if numpy and pyarrow are installed, else
-    None; imported once (about 0.1 s of CPU), by the first consumer created, so
-    that no poll pays for it."""
+    None; imported once per process (about 0.1 s of CPU and 45 MB), by the first
+    batch worth decoding through it: a consumer that never gets one (small
+    batches, large records, or idle) never imports numpy."""
     global _VECTORISED
     if _VECTORISED is False:
         try:
@@ -246,9 +247,10 @@ class FetchDecoder:
         #: decode into columns for ``poll_arrow`` instead of one ConsumerRecord per
         #: record (set once, before the first collect: the consumer never mixes them)
         self.columnar = False
-        #: numpy-backed row decoding (kafka_share.records.columnar), or None (not
-        #: installed, or record.decoder=python: then numpy is not even imported)
-        self._vectorised = vectorised_rows() if vectorised else None
+        #: numpy-backed row decoding (kafka_share.records.columnar) is wanted
+        #: (record.decoder=auto); imported at the first batch worth it, and
+        #: never with record.decoder=python
+        self._vectorised = vectorised
 
     def decode(self, fetch: CompletedShareFetch) -> PartitionData:
         """``fetch`` ready for delivery, its decoding started (columnar and not
@@ -387,7 +389,8 @@ class FetchDecoder:
         of ``shape`` in pieces of up to _DECODE_CHUNK_RECORDS: through numpy for a
         large batch of small records, if installed."""
         vectorised = (
-            self._vectorised if batch.record_count >= _COLUMNAR_MIN_RECORDS
+            vectorised_rows() if self._vectorised
+            and batch.record_count >= _COLUMNAR_MIN_RECORDS
             and batch.size_in_bytes < batch.record_count * _COLUMNAR_MAX_RECORD_BYTES
             else None
         )

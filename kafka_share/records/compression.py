@@ -39,6 +39,7 @@ tests; snappy can be written raw or in the xerial framing.
 from __future__ import annotations
 
 import enum
+import importlib
 import struct
 import zlib
 from typing import Any
@@ -77,52 +78,37 @@ class UnsupportedCodecError(CorruptMessageError):
     """The codec id is unknown, or the library needed for it is not installed."""
 
 
-# Optional codec libraries are imported once; a missing one only fails when a
-# batch actually uses that codec.
-_IMPORT_ERRORS: dict[CompressionType, str] = {}
-_snappy: Any = None
-_lz4_frame: Any = None
-_zstandard: Any = None
-try:
-    import cramjam
-
-    _snappy = cramjam.snappy
-except ImportError as _exc:  # pragma: no cover - depends on the environment
-    _IMPORT_ERRORS[CompressionType.SNAPPY] = str(_exc)
-try:
-    import lz4.frame
-
-    _lz4_frame = lz4.frame
-except ImportError as _exc:  # pragma: no cover
-    _IMPORT_ERRORS[CompressionType.LZ4] = str(_exc)
-try:
-    import zstandard
-
-    _zstandard = zstandard
-except ImportError as _exc:  # pragma: no cover
-    _IMPORT_ERRORS[CompressionType.ZSTD] = str(_exc)
-
+# Optional codec libraries are imported at the first batch that uses their codec
+# (a consumer of uncompressed or gzip topics never loads them); a missing one
+# only fails when a batch actually uses that codec.
+_MODULE_FOR = {
+    CompressionType.SNAPPY: "cramjam",
+    CompressionType.LZ4: "lz4.frame",
+    CompressionType.ZSTD: "zstandard",
+}
 _PACKAGE_FOR = {
     CompressionType.SNAPPY: "cramjam",
     CompressionType.LZ4: "lz4",
     CompressionType.ZSTD: "zstandard",
 }
+#: the codec libraries imported so far (snappy: cramjam's ``snappy`` module)
+_loaded: dict[CompressionType, Any] = {}
 
 
 def _library(codec: CompressionType) -> Any:
     """The imported library for ``codec``, or a clear error naming the package."""
-    lib = {
-        CompressionType.SNAPPY: _snappy,
-        CompressionType.LZ4: _lz4_frame,
-        CompressionType.ZSTD: _zstandard,
-    }[codec]
-    if lib is None:
+    lib = _loaded.get(codec)
+    if lib is not None:
+        return lib
+    try:
+        module = importlib.import_module(_MODULE_FOR[codec])
+    except ImportError as exc:
         package = _PACKAGE_FOR[codec]
-        why = _IMPORT_ERRORS.get(codec, "not installed")
         raise UnsupportedCodecError(
             f"{codec.name.lower()} compression needs the {package!r} package, which could not "
-            f"be imported ({why}); install it with: pip install {package}"
-        )
+            f"be imported ({exc}); install it with: pip install {package}"
+        ) from None
+    lib = _loaded[codec] = module.snappy if codec is CompressionType.SNAPPY else module
     return lib
 
 

@@ -7,14 +7,14 @@ far slower (about 110 ns per byte on CPython 3.11, some 15 us per 100-byte
 record, against 0.02 us with the C version). With the fallback, leave ``check_crcs``
 on only if the throughput is acceptable (see ``benchmarks/bench_records.py``).
 
-:data:`ACCELERATED` tells which one is in use.
+:func:`accelerated` tells which one is in use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["ACCELERATED", "crc32c", "crc32c_pure"]
+__all__ = ["accelerated", "crc32c", "crc32c_pure"]
 
 _POLY_REFLECTED = 0x82F63B78
 
@@ -41,13 +41,31 @@ def crc32c_pure(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-crc32c: Callable[[bytes | bytearray | memoryview], int]
+_impl: Callable[[bytes | bytearray | memoryview], int] | None = None
 
-try:
-    from crc32c import crc32c as _c_crc32c
-except ImportError:  # pragma: no cover - depends on the environment
-    crc32c = crc32c_pure
-    ACCELERATED = False
-else:
-    crc32c = _c_crc32c
-    ACCELERATED = True
+
+def _resolve() -> Callable[[bytes | bytearray | memoryview], int]:
+    # The ``crc32c`` package is imported at the first checksum, not with this
+    # module: its import reads the package metadata (importlib.metadata, email,
+    # zipfile...: about 4 MB and 15 ms), which a consumer that has not fetched
+    # yet, or runs with check.crcs=false, need not pay.
+    global _impl
+    try:
+        from crc32c import crc32c as c_crc32c  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - depends on the environment
+        _impl = crc32c_pure
+    else:
+        _impl = c_crc32c
+    return _impl
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC32C of ``data``: the C implementation if the ``crc32c`` package is
+    installed, else :func:`crc32c_pure`."""
+    impl = _impl or _resolve()
+    return impl(data)
+
+
+def accelerated() -> bool:
+    """Whether :func:`crc32c` runs the C implementation."""
+    return (_impl or _resolve()) is not crc32c_pure

@@ -1,6 +1,7 @@
 import gzip
 import os
 import struct
+import sys
 import zlib
 
 import cramjam
@@ -125,18 +126,20 @@ def test_unknown_codec_id() -> None:
 
 
 @pytest.mark.parametrize(
-    ("codec", "attr", "package"),
+    ("codec", "module", "package"),
     [
-        (CompressionType.SNAPPY, "_snappy", "cramjam"),
-        (CompressionType.LZ4, "_lz4_frame", "lz4"),
-        (CompressionType.ZSTD, "_zstandard", "zstandard"),
+        (CompressionType.SNAPPY, "cramjam", "cramjam"),
+        (CompressionType.LZ4, "lz4.frame", "lz4"),
+        (CompressionType.ZSTD, "zstandard", "zstandard"),
     ],
 )
 def test_missing_library_names_the_package(
-    monkeypatch: pytest.MonkeyPatch, codec: CompressionType, attr: str, package: str
+    monkeypatch: pytest.MonkeyPatch, codec: CompressionType, module: str, package: str
 ) -> None:
     data = compress(codec, b"payload")
-    monkeypatch.setattr(compression, attr, None)
+    # As if not installed: not imported yet, and an import fails.
+    monkeypatch.setattr(compression, "_loaded", {})
+    monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(UnsupportedCodecError, match=f"pip install {package}"):
         decompress(codec, data)
     with pytest.raises(UnsupportedCodecError, match=f"pip install {package}"):
