@@ -737,7 +737,7 @@ class ShareConsumerConfig:
     check_crcs: bool = _key(_parse_bool, True)
     #: How ``poll()`` decodes records (not a Java key): "auto" decodes large
     #: batches of small records with numpy and pyarrow when both are installed
-    #: (imported when the consumer is created); "python" uses only the
+    #: (imported at the first such batch); "python" uses only the
     #: pure-Python row decoder, and numpy and pyarrow are imported only if
     #: ``poll_arrow()`` is called, which decodes into Arrow columns whatever this says.
     record_decoder: str = _key(_choice_parser("auto", "python"), "auto")
