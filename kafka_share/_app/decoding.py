@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,22 +77,41 @@ _COLUMNAR_MAX_RECORD_BYTES = 4096
 
 
 def vectorised_rows() -> Any:
-    """:mod:`kafka_share.records.columnar` if numpy and pyarrow are installed, else
-    None; imported once per process (about 0.1 s of CPU and 45 MB), by the first
-    batch worth decoding through it: a consumer that never gets one (small
-    batches, large records, or idle) never imports numpy."""
+    """:mod:`kafka_share.records.columnar` once numpy and pyarrow are loaded, else
+    None. The first call starts loading them on a daemon thread and returns None:
+    that batch, and those until the load is done, decode in pure Python, so
+    neither a poll nor the time to the first record waits for the import (about
+    0.1-0.2 s of CPU), and a consumer that never gets a batch worth it (idle,
+    small batches, large records) never pays its 45 MB."""
+    if _VECTORISED is False and _loading is None:
+        _start_loading()
+    return _VECTORISED or None
+
+
+def _start_loading() -> None:
+    global _loading
+    with _loading_lock:
+        if _loading is not None:
+            return
+        _loading = threading.Thread(target=_load_vectorised, name="kafka-share-numpy-import",
+                                    daemon=True)
+        _loading.start()
+
+
+def _load_vectorised() -> None:
     global _VECTORISED
-    if _VECTORISED is False:
-        try:
-            from kafka_share.records import columnar  # noqa: PLC0415
-        except ImportError:
-            _VECTORISED = None
-        else:
-            _VECTORISED = columnar
-    return _VECTORISED
+    try:
+        from kafka_share.records import columnar  # noqa: PLC0415
+    except ImportError:
+        _VECTORISED = None
+    else:
+        _VECTORISED = columnar
 
 
+#: False: not loaded (yet); None: numpy or pyarrow missing; else the module
 _VECTORISED: Any = False
+_loading: threading.Thread | None = None
+_loading_lock = threading.Lock()
 
 
 def acquired_count(fetch: CompletedShareFetch) -> int:

@@ -1,5 +1,6 @@
 """``record.decoder``: "python" keeps numpy and pyarrow out of a consumer that
-only polls; the default ("auto") decodes large batches of small records with them."""
+only polls; the default ("auto") decodes large batches of small records with them,
+loaded at the first such batch."""
 
 from __future__ import annotations
 
@@ -62,8 +63,18 @@ def test_python_decoder_never_imports_numpy_or_pyarrow_for_poll() -> None:
     assert out == ["False", "False", "True", "True"]
 
 
-def test_default_decoder_decodes_large_batches_with_numpy() -> None:
+def test_default_decoder_loads_numpy_off_the_poll_then_decodes_large_batches_with_it() -> None:
+    """The first large batch starts loading numpy on a daemon thread and decodes
+    in pure Python (no poll waits for the import); batches after the load go
+    through numpy. A consumer that gets no such batch never loads it."""
     out = _run(
+        "from kafka_share._app import decoding\n"
+        "c = ShareConsumer(bootstrap_servers=" + repr(NOWHERE) + ", group_id='g')\n"
+        "c.close(timeout=1)\n"
+        "print('numpy' in sys.modules)\n"
+        "values = poll_200()\n"
+        "assert values == [b'v%d' % i for i in range(200)], values[:3]\n"
+        "decoding._loading.join(30)\n"
         "import kafka_share.records.columnar as columnar\n"
         "calls = []\n"
         "original = columnar.shaped_record_chunks\n"
@@ -75,7 +86,7 @@ def test_default_decoder_decodes_large_batches_with_numpy() -> None:
         "assert values == [b'v%d' % i for i in range(200)], values[:3]\n"
         "print(calls)\n"
     )
-    assert out == ["[200]"]
+    assert out == ["False", "[200]"]
 
 
 @pytest.mark.parametrize("value", ["numpy", "Python", "", 1, True])
