@@ -274,7 +274,7 @@ def _steady_source(args: argparse.Namespace, spark: Any, bootstrap: str, admin: 
     topic = admin.create_topic(unique_name("spark-steady"), args.partitions)
     if name == "kafka-share":
         group = unique_name("spark-steady")
-        admin.set_group_config(group, {"share.auto.offset.reset": "earliest"})
+        admin.set_group_config(group, {"share.auto.offset.reset": "earliest", **args.group_config})
         reader = (
             spark.readStream.format("kafka-share")
             .option("kafka.bootstrap.servers", bootstrap)
