@@ -24,6 +24,10 @@ for _ in range(120):
     if len(values) >= int(total):
         break
 consumer.close()
+# "auto" loads numpy and pyarrow on a background thread at the first large batch.
+from kafka_share._app import decoding
+if decoding._loading is not None:
+    decoding._loading.join(60)
 print(len(values), len(set(values)), "numpy" in sys.modules, "pyarrow" in sys.modules)
 """
 
