@@ -331,14 +331,14 @@ class TelemetrySender:
     def _compressed(self, raw: bytes, sub: TelemetrySubscription) -> tuple[int, bytes]:
         """The first compression the broker accepts that has not failed, else none."""
         for codec in sub.accepted_compression_types:
-            if codec in self._unsupported_compression or codec not in _CODECS:
+            if codec in self._unsupported_compression or codec not in _COMPRESSIONS:
                 continue
             try:
                 return codec, compress(codec, raw)
             except Exception as exc:  # a codec library missing or broken: send it plain
                 self._unsupported_compression.add(codec)
                 self._log.debug("telemetry compression %s failed (%s): not used again",
-                                _CODECS[codec], exc)
+                                CompressionType(codec).name.lower(), exc)
         return CompressionType.NONE, raw
 
     def _on_push(
@@ -364,17 +364,16 @@ class TelemetrySender:
     # -- failures -------------------------------------------------------------------------
 
     def _on_error_code(self, code: int, now_ms: int) -> None:
-        name = _code_name(code)
+        error = error_for_code(code, "the broker's answer to a telemetry request")
         if code in _DISABLING or not (code in _RESUBSCRIBE_NOW or code in _RESUBSCRIBE_LATER):
-            self._disable(error_for_code(code, f"the broker answered telemetry with {name}"),
-                          level=logging.WARNING)
+            self._disable(error, level=logging.WARNING)
             return
         sub = self.subscription
         if code in _RESUBSCRIBE_NOW:
             self._interval_ms = 0
         else:
             self._interval_ms = sub.push_interval_ms if sub else DEFAULT_PUSH_INTERVAL_MS
-        self._log.debug("telemetry answer %s: subscribing again in %d ms", name,
+        self._log.debug("telemetry answer %s: subscribing again in %d ms", error.name,
                         self._interval_ms)
         self._last_request_ms = now_ms
         self._move(TelemetryState.SUBSCRIPTION_NEEDED)
@@ -406,14 +405,5 @@ class TelemetrySender:
             self._move(TelemetryState.SUBSCRIPTION_NEEDED)
 
 
-_CODECS: Mapping[int, str] = {
-    CompressionType.GZIP: "gzip", CompressionType.SNAPPY: "snappy",
-    CompressionType.LZ4: "lz4", CompressionType.ZSTD: "zstd",
-}
-
-
-def _code_name(code: int) -> str:
-    try:
-        return f"{ErrorCode(code).name} ({code})"
-    except ValueError:
-        return f"error code {code}"
+#: The compression types a push may use (the record-batch codecs, as Java's).
+_COMPRESSIONS = frozenset(CompressionType) - {CompressionType.NONE}
