@@ -57,7 +57,13 @@ from kafka_share._net.aio import AsyncEngineShell
 from kafka_share._net.security import validate_supported
 from kafka_share.consumer import ShareConsumer, _instance_id
 from kafka_share.errors import IllegalStateError, KafkaError, WakeupError
-from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
+from kafka_share.models import (
+    AcknowledgeType,
+    ConsumerRecord,
+    ConsumerRecords,
+    TopicIdPartition,
+    TopicPartition,
+)
 
 __all__ = ["AsyncShareConsumer"]
 
@@ -289,6 +295,16 @@ class AsyncShareConsumer(Generic[K, V]):
         """The current subscription (empty if none); with a pattern, the topics it
         matched at the last metadata refresh."""
         return self._core.subscription()
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the group's assignor gave this member, as the consumer
+        last heard (empty before it has joined, and after :meth:`unsubscribe`).
+
+        Java's share consumer has no such method: this client's extension. In a
+        share group a partition may be assigned to several members at once, so
+        this says where the member fetches from, not that no one else does.
+        """
+        return self._core.assignment()
 
     async def _unsubscribe_locked(self) -> None:
         core = self._core

@@ -65,7 +65,13 @@ from kafka_share._handoff.telemetry import TelemetryIdentity
 from kafka_share._net.security import validate_supported
 from kafka_share._net.thread import NetworkThread
 from kafka_share.errors import KafkaError
-from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
+from kafka_share.models import (
+    AcknowledgeType,
+    ConsumerRecord,
+    ConsumerRecords,
+    TopicIdPartition,
+    TopicPartition,
+)
 
 __all__ = ["AcknowledgementCommitCallback", "ShareConsumer"]
 
@@ -220,6 +226,16 @@ class ShareConsumer(Generic[K, V]):
         """The current subscription (empty if none); with a pattern, the topics it
         matched at the last metadata refresh."""
         return self._core.subscription()
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions the group's assignor gave this member, as the consumer
+        last heard (empty before it has joined, and after :meth:`unsubscribe`).
+
+        Java's share consumer has no such method: this client's extension. In a
+        share group a partition may be assigned to several members at once, so
+        this says where the member fetches from, not that no one else does.
+        """
+        return self._core.assignment()
 
     def unsubscribe(self) -> None:
         """Clear the subscription and leave the group."""

@@ -70,7 +70,13 @@ from kafka_share.errors import (
     WakeupError,
 )
 from kafka_share.metrics import ShareConsumerMetrics
-from kafka_share.models import AcknowledgeType, ConsumerRecord, ConsumerRecords, TopicIdPartition
+from kafka_share.models import (
+    AcknowledgeType,
+    ConsumerRecord,
+    ConsumerRecords,
+    TopicIdPartition,
+    TopicPartition,
+)
 from kafka_share.share.capabilities import ShareFeature
 
 __all__ = ["AcknowledgementCommitCallback", "ConsumerCore", "EngineShell", "FacadeWaiting"]
@@ -110,6 +116,11 @@ class EngineShell(Protocol):
     @property
     def pattern_matches(self) -> frozenset[str]:
         """What a pattern subscription matched at the last metadata refresh."""
+        ...
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions assigned to the member, as of the last I/O."""
         ...
 
     @property
@@ -240,6 +251,11 @@ class ConsumerCore(Generic[K, V]):
             if self._pattern is not None:
                 return self._shell.pattern_matches
             return self._subscription
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """``assignment`` of the facades (its docstring is there)."""
+        with self._owned():
+            return self._shell.assignment if self._subscribed else frozenset()
 
     @property
     def _subscribed(self) -> bool:

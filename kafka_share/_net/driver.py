@@ -47,6 +47,7 @@ from kafka_share._log import ContextLogger, Logger, consumer_log_prefix
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError, KafkaTimeoutError
 from kafka_share.metrics import ShareConsumerMetrics
+from kafka_share.models import TopicPartition
 from kafka_share.protocol.api_keys import ApiKey
 from kafka_share.share.acknowledgements import Acknowledgements
 from kafka_share.share.capabilities import ShareFeature
@@ -179,6 +180,10 @@ class EngineDriver:
         #: what a pattern subscription matched at the last metadata refresh: written
         #: by the loop's holder, replaced whole, read by the application thread
         self.pattern_matches: frozenset[str] = frozenset()
+        #: the partitions assigned to the member: written by the loop's holder
+        #: after I/O, replaced whole, read by the application thread
+        self.assignment: frozenset[TopicPartition] = frozenset()
+        self._assigned_seen: object = None
         #: the client instance id once telemetry settles (read by any thread)
         self.telemetry_identity = TelemetryIdentity()
         if self.engine.telemetry is None:
@@ -212,7 +217,14 @@ class EngineDriver:
 
     def after_io(self) -> None:
         """After I/O: learn the share protocol version from the first negotiation,
-        and the client instance id from the first telemetry answer."""
+        the client instance id from the first telemetry answer, and publish the
+        member's assignment when the engine replaced it."""
+        assigned = self.engine.consume.assigned
+        if assigned is not self._assigned_seen:
+            # The engine replaces the list whole on each change: an identity
+            # check costs nothing on the rounds where nothing changed.
+            self._assigned_seen = assigned
+            self.assignment = frozenset(TopicPartition(t.topic, t.partition) for t in assigned)
         if self.engine.capabilities is None:
             table = self.client.any_api_versions()
             if table is not None:

@@ -50,6 +50,7 @@ from kafka_share._handoff.telemetry import TelemetryIdentity
 from kafka_share.config import ShareConsumerConfig
 from kafka_share.errors import KafkaError
 from kafka_share.metrics import ShareConsumerMetrics
+from kafka_share.models import TopicPartition
 from kafka_share.share.capabilities import ShareFeature
 from kafka_share.share.engine import MAX_WAIT_MS
 
@@ -112,6 +113,11 @@ class NetworkThread:
     def pattern_matches(self) -> frozenset[str]:
         """What a pattern subscription matched at the last metadata refresh."""
         return self._driver.pattern_matches
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions assigned to the member, as of the last I/O."""
+        return self._driver.assignment
 
     @property
     def telemetry_identity(self) -> TelemetryIdentity:

@@ -13,9 +13,18 @@ micro-batch is worth running, and splits its budget over read slots:
 * a batch that got no records although the backlog said otherwise (the records
   are held by other members, or their locks have not expired) is not repeated
   for :data:`EMPTY_BATCH_BACKOFF_S` while the backlog stays the same;
-* the budget is the backlog, capped by ``maxRecordsPerTrigger``; each slot
-  reads about ``budget / slots`` (at least :data:`MIN_SLOT_RECORDS`, so a small
-  batch does not start slots that would only wait for nothing);
+* the budget is the backlog, capped by ``maxRecordsPerTrigger``, and the batch
+  has about ``budget / MIN_SLOT_RECORDS`` slots at most (a small batch does not
+  start slots that would only wait for nothing);
+* with ``maxRecordsPerTrigger`` the slots split the budget evenly (it is a
+  total). Without it, the budget is only what the driver saw, and each slot may
+  take all of it: a slot reads until its consumer has the records that existed
+  when the batch was planned (the plan's end offsets, see
+  :mod:`kafka_share.spark._slots`). The backlog sits unevenly on the group's
+  members (the busier held 61-65 % of it in the steady-state benchmark), so an
+  even split left most of a busy member's records for later batches, and the
+  broker's lag over-reports while records are in flight, so slots of an even
+  split waited for records not produced yet;
 * without ``numPartitions``, a batch has as many slots as Python workers ran the
   last batch's slots (how many tasks the executors ran at once: the driver's
   source runner cannot ask Spark for its parallelism), at most the topics'
@@ -46,13 +55,19 @@ SLOT_PROBE_INTERVAL_S = 60.0
 
 @attrs.frozen
 class BatchPlan:
-    """One micro-batch: ``slots`` read tasks sharing a budget of ``budget`` records."""
+    """One micro-batch: ``slots`` read tasks and a budget of ``budget`` records:
+    a cap on the whole batch that they split (``capped``), or the backlog the
+    driver saw, which each slot may take (see the module docstring)."""
 
     slots: int
     budget: int
+    capped: bool = True
 
     def slot_budget(self, slot: int) -> int:
-        """Slot ``slot``'s share of the budget (the shares add up to it)."""
+        """The most slot ``slot`` reads: its share of a capped budget (the shares
+        add up to it), else the whole budget."""
+        if not self.capped:
+            return self.budget
         return self.budget // self.slots + (1 if slot < self.budget % self.slots else 0)
 
 
@@ -105,7 +120,7 @@ class TriggerPolicy:
         self._last_batch_s = now_s
         self._planned_backlog = backlog
         self._planned_slots = slots
-        return BatchPlan(slots, budget)
+        return BatchPlan(slots, budget, capped=self.max_records is not None)
 
     def _slot_cap(self, now_s: float) -> int:
         if not self.adapt_slots:

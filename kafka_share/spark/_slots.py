@@ -10,8 +10,18 @@ the staging store (:mod:`._staging`):
   if another attempt staged the chunk first, it replays the other's chunk and
   keeps what it acquired for its next chunk (RELEASEd only if the slot ends
   before, so racing attempts never pass records back and forth);
-* once the slot has its share of the batch (its budget) or a poll comes back
-  empty, it stages the END marker, which closes the slot for every attempt.
+* once the slot has its budget, or its consumer has caught up with the batch,
+  or a poll comes back empty, it stages the END marker, which closes the slot
+  for every attempt.
+
+Caught up: the driver planned the batch with the end offsets of the partitions
+that had a backlog then, and on each of those partitions assigned to the
+slot's consumer, the slot got the last record before the end offset or a
+later one (records are acquired in offset order, so every earlier one was
+acquired by this slot or by another member). A consumer assigned none of them
+ends its slot without polling. Stopping at the planned end offsets is what
+Spark's Kafka source does, and it lets a slot whose consumer holds most of the
+backlog take all of it (see :mod:`._plan`).
 
 Locks are held from a poll to its staging write (milliseconds), not for a whole
 micro-batch, so the broker's limit of records in flight per share-partition
@@ -51,7 +61,7 @@ from kafka_share.models import AcknowledgeType
 from kafka_share.spark._arrow import poll_batch_to_table
 from kafka_share.spark._options import SourceOptions
 from kafka_share.spark._replay import replay_spans
-from kafka_share.spark._staging import Chunk, StagingStore, spans_of
+from kafka_share.spark._staging import Chunk, Span, StagingStore, spans_of
 
 __all__ = ["SlotResult", "read_slot"]
 
@@ -160,11 +170,21 @@ class SlotResult:
 class _Slot:
     """The state of one attempt at one slot (see the module docstring)."""
 
-    def __init__(self, options: SourceOptions, seq: int, slot: int, budget: int) -> None:
+    def __init__(
+        self, options: SourceOptions, seq: int, slot: int, budget: int,
+        ends: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
         self.options = options
         self.seq = seq
         self.slot = slot
         self.budget = budget
+        #: (topic, partition) -> end offset when the batch was planned (None: not
+        #: known, the slot reads up to its budget)
+        self.ends = ends
+        #: partitions planned with an end offset whose last planned record (or
+        #: a later one) this slot got
+        self.reached: set[tuple[str, int]] = set()
+        self.caught_up = False
         self.store = StagingStore(options.staging_location)
         self.result = SlotResult()
         self.taken = 0
@@ -212,7 +232,7 @@ class _Slot:
         if self.held is not None:
             batch, self.held = self.held, None
         else:
-            batch = self._poll() if self.taken < self.budget else self._left_over()
+            batch = self._poll() if self._wants_more() else self._left_over()
         if batch is None:
             return self._end(chunk)
         consumer = self.consumer
@@ -238,7 +258,8 @@ class _Slot:
         # rows), else on the commit that ends the slot.
         consumer.acknowledge_arrow(batch, AcknowledgeType.ACCEPT)
         n = batch.num_rows
-        if self.budget - self.taken - n > 0:
+        self._note_reached(spans)
+        if not self.caught_up and self.budget - self.taken - n > 0:
             consumer.prefetch(max_records=self.budget - self.taken - n)
         for topic, partition, first, last, count in spans:
             key = (topic, partition)
@@ -249,9 +270,34 @@ class _Slot:
         self.result.acquired += n
         return None, poll_batch_to_table(batch, self.options.include_headers)
 
+    def _wants_more(self) -> bool:
+        return self.taken < self.budget and not self.caught_up
+
+    def _note_reached(self, spans: list[Span]) -> None:
+        if self.ends is None:
+            return
+        for topic, partition, _, last, _ in spans:
+            end = self.ends.get((topic, partition))
+            if end is not None and last >= end - 1:
+                self.reached.add((topic, partition))
+        self.caught_up = self._nothing_left()
+
+    def _nothing_left(self) -> bool:
+        """Whether the consumer has caught up with the plan (module docstring):
+        False while the plan's ends or the consumer's assignment are unknown (a
+        member that has not joined yet)."""
+        assert self.consumer is not None and self.ends is not None
+        assigned = self.consumer.assignment()
+        if not assigned:
+            return False
+        return all(tp in self.reached for tp in
+                   ((a.topic, a.partition) for a in assigned) if tp in self.ends)
+
     def _poll(self) -> Any:
         if self.consumer is None:
             self.consumer, self.fresh = _consumer(self.options)
+            if not self.fresh and self.ends is not None and self._nothing_left():
+                return None  # none of its partitions had a backlog when planned
         timeout_ms = self.options.poll_timeout_ms
         if self.fresh:
             # A new member waits for its assignment first.
@@ -316,9 +362,14 @@ class _Slot:
         )
 
 
-def read_slot(options: SourceOptions, seq: int, slot: int, budget: int) -> Iterator[Any]:
-    """The Arrow tables of slot ``slot`` of batch ``seq`` (see the module docstring)."""
-    attempt = _Slot(options, seq, slot, budget)
+def read_slot(
+    options: SourceOptions, seq: int, slot: int, budget: int,
+    ends: Mapping[tuple[str, int], int] | None = None,
+) -> Iterator[Any]:
+    """The Arrow tables of slot ``slot`` of batch ``seq``, which reads at most
+    ``budget`` records and stops at the planned end offsets ``ends`` (see the
+    module docstring)."""
+    attempt = _Slot(options, seq, slot, budget, ends)
     try:
         for table in attempt.run():
             yield from table.to_batches()

@@ -133,12 +133,17 @@ class ShareGroupDataSource(DataSource):
 class SlotPartition(InputPartition):
     """One read slot of a micro-batch (see :mod:`kafka_share.spark._slots`)."""
 
-    def __init__(self, run: str, seq: int, slot: int, budget: int) -> None:
+    def __init__(
+        self, run: str, seq: int, slot: int, budget: int,
+        ends: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
         super().__init__((seq, slot))
         self.run = run
         self.seq = seq
         self.slot = slot
         self.budget = budget
+        #: (topic, partition) -> end offset when the batch was planned
+        self.ends = ends
 
 
 @attrs.frozen
@@ -150,24 +155,41 @@ class GroupView:
     offsets: Mapping[TopicPartition, SharePartitionOffsetInfo] | None
     backlog: int
 
+    def pending_ends(self) -> dict[str, dict[str, int]]:
+        """The end offsets of the partitions with a backlog, as the offset log
+        keeps them (``{topic: {partition: end}}``): where a batch's slots stop."""
+        out: dict[str, dict[str, int]] = {}
+        for tp, behind in partition_backlogs(self.bounds, self.offsets).items():
+            if behind > 0:
+                out.setdefault(tp.topic, {})[str(tp.partition)] = self.bounds[tp][1]
+        return out
+
+
+def partition_backlogs(
+    bounds: Mapping[TopicPartition, tuple[int, int]],
+    offsets: Mapping[TopicPartition, SharePartitionOffsetInfo] | None,
+) -> dict[TopicPartition, int]:
+    """Records not yet done for the group, per partition: its lag (Kafka 4.2+),
+    else the distance from the share-partition start offset to the end of the
+    log (the whole log for a partition the group has not started on)."""
+    out: dict[TopicPartition, int] = {}
+    for tp, (earliest, end) in bounds.items():
+        info = (offsets or {}).get(tp)
+        if info is not None and info.lag is not None:
+            out[tp] = info.lag
+        elif info is not None and info.start_offset is not None:
+            out[tp] = max(0, end - max(info.start_offset, earliest))
+        else:
+            out[tp] = max(0, end - earliest)
+    return out
+
 
 def backlog_of(
     bounds: Mapping[TopicPartition, tuple[int, int]],
     offsets: Mapping[TopicPartition, SharePartitionOffsetInfo] | None,
 ) -> int:
-    """Records not yet done for the group: its lag per partition (Kafka 4.2+),
-    else the distance from the share-partition start offset to the end of the
-    log (the whole log for a partition the group has not started on)."""
-    total = 0
-    for tp, (earliest, end) in bounds.items():
-        info = (offsets or {}).get(tp)
-        if info is not None and info.lag is not None:
-            total += info.lag
-        elif info is not None and info.start_offset is not None:
-            total += max(0, end - max(info.start_offset, earliest))
-        else:
-            total += max(0, end - earliest)
-    return total
+    """The group's whole backlog (see :func:`partition_backlogs`)."""
+    return sum(partition_backlogs(bounds, offsets).values())
 
 
 class _GroupProbe:
@@ -476,12 +498,27 @@ class _Driver:
         return policy.plan(backlog, now)
 
 
-def _offset(run: str, seq: int, plan: BatchPlan | None = None) -> dict[str, Any]:
+def _offset(
+    run: str, seq: int, plan: BatchPlan | None = None,
+    ends: dict[str, dict[str, int]] | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"run": run, "seq": seq}
     if plan is not None:
         out["slots"] = plan.slots
         out["budget"] = plan.budget
+        out["capped"] = plan.capped
+        out["ends"] = ends or {}
     return out
+
+
+def _slot_ends(end: Mapping[str, Any]) -> dict[tuple[str, int], int] | None:
+    """A planned batch's end offsets per partition (None: a batch planned by a
+    version of the source that kept none, in a checkpoint it wrote)."""
+    ends = end.get("ends")
+    if ends is None:
+        return None
+    return {(topic, int(p)): int(offset)
+            for topic, parts in ends.items() for p, offset in parts.items()}
 
 
 class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -542,9 +579,10 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             plan = state.next_plan(last_acquired, view)
             last_acquired = None
             if plan is not None:
+                assert view is not None  # no plan without a look
                 if isinstance(limit, ReadMaxRows):
                     plan = BatchPlan(plan.slots, min(plan.budget, limit.max_rows))
-                return _offset(run, seq + 1, plan)
+                return _offset(run, seq + 1, plan, view.pending_ends())
             if not state.draining:
                 break
             # availableNow ends the query at the first latestOffset that returns
@@ -570,15 +608,18 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
             return []
         if hi != lo + 1:
             raise RuntimeError(f"kafka-share plans one batch at a time, got {start} to {end}")
-        plan = BatchPlan(int(end["slots"]), int(end["budget"]))
-        return [SlotPartition(str(end["run"]), hi, i, plan.slot_budget(i))
+        # "capped" and "ends" are missing from batches a former version planned.
+        plan = BatchPlan(int(end["slots"]), int(end["budget"]), bool(end.get("capped", True)))
+        ends = _slot_ends(end)
+        return [SlotPartition(str(end["run"]), hi, i, plan.slot_budget(i), ends)
                 for i in range(plan.slots)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         # In an executor's Python worker.
         assert isinstance(partition, SlotPartition)
         options = self._options.for_run(partition.run)
-        yield from read_slot(options, partition.seq, partition.slot, partition.budget)
+        yield from read_slot(options, partition.seq, partition.slot, partition.budget,
+                             partition.ends)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._state().settle_through(str(end["run"]), int(end["seq"]))

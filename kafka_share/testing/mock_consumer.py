@@ -96,6 +96,7 @@ from kafka_share.models import (
     ConsumerRecords,
     TimestampType,
     TopicIdPartition,
+    TopicPartition,
 )
 from kafka_share.share.membership import generate_member_id
 from kafka_share.share.topic_pattern import TopicListing, match_topics
@@ -346,6 +347,14 @@ class _MockCore(Generic[K, V]):
     @property
     def subscribed(self) -> bool:
         return bool(self.names) or self.pattern is not None
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """Every partition of the subscribed topics that records were added to:
+        the mock is the only member of its group."""
+        topics = self.subscription
+        return frozenset(TopicPartition(t.topic, t.partition)
+                         for t in self.broker.partitions if t.topic in topics)
 
     # -- polling ---------------------------------------------------------------------
 
@@ -1003,6 +1012,12 @@ class MockShareConsumer(_MockControls[K, V], Generic[K, V]):
         self._core.check()
         return self._core.subscription
 
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions of the subscribed topics that records were added to (the
+        mock is its group's only member)."""
+        self._core.check()
+        return self._core.assignment
+
     def unsubscribe(self) -> None:
         """Clear the subscription."""
         self._core.unsubscribe()
@@ -1183,6 +1198,12 @@ class MockAsyncShareConsumer(_MockControls[K, V], Generic[K, V]):
         """The current subscription (empty if none)."""
         self._core.check()
         return self._core.subscription
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions of the subscribed topics that records were added to (the
+        mock is its group's only member)."""
+        self._core.check()
+        return self._core.assignment
 
     async def poll(
         self, timeout: float | None = None, *, max_records: int | None = None

@@ -15,6 +15,7 @@ from kafka_share import (
     KafkaError,
     RecordDeserializationError,
     TopicIdPartition,
+    TopicPartition,
     WakeupError,
 )
 
@@ -173,22 +174,28 @@ def test_wakeup_interrupts_a_blocked_poll_and_commit_continues(
 def test_resubscribe_to_another_topic(
     topic_factory: Any, share_group: str, kafka_produce: Any, consumer_factory: Any
 ) -> None:
-    first, second = topic_factory(partitions=1), topic_factory(partitions=1)
+    first, second = topic_factory(partitions=1), topic_factory(partitions=2)
     kafka_produce(first, [b"first"], partition=0)
     kafka_produce(second, [b"second"], partition=0)
     outcomes: list[tuple[dict[TopicIdPartition, set[int]], KafkaError | None]] = []
     c = consumer_factory(share_group)
     c.set_acknowledgement_commit_callback(lambda o, e: outcomes.append((o, e)))
+    assert c.assignment() == frozenset()
     c.subscribe([first])
     got = poll_until(c, lambda s: len(s) >= 1, timeout_s=30)
     assert [r.value for r in got] == [b"first"]
+    # The only member: the assignor gave it every partition of the topic.
+    assert c.assignment() == {TopicPartition(first, 0)}
     c.subscribe([second])
     assert c.subscription() == frozenset({second})
     got2 = poll_until(c, lambda s: len(s) >= 1, timeout_s=30)
     assert [(r.topic, r.value) for r in got2] == [(second, b"second")]
+    assert c.assignment() == {TopicPartition(second, 0), TopicPartition(second, 1)}
     c.commit_sync(timeout=10.0)
     topics_acked = {tip.topic for o, e in outcomes for tip in o if e is None}
     assert topics_acked == {first, second}, outcomes
+    c.unsubscribe()
+    assert c.assignment() == frozenset()
 
 
 def test_deleted_and_recreated_topic_is_consumed_under_its_new_id(

@@ -19,18 +19,27 @@ def test_no_backlog_no_batch() -> None:
 
 def test_budget_is_the_backlog_capped_and_split_over_slots() -> None:
     policy = TriggerPolicy(max_slots=4, max_records=None)
-    assert policy.plan(10_000, 0.0) == BatchPlan(4, 10_000)
+    assert policy.plan(10_000, 0.0) == BatchPlan(4, 10_000, capped=False)
     # A small backlog starts only the slots it needs.
-    assert policy.plan(1500, 1.0) == BatchPlan(2, 1500)
-    assert policy.plan(3, 2.0) == BatchPlan(1, 3)
+    assert policy.plan(1500, 1.0) == BatchPlan(2, 1500, capped=False)
+    assert policy.plan(3, 2.0) == BatchPlan(1, 3, capped=False)
     capped = TriggerPolicy(max_slots=8, max_records=2500)
-    assert capped.plan(1_000_000, 0.0) == BatchPlan(3, 2500)
+    assert capped.plan(1_000_000, 0.0) == BatchPlan(3, 2500, capped=True)
+    # Under the cap, the cap still holds for the batch as a whole.
+    assert capped.plan(2000, 1.0) == BatchPlan(2, 2000, capped=True)
 
 
-def test_slot_budgets_add_up() -> None:
+def test_slot_budgets_add_up_under_a_cap() -> None:
     plan = BatchPlan(3, 10)
     assert [plan.slot_budget(i) for i in range(3)] == [4, 3, 3]
     assert sum(BatchPlan(7, 1_000_003).slot_budget(i) for i in range(7)) == 1_000_003
+
+
+def test_without_a_cap_each_slot_may_take_the_whole_backlog() -> None:
+    # The backlog sits unevenly on the members: a slot stops at the planned
+    # end offsets, not at an even share.
+    plan = BatchPlan(3, 10, capped=False)
+    assert [plan.slot_budget(i) for i in range(3)] == [10, 10, 10]
 
 
 def test_min_records_waits_at_most_the_max_trigger_delay() -> None:
@@ -38,9 +47,9 @@ def test_min_records_waits_at_most_the_max_trigger_delay() -> None:
                            max_trigger_delay_s=10.0)
     assert policy.plan(50, 0.0) is None
     assert policy.plan(50, 9.0) is None
-    assert policy.plan(50, 10.0) == BatchPlan(1, 50)
+    assert policy.plan(50, 10.0) == BatchPlan(1, 50, capped=False)
     assert policy.plan(60, 11.0) is None  # the delay counts from the last batch
-    assert policy.plan(100, 11.5) == BatchPlan(1, 100)
+    assert policy.plan(100, 11.5) == BatchPlan(1, 100, capped=False)
 
 
 def test_an_empty_batch_is_not_repeated_while_the_backlog_stands_still() -> None:

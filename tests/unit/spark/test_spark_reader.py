@@ -109,16 +109,31 @@ def test_a_backlog_is_planned_over_slots_and_capped_by_the_read_limit(tmp_path: 
     start = reader.initialOffset()
     end = reader.latestOffset(start, ReadAllAvailable())
     # Slots default to the topics' partition count (4 here).
-    assert end == {"run": start["run"], "seq": 1, "slots": 4, "budget": 10_000}
+    # Without a read limit, each slot may take the whole backlog and stops at
+    # the end offsets of the partitions with a backlog when planned.
+    assert end == {"run": start["run"], "seq": 1, "slots": 4, "budget": 10_000,
+                   "capped": False, "ends": {"t": {"0": 100}}}
     parts = reader.partitions(start, end)
     assert all(isinstance(p, SlotPartition) for p in parts)
-    assert [(p.seq, p.slot, p.budget) for p in parts] == [(1, i, 2500) for i in range(4)]
+    assert [(p.seq, p.slot, p.budget) for p in parts] == [(1, i, 10_000) for i in range(4)]
+    assert all(p.ends == {("t", 0): 100} for p in parts)
     assert [(p.seq, p.slot) for p in reader.partitions(start, end)] == [(1, i) for i in range(4)]
     assert reader.partitions(end, end) == []
+    # A read limit is a total: the slots split it.
     reader2, _ = make(tmp_path, StandInProbe(backlog=10_000), numPartitions="2")
     s2 = reader2.initialOffset()
-    assert reader2.latestOffset(s2, ReadMaxRows(3000))["budget"] == 3000
-    assert reader2.latestOffset(s2, ReadMaxRows(3000))["slots"] == 2
+    capped = reader2.latestOffset(s2, ReadMaxRows(3000))
+    assert (capped["budget"], capped["slots"], capped["capped"]) == (3000, 2, True)
+    assert [p.budget for p in reader2.partitions(s2, capped)] == [1500, 1500]
+
+
+def test_a_batch_planned_by_a_former_version_splits_its_budget(tmp_path: Path) -> None:
+    # Checkpoints written before the plan kept end offsets: the batch re-runs
+    # as it was planned then.
+    reader, _ = make(tmp_path, StandInProbe())
+    start = {"run": "r", "seq": 4}
+    parts = reader.partitions(start, {"run": "r", "seq": 5, "slots": 2, "budget": 10})
+    assert [(p.budget, p.ends) for p in parts] == [(5, None), (5, None)]
 
 
 def test_committed_batches_are_counted_then_forgotten(tmp_path: Path) -> None:
@@ -194,6 +209,18 @@ def test_the_backlog_is_the_lag_else_the_distance_from_the_start_offset() -> Non
     }  # tps[3]: not started by the group: the whole log
     assert backlog_of(bounds, offsets) == 7 + 70 + 50 + 100
     assert backlog_of(bounds, None) == 100 + 90 + 50 + 100
+
+
+def test_a_plan_keeps_the_end_offsets_of_the_partitions_with_a_backlog() -> None:
+    tps = [TopicPartition("t", p) for p in range(3)] + [TopicPartition("u", 0)]
+    bounds = {tps[0]: (0, 100), tps[1]: (0, 80), tps[2]: (0, 60), tps[3]: (5, 9)}
+    offsets = {
+        tps[0]: SharePartitionOffsetInfo(start_offset=40, leader_epoch=0, lag=7),
+        tps[1]: SharePartitionOffsetInfo(start_offset=80, leader_epoch=0, lag=0),  # done
+        tps[2]: SharePartitionOffsetInfo(start_offset=60, leader_epoch=0, lag=None),  # done
+    }
+    view = GroupView(bounds, offsets, backlog_of(bounds, offsets))
+    assert view.pending_ends() == {"t": {"0": 100}, "u": {"0": 9}}
 
 
 def test_an_available_now_trigger_looks_at_the_broker_once(tmp_path: Path) -> None:

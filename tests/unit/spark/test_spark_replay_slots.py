@@ -102,8 +102,10 @@ class StandInConsumer:
     poll(0) hands out only what is buffered (fetch.ahead=manual). Acks,
     prefetches and the polls' caps are kept."""
 
-    def __init__(self, polls: list[list[int]]) -> None:
+    def __init__(self, polls: list[list[int]], assigned: frozenset[TopicPartition] = frozenset({TP})
+                 ) -> None:
         self.polls = polls
+        self.assigned = assigned
         self.buffered: list[int] = []
         self.acks: list[tuple[list[int], AcknowledgeType]] = []
         self.commits = 0
@@ -119,6 +121,9 @@ class StandInConsumer:
         rows = [(o, 1_700_000_000_000, None, f"v{o}".encode(), ()) for o in offsets]
         piece = Piece(columns_from_rows(rows), np.ones(len(rows), np.int32), 0)
         return to_record_batch(ColumnarRecords({TIP: [piece]} if rows else {}), view_types=False)
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self.assigned
 
     def acknowledge_arrow(self, batch: Any, type: AcknowledgeType) -> None:
         self.acks.append((batch.column("offset").to_pylist(), type))
@@ -140,12 +145,13 @@ def _options(tmp_path: Path) -> Any:
 
 
 def _read(options: Any, consumer: StandInConsumer, budget: int,
-          monkeypatch: pytest.MonkeyPatch, log: StandInLog | None = None) -> list[int]:
+          monkeypatch: pytest.MonkeyPatch, log: StandInLog | None = None,
+          ends: dict[tuple[str, int], int] | None = None) -> list[int]:
     monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
     monkeypatch.setattr(_slots, "_consumer", lambda o: (consumer, False))
     monkeypatch.setattr(_slots, "_admin", lambda o: log or StandInLog(1000))
     out: list[int] = []
-    for batch in _slots.read_slot(options, 1, 0, budget):
+    for batch in _slots.read_slot(options, 1, 0, budget, ends):
         out.extend(batch.column("offset").to_pylist())
     return out
 
@@ -184,6 +190,57 @@ def test_records_acquired_past_the_budget_are_the_slots_too(
     assert consumer.polls == [[7]] and consumer.buffered == []
     end = list(StagingStore(str(tmp_path)).slot_chunks(1, 0))[-1]
     assert end.end and end.stats["acquired"] == 7
+
+
+def test_a_slot_ends_once_its_partitions_reach_the_planned_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Planned when the log ended at offset 5: the poll that got offset 4 (or
+    # later: records produced since) is taken, then nothing more is fetched
+    # although the budget allows it; the batch does not wait for new records.
+    consumer = StandInConsumer([[0, 1, 2], [3, 4, 5, 6], [7, 8, 9], [10]])
+    assert _read(_options(tmp_path), consumer, 1000, monkeypatch,
+                 ends={("t", 0): 5}) == [0, 1, 2, 3, 4, 5, 6]
+    assert consumer.prefetches == [997]  # none after the poll that reached the end
+    assert consumer.polls == [[7, 8, 9], [10]]
+    just = StandInConsumer([[0, 1, 2], [3, 4], [5]])
+    assert _read(_options(tmp_path / "j"), just, 1000, monkeypatch,
+                 ends={("t", 0): 5}) == [0, 1, 2, 3, 4]
+
+
+def test_a_slot_waits_for_every_assigned_partition_with_a_planned_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Assigned t-0 and t-1, both behind when planned: t-0 reaching its end
+    # does not end the slot while t-1 (absent from these responses, as when the
+    # broker's record limit filled them from other partitions) has not; a
+    # planned partition assigned elsewhere (t-2) is not waited for.
+    consumer = StandInConsumer([[0, 1], [2, 3], [4]], assigned=frozenset(
+        {TP, TopicPartition("t", 1)}))
+    assert _read(_options(tmp_path), consumer, 1000, monkeypatch,
+                 ends={("t", 0): 2, ("t", 1): 7, ("t", 2): 9}) == [0, 1, 2, 3, 4]
+
+
+def test_a_slot_whose_partitions_had_no_backlog_polls_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The backlog when planned was on u-0 only, assigned to another member.
+    consumer = StandInConsumer([[0, 1], [2]])
+    assert _read(_options(tmp_path), consumer, 1000, monkeypatch, ends={("u", 0): 50}) == []
+    assert consumer.polls == [[0, 1], [2]] and consumer.caps == []
+    end = list(StagingStore(str(tmp_path)).slot_chunks(1, 0))[-1]
+    assert end.end and end.stats["acquired"] == 0
+    # A member that has not joined yet (no assignment) polls.
+    joining = StandInConsumer([[0, 1]], assigned=frozenset())
+    assert _read(_options(tmp_path / "n"), joining, 1000, monkeypatch,
+                 ends={("u", 0): 50}) == [0, 1]
+
+
+def test_a_slot_without_planned_ends_reads_to_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    consumer = StandInConsumer([[7, 8], [9]])
+    assert _read(_options(tmp_path), consumer, 3, monkeypatch) == [7, 8, 9]
 
 
 def test_a_slot_ends_at_an_empty_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,13 @@ from typing import Any, TypeVar
 
 import pytest
 
-from kafka_share import AcknowledgeType, ConsumerRecord, ShareConsumer, TopicIdPartition
+from kafka_share import (
+    AcknowledgeType,
+    ConsumerRecord,
+    ShareConsumer,
+    TopicIdPartition,
+    TopicPartition,
+)
 from kafka_share._app.acks import _unacknowledged_message
 from kafka_share._app.checks import CLOSED, IMPLICIT_MODE, NOT_SUBSCRIBED, in_callback_message
 from kafka_share.aio import AsyncShareConsumer
@@ -130,6 +136,18 @@ def test_subscribe_replaces_the_subscription_and_checks_names() -> None:
         consumer.subscribe(["bad topic"])
     with pytest.raises(TypeError, match="single string"):
         consumer.subscribe("orders")
+
+
+def test_the_assignment_is_every_partition_of_the_subscribed_topics() -> None:
+    consumer = MockShareConsumer()
+    consumer.add_record("a", value=b"1", partition=0)
+    consumer.add_record("a", value=b"2", partition=3)
+    consumer.add_record("b", value=b"3")
+    assert consumer.assignment() == frozenset()
+    consumer.subscribe(["a"])
+    assert consumer.assignment() == {TopicPartition("a", 0), TopicPartition("a", 3)}
+    consumer.unsubscribe()
+    assert consumer.assignment() == frozenset()
 
 
 def test_a_pattern_subscription_matches_the_topics_records_were_added_to() -> None:
