@@ -9,8 +9,9 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["Canvas", "bar_chart"]
+__all__ = ["Canvas", "Panel", "bar_chart"]
 
 Color = tuple[int, int, int]
 
@@ -103,23 +104,24 @@ def _short(value: float) -> str:
     return f"{value:.0f}"
 
 
-def bar_chart(
-    title: str,
-    groups: Sequence[str],
-    series: Sequence[str],
-    values: Sequence[Sequence[float | None]],
-    *,
-    width: int = 1200,
-    height: int = 560,
-) -> bytes:
-    """PNG bytes of a grouped bar chart: ``values[group][series]`` (None = no bar)."""
-    canvas = Canvas(width, height)
-    left, right, top = 90, 20, 50
-    legend_h = 22 * ((len(series) + 2) // 3)
-    bottom = 40 + legend_h
-    plot_w, plot_h = width - left - right, height - top - bottom
-    canvas.text(left, 15, title, scale=3)
-    peak = _nice_max(max((v for row in values for v in row if v is not None), default=1.0))
+@dataclass(frozen=True)
+class Panel:
+    """One grouped bar plot: ``values[group][series]`` (None = no bar)."""
+
+    title: str
+    groups: Sequence[str]
+    values: Sequence[Sequence[float | None]]
+
+
+def _draw_panel(canvas: Canvas, panel: Panel, box: tuple[int, int, int, int],
+                title_scale: int) -> None:
+    """Draw ``panel`` with its axes inside ``box`` = (x0, y0, x1, y1)."""
+    x0, y0, x1, y1 = box
+    left, top, bottom = x0 + 70, y0 + 35, y1 - 25
+    plot_w, plot_h = x1 - left, bottom - top
+    canvas.text(x0 + 20, y0 + 5, panel.title, scale=title_scale)
+    peak = _nice_max(max((v for row in panel.values for v in row if v is not None),
+                         default=1.0))
     for tick in range(5):
         level = peak * tick / 4
         y = top + plot_h - int(plot_h * tick / 4)
@@ -128,21 +130,49 @@ def bar_chart(
         canvas.text(left - 10 - 8 * len(label), y - 5, label)
     canvas.rect(left, top, left + 1, top + plot_h, (0, 0, 0))
     canvas.rect(left, top + plot_h, left + plot_w, top + plot_h + 1, (0, 0, 0))
-    group_w = plot_w / max(1, len(groups))
-    bar_w = max(2, int(group_w * 0.8 / max(1, len(series))))
-    for g, name in enumerate(groups):
+    group_w = plot_w / max(1, len(panel.groups))
+    series = max((len(row) for row in panel.values), default=1)
+    bar_w = max(2, int(group_w * 0.8 / max(1, series)))
+    for g, name in enumerate(panel.groups):
         gx = left + int(g * group_w + group_w * 0.1)
-        for s, value in enumerate(values[g]):
+        for index, value in enumerate(panel.values[g]):
             if value is None:
                 continue
             bar_h = int(plot_h * value / peak)
-            x = gx + s * bar_w
-            canvas.rect(x, top + plot_h - bar_h, x + bar_w - 1, top + plot_h, PALETTE[s % 8])
+            x = gx + index * bar_w
+            canvas.rect(x, top + plot_h - bar_h, x + bar_w - 1, top + plot_h,
+                        PALETTE[index % len(PALETTE)])
         label_x = left + int(g * group_w + group_w / 2) - 4 * len(name)
         canvas.text(label_x, top + plot_h + 8, name)
+
+
+def bar_chart(
+    title: str,
+    groups: Sequence[str],
+    series: Sequence[str],
+    values: Sequence[Sequence[float | None]],
+    *,
+    below: Sequence[Panel] = (),
+    width: int = 1200,
+    height: int = 560,
+) -> bytes:
+    """PNG bytes of a grouped bar chart: ``values[group][series]`` (None = no bar),
+    and under it the ``below`` panels side by side, each with its own axis (their
+    series are the same, in the same colours), then the legend."""
+    legend_h = 22 * ((len(series) + 2) // 3)
+    below_h = 260 if below else 0
+    canvas = Canvas(width, height + below_h)
+    main_bottom = height - 15 - legend_h
+    _draw_panel(canvas, Panel(title, groups, values), (20, 10, width - 20, main_bottom), 3)
+    if below:
+        cell = (width - 20) // len(below)
+        for i, panel in enumerate(below):
+            box = (20 + i * cell, main_bottom + 10, 20 + (i + 1) * cell - 20,
+                   main_bottom + below_h)
+            _draw_panel(canvas, panel, box, 2)
     for s, name in enumerate(series):
-        lx = left + (s % 3) * (plot_w // 3)
-        ly = height - legend_h - 5 + 22 * (s // 3)
-        canvas.rect(lx, ly, lx + 14, ly + 14, PALETTE[s % 8])
+        lx = 90 + (s % 3) * ((width - 110) // 3)
+        ly = height + below_h - legend_h - 5 + 22 * (s // 3)
+        canvas.rect(lx, ly, lx + 14, ly + 14, PALETTE[s % len(PALETTE)])
         canvas.text(lx + 20, ly + 2, name)
     return canvas.png()

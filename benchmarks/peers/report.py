@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from peers.pngchart import bar_chart
+from peers.pngchart import Panel, bar_chart
 
 __all__ = ["chart", "markdown", "ratios", "write_all"]
 
@@ -166,6 +166,7 @@ def markdown(results: dict[str, Any]) -> str:
             out.append(f"| {sample['records']:,} | {sample['rss_bytes'] / 1e6:.1f} |")
         growth = memory.get("rss_growth_20_to_100_mb")
         out += ["", f"RSS growth from 20 % to 100 % of the records: {_fmt(growth, 1)} MB.", ""]
+    out += _startup_table(results)
     out += _stages_table(results.get("stages") or {})
     if results["unavailable"] or results["failures"]:
         out += ["## Not measured", ""]
@@ -179,6 +180,63 @@ def markdown(results: dict[str, Any]) -> str:
 
 #: the columns of the stage table, in the worker's stage names
 _STAGE_COLUMNS = ("poll", "socket_read", "select", "batch_crc", "record_decode", "gc")
+
+
+#: the start-up probe (startup.py) that stands for each client
+_PROBE_OF = {
+    "kafka-share-implicit": "kafka-share", "kafka-share-explicit": "kafka-share",
+    "kafka-share-arrow-implicit": "kafka-share", "kafka-share-arrow-explicit": "kafka-share",
+    "kafka-share-async-implicit": "kafka-share-async",
+    "kafka-share-async-explicit": "kafka-share-async",
+    "confluent-share-implicit": "confluent-share", "confluent-share-explicit": "confluent-share",
+    "confluent-classic": "confluent-classic",
+}
+
+
+def first_record_ms(results: dict[str, Any], client: str) -> dict[str, float] | None:
+    """min/median/max of a client's time from ``subscribe`` to its first record,
+    over its runs on every data set (each on a fresh group, records waiting)."""
+    values = [
+        run["first_record_s"] * 1e3
+        for clients in results["raw"].values()
+        for run in clients.get(client, [])
+        if run.get("first_record_s") is not None
+    ]
+    if not values:
+        return None
+    values.sort()
+    return {"min": values[0], "median": values[len(values) // 2], "max": values[-1]}
+
+
+def _startup_table(results: dict[str, Any]) -> list[str]:
+    """Import + construct, idle RSS (the start-up probe) and time to first record."""
+    startup = results.get("startup") or {}
+    if not startup:
+        return []
+    out = [
+        "## Start-up and idle memory",
+        "",
+        "Import + construct: a fresh interpreter imports the client's package and "
+        "constructs one consumer (`benchmarks/peers/startup.py`; kafka-share byte-compiled, "
+        "as installed). Idle RSS: that process once quiet. First record: from `subscribe` "
+        "to the first record on a fresh group with records waiting, over every throughput "
+        "run. AsyncShareConsumer's figure includes creating its event loop.",
+        "",
+        "| client | import + construct ms | idle RSS MB | first record ms |",
+        "|---|---|---|---|",
+    ]
+    for client in results["meta"]["clients"]:
+        probe = startup.get(_PROBE_OF.get(client, ""))
+        first = first_record_ms(results, client)
+        if probe is None and first is None:
+            continue
+        out.append(
+            f"| {LABELS.get(client, client)} "
+            f"| {_mmm(probe['import_construct_ms']) if probe else 'n/a'} "
+            f"| {_mmm(probe['idle_rss_mb'], 1) if probe else 'n/a'} | {_mmm(first)} |"
+        )
+    out.append("")
+    return out
 
 
 def _stages_table(stages: dict[str, Any]) -> list[str]:
@@ -216,8 +274,34 @@ def chart(results: dict[str, Any]) -> bytes:
     ]
     return bar_chart(
         f"Records/s, median of {results['meta']['repetitions']} ({results['meta']['mode']})",
-        groups, [LABELS.get(c, c) for c in clients], values,
+        groups, [LABELS.get(c, c) for c in clients], values, below=_startup_panels(results),
     )
+
+
+def _startup_panels(results: dict[str, Any]) -> list[Panel]:
+    """Import + construct, idle RSS and first record, one bar per client (the
+    start-up figures on the client that stands for its probe only)."""
+    startup = results.get("startup") or {}
+    if not startup:
+        return []
+    clients = results["meta"]["clients"]
+
+    def probe_value(client: str, key: str) -> float | None:
+        probe = startup.get(_PROBE_OF.get(client, ""))
+        stands_for = client in ("kafka-share-implicit", "kafka-share-async-implicit",
+                                "confluent-share-implicit", "confluent-classic")
+        return probe[key]["median"] if probe and stands_for and probe[key] else None
+
+    def first(client: str) -> float | None:
+        figure = first_record_ms(results, client)
+        return figure["median"] if figure else None
+
+    return [
+        Panel("import + construct, ms", [""],
+              [[probe_value(c, "import_construct_ms") for c in clients]]),
+        Panel("idle RSS, MB", [""], [[probe_value(c, "idle_rss_mb") for c in clients]]),
+        Panel("first record, ms", [""], [[first(c) for c in clients]]),
+    ]
 
 
 def write_all(results: dict[str, Any], out_dir: Path, name: str) -> list[Path]:

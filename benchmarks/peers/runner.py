@@ -36,6 +36,14 @@ __all__ = ["DataSet", "main", "run_benchmark"]
 JAVA_CLIENT = "java-share-perf"
 ALL_CLIENTS = (*PY_CLIENTS[:4], JAVA_CLIENT, *PY_CLIENTS[4:])
 WORKER = Path(__file__).with_name("worker.py")
+STARTUP = Path(__file__).with_name("startup.py")
+#: the start-up probe of each benchmark client (startup.py): one per library and API
+STARTUP_PROBES = {
+    "kafka-share-implicit": "kafka-share",
+    "kafka-share-async-implicit": "kafka-share-async",
+    "confluent-share-implicit": "confluent-share",
+    "confluent-classic": "confluent-classic",
+}
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 
@@ -450,6 +458,48 @@ def summarise(runs: list[dict[str, Any]], value_bytes: int) -> dict[str, Any]:
     }
 
 
+def _compile_package() -> None:
+    """Write kafka_share's byte-code, as installing the package does: without it
+    (``PYTHONDONTWRITEBYTECODE`` set on a source checkout) every start compiles
+    the generated messages module, about 40 ms and 38 MB that no installed
+    package pays."""
+    import compileall
+
+    import kafka_share
+
+    compileall.compile_dir(str(Path(kafka_share.__file__).parent), quiet=1)
+
+
+def run_startup(bench: Bench, clients: Sequence[str], runs: int) -> dict[str, Any]:
+    """Import + construct time and idle RSS of each client's start-up probe, in
+    ``runs`` fresh processes each (probes interleaved, the order rotating)."""
+    probes = [STARTUP_PROBES[c] for c in clients if c in STARTUP_PROBES]
+    if not probes or runs < 1:
+        return {}
+    _compile_package()
+    raw: dict[str, list[dict[str, Any]]] = {}
+    for rep in range(runs):
+        for probe in probes[rep % len(probes):] + probes[: rep % len(probes)]:
+            proc = Child([sys.executable, str(STARTUP), probe, bench.bootstrap]).reap(60)
+            line = next((x for x in proc.stdout.splitlines() if x.startswith("STARTUP ")), None)
+            if line is None:
+                bench.log(f"FAILED start-up probe {probe}: {proc.stderr[-500:]}")
+                continue
+            raw.setdefault(probe, []).append(json.loads(line[len("STARTUP "):]))
+    out = {
+        probe: {
+            "runs": runs_,
+            "import_construct_ms": _summary([r["import_construct_s"] * 1e3 for r in runs_]),
+            "idle_rss_mb": _summary([r["idle_rss_bytes"] / 1e6 for r in runs_]),
+        }
+        for probe, runs_ in raw.items()
+    }
+    for probe, figures in out.items():
+        bench.log(f"start-up {probe:18} {figures['import_construct_ms']} ms "
+                  f"idle {figures['idle_rss_mb']} MB")
+    return out
+
+
 def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     bench = Bench(args, bootstrap)
     clients = [c for c in ALL_CLIENTS if c in args.clients]
@@ -462,6 +512,7 @@ def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     if JAVA_CLIENT in clients and bench.java is not None:
         overhead_topic = bench.setup_data([DataSet(100, 1, 1)], "overhead-")["100B-1p"]
 
+    startup = run_startup(bench, clients, args.startup_runs)
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {d.name: {} for d in sets}
     failures: list[dict[str, str]] = []
     overheads: list[float] = []
@@ -584,6 +635,7 @@ def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
             for client, runs in latency.items()
         },
         "memory": memory,
+        "startup": startup,
         "profile": profile_text,
         "stages": stages,
         "raw": raw,
@@ -607,6 +659,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="seconds of timed produce per latency run (0 skips; 5, quick 3)")
     parser.add_argument("--memory-records", type=int, default=None,
                         help="1 KiB records of the RSS-growth run (0 skips)")
+    parser.add_argument("--startup-runs", type=int, default=None,
+                        help="fresh processes per client measuring import + construct "
+                        "and idle RSS (0 skips; 7, quick 3)")
     parser.add_argument("--profile", action="store_true",
                         help="also profile kafka-share (implicit) on 1KiB-1p with cProfile")
     parser.add_argument("--stages", action="store_true",
@@ -632,6 +687,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.broker_pids = [int(p) for p in args.broker_pids.split(",") if p.strip()]
     if args.latency_seconds is None:
         args.latency_seconds = 3.0 if args.quick else 5.0
+    if args.startup_runs is None:
+        args.startup_runs = 3 if args.quick else 7
     if args.memory_records is None:
         args.memory_records = int((50_000 if args.quick else 400_000) * args.scale)
     if args.name is None:

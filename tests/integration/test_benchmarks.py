@@ -110,9 +110,23 @@ def test_quick_comparison_writes_a_complete_results_file(
         assert stages["batch_crc"]["cpu_us_per_record"] <= poll, name
         assert entry["cpu_us_per_record"] > 0, name
 
+    # Start-up: 3 fresh processes per probe (--quick); a consumer's footprint is
+    # tens of MB, its start well under 10 s (no limits on the figures here).
+    startup = results["startup"]
+    assert sorted(startup) == ["confluent-classic", "confluent-share", "kafka-share",
+                               "kafka-share-async"]
+    for probe, figures in startup.items():
+        assert len(figures["runs"]) == 3, probe
+        _check_figure(figures["import_construct_ms"], f"{probe} import + construct")
+        _check_figure(figures["idle_rss_mb"], f"{probe} idle RSS")
+        assert 5 < figures["idle_rss_mb"]["median"] < 500, probe
+        assert 0 < figures["import_construct_ms"]["median"] < 10_000, probe
+
     pairs = {(r["data_set"], r["kafka_share"], r["peer"]) for r in results["ratios"]}
     assert ("1KiB-1p", "kafka-share-implicit", "confluent-share-implicit") in pairs
     markdown = (tmp_path / "it.md").read_text()
     assert "kafka-share's ratio to each peer" in markdown
     assert "Where kafka-share's CPU goes" in markdown
+    table = markdown.split("## Start-up and idle memory", 1)[1].split("##", 1)[0]
+    assert "| kafka-share implicit | " in table and "| confluent classic Consumer | " in table
     assert (tmp_path / "it.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
