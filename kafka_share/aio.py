@@ -54,7 +54,7 @@ from kafka_share._handoff.events import (
     LeaveGroupEvent,
 )
 from kafka_share._net.aio import AsyncEngineShell
-from kafka_share._net.security import validate_supported
+from kafka_share._net.security_checks import validate_supported
 from kafka_share.consumer import ShareConsumer, _instance_id
 from kafka_share.errors import IllegalStateError, KafkaError, WakeupError
 from kafka_share.models import (

@@ -62,7 +62,7 @@ from kafka_share._handoff.events import (
     LeaveGroupEvent,
 )
 from kafka_share._handoff.telemetry import TelemetryIdentity
-from kafka_share._net.security import validate_supported
+from kafka_share._net.security_checks import validate_supported
 from kafka_share._net.thread import NetworkThread
 from kafka_share.errors import KafkaError
 from kafka_share.models import (

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import http.client
 import json
 import logging
 import random
@@ -31,11 +30,14 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
 from kafka_share.errors import AuthenticationError, ConfigError
+
+if TYPE_CHECKING:
+    import http.client
 
 __all__ = [
     "ClientCredentialsTokenProvider",
@@ -275,6 +277,10 @@ class ClientCredentialsTokenProvider:
         does (a per-read socket timeout alone lets an endpoint that sends a
         byte now and then hold the call forever): a timer shuts the socket down
         at the deadline."""
+        # Imported here: http.client pulls in the email package (about 5 ms and
+        # 2 MB), which a client that never fetches a token should not pay for.
+        import http.client  # noqa: PLC0415
+
         url = self._url
         connection: http.client.HTTPConnection
         if url.scheme == "https":

@@ -51,12 +51,12 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from kafka_share._log import Logger
-from kafka_share.config import ShareConsumerConfig
+from kafka_share.config import SecurityProtocol, ShareConsumerConfig
 from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kafka_share.protocol.api_keys import ApiVersionsTable
 from kafka_share.share.backoff import ExponentialBackoff
@@ -68,11 +68,24 @@ from .connection import (
     ResponseHandler,
 )
 from .resolver import Resolver
-from .security import ConnectionSecurity, cleartext_credentials_warning, security_from_config
+from .security_checks import cleartext_credentials_warning
+
+if TYPE_CHECKING:
+    from .security import ConnectionSecurity
 
 __all__ = ["NetworkClient", "Poller", "Purpose", "SelectorPoller", "monotonic_ms"]
 
 log = logging.getLogger("kafka_share.net")
+
+
+def _security(config: ShareConsumerConfig) -> ConnectionSecurity | None:
+    """The TLS context and SASL credentials of ``config`` (None: PLAINTEXT, for
+    which the TLS and SASL modules are never imported)."""
+    if config.security_protocol is SecurityProtocol.PLAINTEXT:
+        return None
+    from .security import security_from_config  # noqa: PLC0415
+
+    return security_from_config(config)
 
 
 def monotonic_ms() -> int:
@@ -233,7 +246,7 @@ class NetworkClient:
             connections_max_idle_ms=config.connections_max_idle_ms,
             dns_lookup=config.client_dns_lookup,
             logger=logger,
-            security=security_from_config(config),
+            security=_security(config),
             poller=poller,
         )
 

@@ -36,11 +36,10 @@ import errno
 import logging
 import random as _random
 import socket
-import ssl
 import sys
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -76,9 +75,12 @@ from kafka_share.protocol.messages import (
 from kafka_share.share.unsent import VersionedRequest
 
 from .resolver import AddressInfo
-from .sasl import OAuthBearerMechanism, SaslClientMechanism
-from .security import ConnectionSecurity
-from .tls import TlsSession, describe_ssl_error
+
+if TYPE_CHECKING:
+    # Imported where used: a PLAINTEXT client never loads ssl, TLS or SASL code.
+    from .sasl import SaslClientMechanism
+    from .security import ConnectionSecurity
+    from .tls import TlsSession
 
 __all__ = ["TRANSITIONS", "BrokerConnection", "ConnectionState", "ResponseHandler"]
 
@@ -358,6 +360,8 @@ class BrokerConnection:
                     self.close(NetworkError("; ".join(self._failures)))
                 return
             if self._security is not None and self._security.ssl_context is not None:
+                from .tls import TlsSession  # noqa: PLC0415
+
                 self._transition(ConnectionState.HANDSHAKING_TLS)
                 self._tls = TlsSession(self._security.ssl_context, self.host)
                 self._tls_handshake(now_ms)
@@ -535,6 +539,10 @@ class BrokerConnection:
     # -- TLS ------------------------------------------------------------------
 
     def _tls_handshake(self, now_ms: int) -> None:
+        import ssl  # noqa: PLC0415  (loaded already: the client made an SSLContext)
+
+        from .tls import describe_ssl_error  # noqa: PLC0415
+
         tls = self._tls
         assert tls is not None
         try:
@@ -552,6 +560,10 @@ class BrokerConnection:
     def _read_tls(self, now_ms: int) -> bool:
         """Read from the socket and decrypt into the codec's buffer; True when
         the codec got bytes."""
+        import ssl  # noqa: PLC0415  (loaded already: the client made an SSLContext)
+
+        from .tls import describe_ssl_error  # noqa: PLC0415
+
         tls = self._tls
         assert tls is not None
         try:
@@ -708,6 +720,8 @@ class BrokerConnection:
             self.close(exc)
             return
         if reply is not None:
+            from .sasl import OAuthBearerMechanism  # noqa: PLC0415
+
             if isinstance(mechanism, OAuthBearerMechanism) and mechanism.challenge is not None:
                 self._log.debug(
                     "broker %s rejected the OAUTHBEARER token: %s", self.address,

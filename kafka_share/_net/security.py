@@ -18,7 +18,6 @@ from collections.abc import Callable
 import attrs
 
 from kafka_share.config import (
-    IMPLEMENTED_SECURITY_PROTOCOLS,
     SaslMechanism,
     SecurityProtocol,
     ShareConsumerConfig,
@@ -32,7 +31,7 @@ from kafka_share.credentials import (
     fetch_in_background,
     refresh_at_s,
 )
-from kafka_share.errors import AuthenticationError, ConfigError, KafkaError
+from kafka_share.errors import AuthenticationError, KafkaError
 
 from .sasl import (
     GssapiMechanism,
@@ -44,7 +43,7 @@ from .sasl import (
 )
 from .tls import build_ssl_context
 
-__all__ = ["ConnectionSecurity", "TokenSource", "security_from_config", "validate_supported"]
+__all__ = ["ConnectionSecurity", "TokenSource", "security_from_config"]
 
 
 class TokenSource:
@@ -147,40 +146,6 @@ class ConnectionSecurity:
                 self.kerberos_principal, self.kerberos_keytab,
             )
         raise AuthenticationError(f"no SASL mechanism configured for {self.protocol.value}")
-
-
-def cleartext_credentials_warning(config: ShareConsumerConfig) -> str | None:
-    """The warning for credentials that a SASL_PLAINTEXT listener would carry
-    readable by anyone on the network path (None when there are none: GSSAPI
-    never sends its secret, and TLS protects the rest)."""
-    mechanism = config.sasl_mechanism
-    if config.security_protocol is not SecurityProtocol.SASL_PLAINTEXT or mechanism in (
-        None, SaslMechanism.GSSAPI,
-    ):
-        return None
-    what = {
-        SaslMechanism.PLAIN: "the password",
-        SaslMechanism.OAUTHBEARER: "the access token",
-    }.get(mechanism, "the SCRAM exchange (open to offline guessing of the password)")
-    return (
-        f"security.protocol=SASL_PLAINTEXT with sasl.mechanism={mechanism.value}: "
-        f"{what} and every record travel unencrypted; use SASL_SSL outside a trusted network"
-    )
-
-
-def validate_supported(config: ShareConsumerConfig) -> None:
-    """Raise ConfigError for settings that parse but cannot be used here: a
-    protocol not implemented, TLS files that do not load, GSSAPI without its
-    optional package. Called by whoever validates a configuration (the
-    facades, the admin client, the Spark source's option check)."""
-    if config.security_protocol not in IMPLEMENTED_SECURITY_PROTOCOLS:
-        implemented = ", ".join(sorted(p.value for p in IMPLEMENTED_SECURITY_PROTOCOLS))
-        raise ConfigError(
-            f"security.protocol={config.security_protocol.value} is not implemented by "
-            f"this client yet; implemented: {implemented}"
-        )
-    if config.security_protocol is not SecurityProtocol.PLAINTEXT:
-        security_from_config(config)  # builds the TLS context and credentials, or says why not
 
 
 def security_from_config(config: ShareConsumerConfig) -> ConnectionSecurity:

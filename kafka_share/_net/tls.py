@@ -16,7 +16,6 @@ import logging
 import os
 import secrets
 import ssl
-import tempfile
 from collections.abc import Iterator
 
 from kafka_share.config import ShareConsumerConfig
@@ -32,6 +31,8 @@ _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_
 @contextlib.contextmanager
 def _private_file(data: str) -> Iterator[str]:
     """A 0600 temporary file holding ``data`` (``load_cert_chain`` needs a path)."""
+    import tempfile  # noqa: PLC0415  (with shutil and random: only for PEM keys)
+
     fd, path = tempfile.mkstemp(prefix="kafka-share-", suffix=".pem")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
-from kafka_share._net.security import validate_supported
+from kafka_share._net.security_checks import validate_supported
 from kafka_share.admin import dead_letter as dlq
 from kafka_share.admin import requests as rq
 from kafka_share.admin.calls import AdminRpc, Call, Route, Routing

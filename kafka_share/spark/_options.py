@@ -15,7 +15,7 @@ from typing import Final
 import attrs
 
 from kafka_share._app.checks import _check_pattern
-from kafka_share._net.security import validate_supported
+from kafka_share._net.security_checks import validate_supported
 from kafka_share.config import parse_config
 from kafka_share.errors import ConfigError
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kafka_share._net.sasl import OAuthBearerMechanism, PlainMechanism, ScramMechanism
-from kafka_share._net.security import security_from_config, validate_supported
+from kafka_share._net.security import security_from_config
+from kafka_share._net.security_checks import validate_supported
 from kafka_share._net.tls import TlsSession, build_ssl_context, describe_ssl_error
 from kafka_share.config import (
     IMPLEMENTED_SECURITY_PROTOCOLS,
@@ -521,3 +524,29 @@ def test_validate_supported(monkeypatch: pytest.MonkeyPatch) -> None:
         frozenset({SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL}),
     )
     validate_supported(config)
+
+
+_HEAVY = ("ssl", "http.client", "tempfile", "difflib", "ipaddress", "kafka_share._net.security",
+          "kafka_share._net.sasl", "kafka_share._net.tls", "kafka_share.credentials")
+
+
+def _modules_after_construction(config: str) -> list[str]:
+    script = (
+        "import sys\n"
+        "from kafka_share import ShareConsumer\n"
+        f"c = ShareConsumer({{'bootstrap.servers': 'localhost:1', 'group.id': 'g', {config}}})\n"
+        "c.close(timeout=1)\n"
+        f"print(','.join(m for m in {_HEAVY!r} if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return [m for m in proc.stdout.strip().split(",") if m]
+
+
+def test_a_plaintext_consumer_imports_no_tls_sasl_or_token_code() -> None:
+    # Start-up time: ssl, the SASL mechanisms and the token provider (with
+    # http.client) load only for a protocol that uses them.
+    assert _modules_after_construction("") == []
+    loaded = _modules_after_construction("'security.protocol': 'SSL'")
+    assert {"ssl", "kafka_share._net.security", "kafka_share._net.tls"} <= set(loaded)
