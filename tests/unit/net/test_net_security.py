@@ -511,7 +511,7 @@ def test_validate_supported(monkeypatch: pytest.MonkeyPatch) -> None:
     validate_supported(parse_config(BASE))  # PLAINTEXT is implemented: no error
     config = parse_config(BASE, security_protocol="SSL")
     monkeypatch.setattr(
-        "kafka_share._net.security.IMPLEMENTED_SECURITY_PROTOCOLS",
+        "kafka_share._net.security_checks.IMPLEMENTED_SECURITY_PROTOCOLS",
         frozenset({SecurityProtocol.PLAINTEXT}),
     )
     with pytest.raises(ConfigError) as info:
@@ -520,7 +520,7 @@ def test_validate_supported(monkeypatch: pytest.MonkeyPatch) -> None:
         "security.protocol=SSL is not implemented by this client yet; implemented: PLAINTEXT"
     )
     monkeypatch.setattr(
-        "kafka_share._net.security.IMPLEMENTED_SECURITY_PROTOCOLS",
+        "kafka_share._net.security_checks.IMPLEMENTED_SECURITY_PROTOCOLS",
         frozenset({SecurityProtocol.PLAINTEXT, SecurityProtocol.SSL}),
     )
     validate_supported(config)
