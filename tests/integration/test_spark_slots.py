@@ -90,3 +90,59 @@ def test_racing_attempts_of_a_slot_yield_the_same_rows_and_lose_nothing(
     taken = {(p, o) for p, o, _ in a}
     assert not rest & taken
     assert len(rest) + len(taken) == 20_000
+
+
+def test_a_slot_reads_up_to_the_planned_end_offsets_then_stops(
+    kafka_bootstrap: str, topic_factory: Callable[..., str], share_group: str,
+    kafka_produce: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The driver planned the batch when each partition ended at offset 300;
+    # 2,000 records per partition came after. With a budget far above both,
+    # the slot takes every planned record and stops once its consumer has
+    # caught up with the plan on both partitions: it does not read the log
+    # out (2,300 records a partition) or wait for an empty poll.
+    from kafka_share.spark import _slots
+    from kafka_share.spark._options import parse_source_options
+
+    topic = topic_factory(partitions=2)
+    for p in (0, 1):
+        for b in range(30):
+            kafka_produce(topic, [f"old{p}-{b}-{i}".encode() for i in range(10)], partition=p)
+    ends = {(topic, 0): 300, (topic, 1): 300}
+    for p in (0, 1):
+        for b in range(200):
+            kafka_produce(topic, [f"new{p}-{b}-{i}".encode() for i in range(10)], partition=p)
+    options = parse_source_options({
+        "kafka.bootstrap.servers": kafka_bootstrap, "kafka.group.id": share_group,
+        "subscribe": topic, "stagingLocation": str(tmp_path / "staging"),
+        "kafka.max.poll.records": "50", "pollTimeoutMs": "2000",
+    })
+    monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
+    try:
+        rows: list[tuple[int, int]] = []
+        started = time.monotonic()
+        for batch in _slots.read_slot(options, 1, 0, 1_000_000, ends):
+            rows.extend(zip(batch.column("partition").to_pylist(),
+                            batch.column("offset").to_pylist(), strict=True))
+        took_s = time.monotonic() - started
+    finally:
+        _slots._close_all()
+    assert len(set(rows)) == len(rows)
+    taken = set(rows)
+    assert {(p, o) for p in (0, 1) for o in range(300)} <= taken
+    # Past the ends: what polls brought while the other partition caught up.
+    assert len(taken) < 600 + 400, len(taken)
+    assert took_s < 30
+    # The rest is still the group's, none of it acknowledged.
+    consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
+        bootstrap_servers=kafka_bootstrap, group_id=share_group)
+    try:
+        consumer.subscribe([topic])
+        rest: set[tuple[int, int]] = set()
+        deadline = time.monotonic() + 60
+        while len(rest) < 4600 - len(taken) and time.monotonic() < deadline:
+            rest.update((r.partition, r.offset) for r in consumer.poll(timeout=0.5))
+    finally:
+        consumer.close(timeout=5)
+    assert not rest & taken
+    assert len(rest) + len(taken) == 4600
