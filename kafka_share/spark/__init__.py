@@ -16,19 +16,25 @@ See the Spark guide (``docs/spark.md``) for guarantees and operational rules.
 
 from __future__ import annotations
 
-try:
-    import pyarrow  # noqa: F401
-    import pyspark  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+# pyarrow is looked for, not imported: Spark imports this package in each Python
+# process it starts for the source (planning, the source runner), most of which
+# never touch Arrow data; importing pyarrow, numpy and the worker pool there cost
+# about 0.2 s per process before the query's first trigger.
+if importlib.util.find_spec("pyspark") is None or importlib.util.find_spec("pyarrow") is None:
+    raise ImportError(  # pragma: no cover - depends on the environment
         "kafka_share.spark needs pyspark>=4.2 and pyarrow: pip install 'kafka-share[spark]'"
-    ) from exc
+    )
 
 from pyspark.sql import SparkSession
 
 from kafka_share.spark._options import SparkOptionError
-from kafka_share.spark.pool import OUTCOME_SCHEMA, process_queue
 from kafka_share.spark.source import ShareGroupDataSource, source_schema
+
+if TYPE_CHECKING:
+    from kafka_share.spark.pool import OUTCOME_SCHEMA, process_queue
 
 __all__ = [
     "OUTCOME_SCHEMA",
@@ -61,3 +67,12 @@ def register(spark: SparkSession) -> None:
     current = spark.conf.get(key, "(?i)url") or "(?i)url"
     if SECRET_OPTIONS_REGEX not in current:
         spark.conf.set(key, f"(?i)(?:{current.removeprefix('(?i)')})|{SECRET_OPTIONS_REGEX}")
+
+
+def __getattr__(name: str) -> Any:
+    # The worker pool (pyarrow, the threaded worker) on first use.
+    if name in ("OUTCOME_SCHEMA", "process_queue"):
+        from kafka_share.spark import pool  # noqa: PLC0415
+
+        return getattr(pool, name)
+    raise AttributeError(f"module 'kafka_share.spark' has no attribute {name!r}")

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 __all__ = ["arrow_schema", "column_names", "poll_batch_to_table"]
-
-_HEADER = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 
 
 def column_names(include_headers: bool) -> list[str]:
@@ -27,6 +23,11 @@ def column_names(include_headers: bool) -> list[str]:
 
 def arrow_schema(include_headers: bool) -> Any:
     """The Arrow schema of the source's record batches."""
+    # pyarrow is imported where a schema is built: the source's schema needs
+    # column_names only, in processes that never touch Arrow data.
+    import pyarrow as pa  # noqa: PLC0415
+
+    header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
     types = {
         "key": pa.binary(),
         "value": pa.binary(),
@@ -35,7 +36,7 @@ def arrow_schema(include_headers: bool) -> Any:
         "offset": pa.int64(),
         "timestamp": pa.timestamp("us", tz="UTC"),
         "timestampType": pa.int32(),
-        "headers": pa.list_(pa.field("element", _HEADER)),
+        "headers": pa.list_(pa.field("element", header)),
         "deliveryCount": pa.int32(),
     }
     return pa.schema([pa.field(n, types[n]) for n in column_names(include_headers)])
@@ -54,6 +55,8 @@ def poll_batch_to_table(batch: Any, include_headers: bool) -> Any:
     values as ``binary``): columns renamed and cast in Arrow, no Python object
     per record. Kafka's millisecond timestamps become Spark's microseconds (a
     record without one stays null)."""
+    import pyarrow as pa  # noqa: PLC0415
+
     schema = arrow_schema(include_headers)
     arrays = [batch.column(_POLL_COLUMNS[f.name]).cast(f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)

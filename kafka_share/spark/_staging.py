@@ -31,10 +31,6 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from kafka_share.spark._options import SparkOptionError
 from kafka_share.spark._storage import (
     PosixStorage,
@@ -112,6 +108,13 @@ def spans_of(topics: Any, partitions: Any, offsets: Any, counts: Any) -> list[Sp
 
     Vectorised: a slot stages every poll, and a loop per record here cost as much
     CPU as decoding the records."""
+    # Imported here, in the executors' read slots: the driver's processes import
+    # this module for the store alone, and numpy with pyarrow.compute cost them
+    # about 0.1 s each time Spark starts one.
+    import numpy as np  # noqa: PLC0415
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
     n = len(offsets)
     if n == 0:
         return []
@@ -119,8 +122,11 @@ def spans_of(topics: Any, partitions: Any, offsets: Any, counts: Any) -> list[Sp
     if isinstance(topic_codes, pa.ChunkedArray):
         topic_codes = topic_codes.combine_chunks()
     names = topic_codes.dictionary.to_pylist()
-    code = _ints(topic_codes.indices)
-    part, off, count = _ints(partitions), _ints(offsets), _ints(counts)
+    def ints(column: Any) -> Any:
+        return np.asarray(pa.chunked_array([column]).to_numpy(), dtype=np.int64)
+
+    code = ints(topic_codes.indices)
+    part, off, count = ints(partitions), ints(offsets), ints(counts)
     order = np.lexsort((off, part, code))
     code, part, off, count = code[order], part[order], off[order], count[order]
     breaks = np.flatnonzero(
@@ -135,10 +141,6 @@ def spans_of(topics: Any, partitions: Any, offsets: Any, counts: Any) -> list[Sp
     ]
     spans.sort()
     return spans
-
-
-def _ints(column: Any) -> Any:
-    return np.asarray(pa.chunked_array([column]).to_numpy(), dtype=np.int64)
 
 
 _OBJECT_STORES = ("s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss",

@@ -71,7 +71,6 @@ from kafka_share.spark._arrow import column_names
 from kafka_share.spark._drain import DrainGoal
 from kafka_share.spark._options import SourceOptions, SparkOptionError, parse_source_options
 from kafka_share.spark._plan import BatchPlan, TriggerPolicy
-from kafka_share.spark._slots import read_slot
 from kafka_share.spark._staging import StagingStore
 
 __all__ = ["ShareGroupDataSource", "ShareGroupStreamReader", "SlotPartition", "source_schema"]
@@ -615,7 +614,10 @@ class ShareGroupStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
                 for i in range(plan.slots)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        # In an executor's Python worker.
+        # In an executor's Python worker. Imported here: the consumer and the
+        # Arrow code are the executors' (the driver's processes never read).
+        from kafka_share.spark._slots import read_slot  # noqa: PLC0415
+
         assert isinstance(partition, SlotPartition)
         options = self._options.for_run(partition.run)
         yield from read_slot(options, partition.seq, partition.slot, partition.budget,
