@@ -538,10 +538,14 @@ class BrokerConnection:
 
     # -- TLS ------------------------------------------------------------------
 
+    def _tls_failed(self, exc: BaseException) -> None:
+        """Close on a TLS error, saying what it means for this broker."""
+        from .tls import describe_ssl_error  # noqa: PLC0415  (on failure only)
+
+        self.close(SslAuthenticationError(describe_ssl_error(exc, self.address, self.host)))
+
     def _tls_handshake(self, now_ms: int) -> None:
         import ssl  # noqa: PLC0415  (loaded already: the client made an SSLContext)
-
-        from .tls import describe_ssl_error  # noqa: PLC0415
 
         tls = self._tls
         assert tls is not None
@@ -549,7 +553,7 @@ class BrokerConnection:
             done = tls.do_handshake()
         except ssl.SSLError as exc:
             self._flush()  # the alert telling the broker why
-            self.close(SslAuthenticationError(describe_ssl_error(exc, self.address, self.host)))
+            self._tls_failed(exc)
             return
         self._flush()
         if done and self.state is ConnectionState.HANDSHAKING_TLS:
@@ -561,8 +565,6 @@ class BrokerConnection:
         """Read from the socket and decrypt into the codec's buffer; True when
         the codec got bytes."""
         import ssl  # noqa: PLC0415  (loaded already: the client made an SSLContext)
-
-        from .tls import describe_ssl_error  # noqa: PLC0415
 
         tls = self._tls
         assert tls is not None
@@ -598,7 +600,7 @@ class BrokerConnection:
         except ssl.SSLError as exc:
             # Under TLS 1.3 a refused client certificate shows up here, on the
             # first read after the handshake.
-            self.close(SslAuthenticationError(describe_ssl_error(exc, self.address, self.host)))
+            self._tls_failed(exc)
             return False
         except KafkaError as exc:
             self.close(exc)
