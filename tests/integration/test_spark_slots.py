@@ -25,6 +25,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 WORKER = Path(__file__).with_name("slot_race_worker.py")
 
 
+def _rest_of_group(bootstrap: str, group: str, topic: str, expected: int) -> set[tuple[int, int]]:
+    """(partition, offset) of what a new member of ``group`` gets: the records
+    still the group's, polled until ``expected`` of them came (60 s at most)."""
+    consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
+        bootstrap_servers=bootstrap, group_id=group)
+    try:
+        consumer.subscribe([topic])
+        rest: set[tuple[int, int]] = set()
+        deadline = time.monotonic() + 60
+        while len(rest) < expected and time.monotonic() < deadline:
+            rest.update((r.partition, r.offset) for r in consumer.poll(timeout=0.5))
+    finally:
+        consumer.close(timeout=5)
+    return rest
+
+
 @pytest.mark.parametrize("storage", ["posix", "webhdfs"])
 def test_racing_attempts_of_a_slot_yield_the_same_rows_and_lose_nothing(
     kafka_bootstrap: str, topic_factory: Callable[..., str], share_group: str,
@@ -77,16 +93,7 @@ def test_racing_attempts_of_a_slot_yield_the_same_rows_and_lose_nothing(
         results[0]["chunks"])
     # Nothing lost: what the slot did not take, released races included, is
     # still in the group; nothing the slot took is.
-    consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
-        bootstrap_servers=kafka_bootstrap, group_id=share_group)
-    try:
-        consumer.subscribe([topic])
-        rest: set[tuple[int, int]] = set()
-        deadline = time.monotonic() + 60
-        while len(rest) < 20_000 - len(a) and time.monotonic() < deadline:
-            rest.update((r.partition, r.offset) for r in consumer.poll(timeout=0.5))
-    finally:
-        consumer.close(timeout=5)
+    rest = _rest_of_group(kafka_bootstrap, share_group, topic, 20_000 - len(a))
     taken = {(p, o) for p, o, _ in a}
     assert not rest & taken
     assert len(rest) + len(taken) == 20_000
@@ -134,15 +141,6 @@ def test_a_slot_reads_up_to_the_planned_end_offsets_then_stops(
     assert len(taken) < 600 + 400, len(taken)
     assert took_s < 30
     # The rest is still the group's, none of it acknowledged.
-    consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
-        bootstrap_servers=kafka_bootstrap, group_id=share_group)
-    try:
-        consumer.subscribe([topic])
-        rest: set[tuple[int, int]] = set()
-        deadline = time.monotonic() + 60
-        while len(rest) < 4600 - len(taken) and time.monotonic() < deadline:
-            rest.update((r.partition, r.offset) for r in consumer.poll(timeout=0.5))
-    finally:
-        consumer.close(timeout=5)
+    rest = _rest_of_group(kafka_bootstrap, share_group, topic, 4600 - len(taken))
     assert not rest & taken
     assert len(rest) + len(taken) == 4600
