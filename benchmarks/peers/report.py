@@ -183,7 +183,7 @@ _STAGE_COLUMNS = ("poll", "socket_read", "select", "batch_crc", "record_decode",
 
 
 #: the start-up probe (startup.py) that stands for each client
-_PROBE_OF = {
+PROBE_OF = {
     "kafka-share-implicit": "kafka-share", "kafka-share-explicit": "kafka-share",
     "kafka-share-arrow-implicit": "kafka-share", "kafka-share-arrow-explicit": "kafka-share",
     "kafka-share-async-implicit": "kafka-share-async",
@@ -191,6 +191,9 @@ _PROBE_OF = {
     "confluent-share-implicit": "confluent-share", "confluent-share-explicit": "confluent-share",
     "confluent-classic": "confluent-classic",
 }
+#: the clients that run each probe (one per library and API) and carry its bars
+PROBE_RUNNERS = ("kafka-share-implicit", "kafka-share-async-implicit",
+                 "confluent-share-implicit", "confluent-classic")
 
 
 def first_record_ms(results: dict[str, Any], client: str) -> dict[str, float] | None:
@@ -226,7 +229,7 @@ def _startup_table(results: dict[str, Any]) -> list[str]:
         "|---|---|---|---|",
     ]
     for client in results["meta"]["clients"]:
-        probe = startup.get(_PROBE_OF.get(client, ""))
+        probe = startup.get(PROBE_OF.get(client, ""))
         first = first_record_ms(results, client)
         if probe is None and first is None:
             continue
@@ -287,10 +290,9 @@ def _startup_panels(results: dict[str, Any]) -> list[Panel]:
     clients = results["meta"]["clients"]
 
     def probe_value(client: str, key: str) -> float | None:
-        probe = startup.get(_PROBE_OF.get(client, ""))
-        stands_for = client in ("kafka-share-implicit", "kafka-share-async-implicit",
-                                "confluent-share-implicit", "confluent-classic")
-        return probe[key]["median"] if probe and stands_for and probe[key] else None
+        probe = startup.get(PROBE_OF.get(client, ""))
+        runs_it = client in PROBE_RUNNERS
+        return probe[key]["median"] if probe and runs_it and probe[key] else None
 
     def first(client: str) -> float | None:
         figure = first_record_ms(results, client)

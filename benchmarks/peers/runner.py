@@ -37,13 +37,6 @@ JAVA_CLIENT = "java-share-perf"
 ALL_CLIENTS = (*PY_CLIENTS[:4], JAVA_CLIENT, *PY_CLIENTS[4:])
 WORKER = Path(__file__).with_name("worker.py")
 STARTUP = Path(__file__).with_name("startup.py")
-#: the start-up probe of each benchmark client (startup.py): one per library and API
-STARTUP_PROBES = {
-    "kafka-share-implicit": "kafka-share",
-    "kafka-share-async-implicit": "kafka-share-async",
-    "confluent-share-implicit": "confluent-share",
-    "confluent-classic": "confluent-classic",
-}
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 
@@ -473,7 +466,7 @@ def _compile_package() -> None:
 def run_startup(bench: Bench, clients: Sequence[str], runs: int) -> dict[str, Any]:
     """Import + construct time and idle RSS of each client's start-up probe, in
     ``runs`` fresh processes each (probes interleaved, the order rotating)."""
-    probes = [STARTUP_PROBES[c] for c in clients if c in STARTUP_PROBES]
+    probes = [report.PROBE_OF[c] for c in clients if c in report.PROBE_RUNNERS]
     if not probes or runs < 1:
         return {}
     _compile_package()
