@@ -21,6 +21,8 @@ LABELS = {
     "kafka-share-async-explicit": "kafka-share AsyncShareConsumer explicit",
     "kafka-share-arrow-implicit": "kafka-share poll_arrow implicit",
     "kafka-share-arrow-explicit": "kafka-share poll_arrow explicit",
+    "kafka-share-implicit-crc": "kafka-share implicit, check.crcs=true",
+    "confluent-share-implicit-crc": "confluent ShareConsumer implicit, check.crcs=true",
 }
 
 # (kafka-share client, peer, what the ratio compares)
@@ -34,6 +36,7 @@ RATIO_PAIRS = (
     ("kafka-share-async-explicit", "kafka-share-explicit"),
     ("kafka-share-arrow-implicit", "confluent-share-implicit"),
     ("kafka-share-arrow-explicit", "confluent-share-explicit"),
+    ("kafka-share-implicit-crc", "confluent-share-implicit-crc"),
 )
 
 

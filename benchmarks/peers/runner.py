@@ -34,7 +34,12 @@ from peers.worker import peak_rss_bytes
 __all__ = ["DataSet", "main", "run_benchmark"]
 
 JAVA_CLIENT = "java-share-perf"
-ALL_CLIENTS = (*PY_CLIENTS[:4], JAVA_CLIENT, *PY_CLIENTS[4:])
+#: Every Python client runs with check.crcs=false (librdkafka's default; kafka-share's
+#: is true, as Java's), so that both sides do the same work; these run the same
+#: client with check.crcs=true on both sides.
+CRC_SUFFIX = "-crc"
+CRC_CLIENTS = ("kafka-share-implicit" + CRC_SUFFIX, "confluent-share-implicit" + CRC_SUFFIX)
+ALL_CLIENTS = (*PY_CLIENTS[:4], JAVA_CLIENT, *PY_CLIENTS[4:], *CRC_CLIENTS)
 WORKER = Path(__file__).with_name("worker.py")
 STARTUP = Path(__file__).with_name("startup.py")
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
@@ -178,9 +183,13 @@ def process_cpu_s(pids: Sequence[int]) -> float | None:
 
 def _worker_argv(client: str, bootstrap: str, topic: str, group: str, records: int,
                  *extra: str) -> list[str]:
+    """The worker's command line for ``client``: check.crcs=true for a ``-crc``
+    client (the worker runs the client without the suffix), else false."""
+    check_crcs = client.endswith(CRC_SUFFIX)
     return [
-        sys.executable, str(WORKER), "--client", client, "--bootstrap-servers", bootstrap,
-        "--topic", topic, "--group", group, "--records", str(records), *extra,
+        sys.executable, str(WORKER), "--client", client.removesuffix(CRC_SUFFIX),
+        "--bootstrap-servers", bootstrap, "--topic", topic, "--group", group,
+        "--records", str(records), "--config", f"check.crcs={str(check_crcs).lower()}", *extra,
     ]
 
 
@@ -314,6 +323,7 @@ class Bench:
             # sampling is the fallback.
             "peak_rss_bytes": max(run.get("peak_rss_bytes") or 0, proc.peak_rss_bytes),
             "rss_samples": run["rss_samples"],
+            "config": run["config"],
         }
         if "stages" in run:
             out["stages"] = run["stages"]
@@ -538,7 +548,8 @@ def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     latency: dict[str, list[dict[str, Any]]] = {}
     if args.latency_seconds > 0:
         for rep in range(args.repetitions):
-            for client in [c for c in clients if c != JAVA_CLIENT]:
+            # The -crc clients differ only in CPU per batch: not run for latency.
+            for client in [c for c in clients if c != JAVA_CLIENT and c not in CRC_CLIENTS]:
                 try:
                     lat = bench.run_latency(client)
                 except Exception as exc:

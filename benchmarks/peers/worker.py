@@ -509,6 +509,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cpu1 = cpu_seconds()
     result: dict[str, Any] = {
         "client": args.client,
+        "config": args.config,
         "records": count,
         "expected_records": target,
         "bytes": total_bytes,

@@ -31,6 +31,8 @@ CLIENTS = [
     "kafka-share-async-explicit",
     "kafka-share-arrow-implicit",
     "kafka-share-arrow-explicit",
+    "kafka-share-implicit-crc",
+    "confluent-share-implicit-crc",
 ]
 DATA_SETS = ["100B-1p", "100B-6p", "1KiB-1p", "1KiB-6p", "10KiB-1p", "10KiB-6p"]
 FIGURES = ["records_per_s", "mb_per_s", "records_per_s_incl_join", "cpu_s_per_million",
@@ -78,11 +80,15 @@ def test_quick_comparison_writes_a_complete_results_file(
             # Every raw run consumed exactly the data set.
             (run,) = results["raw"][data["name"]][client]
             assert run["records"] == data["records"], where
+            # The same check.crcs on both sides: true for the -crc clients only.
+            if client != "java-share-perf":
+                crcs = "true" if client.endswith("-crc") else "false"
+                assert run["config"] == {"check.crcs": crcs}, where
             if client.startswith("kafka-share"):
                 assert len(run["rss_samples"]) == 5, where
 
     for client in CLIENTS:
-        if client == "java-share-perf":
+        if client == "java-share-perf" or client.endswith("-crc"):
             assert client not in results["latency"]
             continue
         latency = results["latency"][client]
@@ -124,6 +130,7 @@ def test_quick_comparison_writes_a_complete_results_file(
 
     pairs = {(r["data_set"], r["kafka_share"], r["peer"]) for r in results["ratios"]}
     assert ("1KiB-1p", "kafka-share-implicit", "confluent-share-implicit") in pairs
+    assert ("10KiB-1p", "kafka-share-implicit-crc", "confluent-share-implicit-crc") in pairs
     markdown = (tmp_path / "it.md").read_text()
     assert "kafka-share's ratio to each peer" in markdown
     assert "Where kafka-share's CPU goes" in markdown
