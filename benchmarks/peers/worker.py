@@ -370,9 +370,9 @@ _STAGES = (
     ("kafka_share.records.batch", "RecordBatch", "compute_crc", "batch_crc"),
     ("kafka_share.records.batch", None, "_decode_v2_records", "record_decode"),
     # The vectorised decoder (numpy; batches of many small records): its
-    # columns, then the records built from them.
-    ("kafka_share.records.columnar", None, "_decode", "record_decode"),
-    ("kafka_share.records.columnar", None, "_shaped", "record_decode"),
+    # fields, then the records built from them.
+    ("kafka_share.records.vectorised", None, "_decode_fields", "record_decode"),
+    ("kafka_share.records.vectorised", None, "_rows", "record_decode"),
 )
 
 

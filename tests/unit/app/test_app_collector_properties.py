@@ -154,7 +154,7 @@ def test_collector_matches_the_reference_model(
     with mock.patch.object(collector_module, "_DECODE_CHUNK_RECORDS", chunk), \
             mock.patch.object(decoding_module, "_DECODE_CHUNK_RECORDS", chunk), \
             mock.patch.object(
-                decoding_module, "_COLUMNAR_MIN_RECORDS", 1 if vectorised else 10**9
+                decoding_module, "_VECTORISED_MIN_RECORDS", 1 if vectorised else 10**9
             ):
         _check_against_the_model(fetch, max_poll_records, mode, sliced, limit)
 

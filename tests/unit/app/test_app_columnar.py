@@ -186,7 +186,7 @@ def test_poll_arrow_decodes_a_one_record_fetch_without_the_vectorised_decoder(
     def refuse(*args: object) -> None:
         raise AssertionError("vectorised decoder used for a one-record batch")
 
-    monkeypatch.setattr(record_columns, "_decode", refuse)
+    monkeypatch.setattr(record_columns, "decode_fields", refuse)
     buffer: FetchBuffer[CompletedShareFetch] = FetchBuffer()
     collector: FetchCollector[bytes, bytes] = FetchCollector(
         buffer=buffer, in_flight=InFlightBatch(), key_deserializer=None,

@@ -1,4 +1,5 @@
-"""decode_columns (the columnar decoder) against the row decoder, RecordBatch.records()."""
+"""decode_columns (the columnar decoder) and poll's numpy decoding
+(vectorised.shaped_record_chunks) against the row decoder, RecordBatch.records()."""
 
 import struct
 from typing import Any
@@ -17,7 +18,9 @@ from kafka_share.records import (
     RecordBatch,
     columnar,
     iter_batches,
+    vectorised,
 )
+from kafka_share.records.batch import RecordShape
 from kafka_share.records.builder import (
     NewRecord,
     build_batch,
@@ -100,18 +103,40 @@ def expected_rows(batch: RecordBatch) -> list[Any] | None:
     return rows
 
 
+#: the shape vector_rows decodes with: plain tuples of the twelve fields
+PLAIN_SHAPE = RecordShape(tuple, "t", 3, TimestampType.CREATE_TIME, None, 1)
+
+
+def vector_rows(batch: RecordBatch, chunk_records: int = 7) -> list[tuple[Any, ...]]:
+    """``poll``'s numpy decoding (vectorised.shaped_record_chunks, in chunks of
+    ``chunk_records``) as the row decoder's tuples, checking the sizes."""
+    rows = []
+    for chunk in vectorised.shaped_record_chunks(batch, PLAIN_SHAPE, chunk_records):
+        assert 0 < len(chunk) <= chunk_records
+        for r in chunk:
+            assert r[:2] == ("t", 3) and r[8:10] == (None, 1)
+            assert r[10] == (-1 if r[5] is None else len(r[5]))
+            assert r[11] == (-1 if r[6] is None else len(r[6]))
+            assert r[5] is None or type(r[5]) is bytes
+            assert r[6] is None or type(r[6]) is bytes
+            rows.append((r[2], r[3], r[5], r[6], r[7]))
+    return rows
+
+
 def assert_same_as_rows(batch: RecordBatch, decode: Any = decode_columns) -> str:
-    """decode_columns (or ``decode``) agrees with the row decoder; "corrupt" or
-    "decodes"."""
+    """decode_columns (or ``decode``) and poll's numpy decoding agree with the
+    row decoder; "corrupt" or "decodes"."""
     expected = expected_rows(batch)
     if expected is None:
-        with pytest.raises(CorruptBatchError) as info:
-            decode(batch)
-        assert info.value.base_offset == batch.base_offset
-        assert info.value.last_offset == batch.last_offset
-        assert f"base offset {batch.base_offset}" in str(info.value)
+        for attempt in (decode, vector_rows):
+            with pytest.raises(CorruptBatchError) as info:
+                attempt(batch)
+            assert info.value.base_offset == batch.base_offset
+            assert info.value.last_offset == batch.last_offset
+            assert f"base offset {batch.base_offset}" in str(info.value)
         return "corrupt"
     assert rows_of(decode(batch)) == expected
+    assert vector_rows(batch) == expected
     return "decodes"
 
 
@@ -544,18 +569,18 @@ any_records = record_lists | uniform_lists | header_heavy
 
 
 class vector_headers:  # noqa: N801 - used like a function
-    """Run with columnar's vectorised-header threshold at ``threshold`` (1:
-    every header index vectorised; 10**9: every header in Python)."""
+    """Run with the vectorised-header threshold at ``threshold`` (1: every
+    header index vectorised; 10**9: every header in Python)."""
 
     def __init__(self, threshold: int) -> None:
         self.threshold = threshold
 
     def __enter__(self) -> None:
-        self.saved = columnar._MIN_VECTOR_HEADERS
-        columnar._MIN_VECTOR_HEADERS = self.threshold
+        self.saved = vectorised._MIN_VECTOR_HEADERS
+        vectorised._MIN_VECTOR_HEADERS = self.threshold
 
     def __exit__(self, *exc: object) -> None:
-        columnar._MIN_VECTOR_HEADERS = self.saved
+        vectorised._MIN_VECTOR_HEADERS = self.saved
 
 
 thresholds = st.sampled_from([1, 4, 32, 10**9])
@@ -591,7 +616,9 @@ def test_columns_equal_rows(
     batch = list(iter_batches(data, check_crcs=True))[1]
     with vector_headers(threshold):
         cols = decode_columns(batch)
+        rows = vector_rows(batch)
     assert rows_of(cols) == batch.records()
+    assert rows == batch.records()
 
 
 def mutate(section: bytes, edits: list[tuple[int, int, int]]) -> bytes:
