@@ -318,7 +318,9 @@ def _varint2_tables() -> tuple[Any, Any, Any]:
     (little-endian ``uint16``): the zig-zag value (int32) and size (1 or 2) of
     a varint that ends within them; for a longer one, size
     :data:`_LONGER` and the unsigned 14-bit payload of the two bytes."""
-    w = np.arange(1 << 16, dtype=np.int64)
+    # int32 throughout (every intermediate fits): half the temporary memory,
+    # which the allocator keeps in the process once freed.
+    w = np.arange(1 << 16, dtype=np.int32)
     b0 = w & 0xFF
     b1 = w >> 8
     one = b0 < 0x80
@@ -504,16 +506,25 @@ def _step_tables() -> tuple[list[int], list[int]]:
     """Record steps (length varint size + record length) by the varint's first
     byte (one-byte varints) and by its first two bytes as a little-endian
     uint16 (two-byte ones); :data:`_BAD_STEP` where the length is below the
-    minimum or the varint is longer (or shorter, in the two-byte table)."""
-    b = np.arange(0x80)
-    length = (b >> 1) ^ -(b & 1)
-    one = np.where(length >= _MIN_RECORD_BODY, 1 + length, _BAD_STEP)
-    w = np.arange(1 << 16)
-    u = (w & 0x7F) | ((w >> 8) << 7)
-    length = (u >> 1) ^ -(u & 1)
-    two_bytes = (w & 0x80 != 0) & (w >> 8 < 0x80)
-    two = np.where(two_bytes & (length >= _MIN_RECORD_BODY), 2 + length, _BAD_STEP)
-    return one.tolist(), two.tolist()
+    minimum or the varint is longer (or shorter, in the two-byte table).
+
+    Built in Python, not numpy: ``tolist()`` would make 65536 int objects (2.6
+    MB with the temporaries); here the 8,000 or so valid steps are the only
+    ones, every bad entry the same object (0.8 MB)."""
+    bad = _BAD_STEP
+    one = [bad] * 0x80
+    for b in range(0x80):
+        length = (b >> 1) ^ -(b & 1)
+        if length >= _MIN_RECORD_BODY:
+            one[b] = 1 + length
+    two = [bad] * (1 << 16)
+    for b1 in range(0x80):  # the second (last) byte
+        for b0 in range(0x80, 0x100):  # the first, with its continuation bit
+            u = (b0 & 0x7F) | (b1 << 7)
+            length = (u >> 1) ^ -(u & 1)
+            if length >= _MIN_RECORD_BODY:
+                two[b0 | (b1 << 8)] = 2 + length
+    return one, two
 
 
 # Past any buffer: the next read raises IndexError, or the last step overshoots.
