@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from kafka_share._version import __version__
 from kafka_share.config import AcknowledgementMode, AcquireMode, ShareConsumerConfig
 from kafka_share.consumer import AcknowledgementCommitCallback, ShareConsumer
-from kafka_share.dead_letter import DeadLetter
 from kafka_share.errors import (
     BrokerError,
     ConfigError,
@@ -38,6 +37,7 @@ from kafka_share.models import (
 
 if TYPE_CHECKING:
     from kafka_share.aio import AsyncShareConsumer
+    from kafka_share.dead_letter import DeadLetter
 
 __all__ = [
     "AcknowledgeType",
@@ -76,4 +76,9 @@ def __getattr__(name: str) -> Any:
         from kafka_share.aio import AsyncShareConsumer  # noqa: PLC0415
 
         return AsyncShareConsumer
+    # DeadLetter on first use: a consumer without a dead-letter topic never needs it.
+    if name == "DeadLetter":
+        from kafka_share.dead_letter import DeadLetter  # noqa: PLC0415
+
+        return DeadLetter
     raise AttributeError(f"module 'kafka_share' has no attribute {name!r}")

@@ -159,3 +159,23 @@ def test_headers_through_a_real_record_batch() -> None:
                             headers, None, 1)
     assert DeadLetter.from_record(record) == DeadLetter(
         "orders", 2, 41, "billing", 3, REJECTED_MESSAGE)
+
+
+def test_dead_letter_loads_on_first_use_not_with_the_package() -> None:
+    # Start-up time: a consumer without a dead-letter topic never needs the class.
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from kafka_share import ShareConsumer\n"
+        "c = ShareConsumer({'bootstrap.servers': 'localhost:1', 'group.id': 'g'})\n"
+        "c.close(timeout=1)\n"
+        "print('kafka_share.dead_letter' in sys.modules)\n"
+        "from kafka_share import DeadLetter\n"
+        "print(DeadLetter.__module__)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "kafka_share.dead_letter"]
