@@ -19,6 +19,7 @@ from kafka_share.errors import CorruptMessageError
 from kafka_share.models import ConsumerRecord, TimestampType
 from kafka_share.records.batch import iter_batches
 from kafka_share.records.builder import NewRecord, build_batch
+from tests.fresh import run_fresh
 
 
 def _headers(
@@ -163,9 +164,6 @@ def test_headers_through_a_real_record_batch() -> None:
 
 def test_dead_letter_loads_on_first_use_not_with_the_package() -> None:
     # Start-up time: a consumer without a dead-letter topic never needs the class.
-    import subprocess
-    import sys
-
     script = (
         "import sys\n"
         "from kafka_share import ShareConsumer\n"
@@ -175,7 +173,4 @@ def test_dead_letter_loads_on_first_use_not_with_the_package() -> None:
         "from kafka_share import DeadLetter\n"
         "print(DeadLetter.__module__)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["False", "kafka_share.dead_letter"]
+    assert run_fresh(script).split() == ["False", "kafka_share.dead_letter"]

@@ -4,12 +4,10 @@ numpy (never pyarrow), loaded at the first such batch."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from kafka_share import ConfigError, ShareConsumer
+from tests.fresh import run_fresh
 
 # Nothing listens here: the records are put in the fetch buffer directly.
 NOWHERE = "127.0.0.1:9"
@@ -37,12 +35,7 @@ def poll_200(**config):
 
 
 def _run(script: str) -> list[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", _POLL_200 + script],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.split()
+    return run_fresh(_POLL_200 + script).split()
 
 
 def test_python_decoder_never_imports_numpy_or_pyarrow_for_poll() -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ssl
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from kafka_share.config import (
 )
 from kafka_share.credentials import OAuthToken, as_token_provider, jwt_claims
 from kafka_share.errors import ConfigError, SaslAuthenticationError
+from tests.fresh import run_fresh
 
 BASE = {"bootstrap.servers": "b:9092", "group.id": "g"}
 
@@ -538,10 +537,7 @@ def _modules_after_construction(config: str) -> list[str]:
         "c.close(timeout=1)\n"
         f"print(','.join(m for m in {_HEAVY!r} if m in sys.modules))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return [m for m in proc.stdout.strip().split(",") if m]
+    return [m for m in run_fresh(script).strip().split(",") if m]
 
 
 def test_a_plaintext_consumer_imports_no_tls_sasl_or_token_code() -> None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from tests.fresh import run_fresh
 
 
 def test_the_source_imports_no_arrow_numpy_or_pool_code() -> None:
@@ -18,7 +17,4 @@ def test_the_source_imports_no_arrow_numpy_or_pool_code() -> None:
         "from kafka_share.spark import OUTCOME_SCHEMA, process_queue\n"
         "print(callable(process_queue), 'kafka_share.spark.pool' in sys.modules)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:2] == ["", "True True"]
+    assert run_fresh(script, timeout_s=120).split("\n")[:2] == ["", "True True"]

@@ -166,6 +166,24 @@ def payload(request: PushTelemetryRequest) -> metrics_pb2.MetricsData:
     return parsed
 
 
+def consumed_sum(request: PushTelemetryRequest) -> Any:
+    """The pushed ``records-consumed-total`` sum (one in every push of it)."""
+    (consumed,) = [m for m in payload(request).resource_metrics[0].scope_metrics[0].metrics
+                   if m.name == CONSUMED]
+    return consumed.sum
+
+
+def resubscribe(
+    sender: TelemetrySender, nodes: Nodes, now_ms: int,
+    push: UnsentRequest[Any] | None = None, **fields: Any,
+) -> None:
+    """``push`` (else the push due at ``now_ms``) answered UNKNOWN_SUBSCRIPTION_ID
+    at ``now_ms``, and the subscription asked for at once answered with ``fields``."""
+    (push or send(sender, now_ms, nodes)).answer(
+        PushTelemetryResponse(error_code=ErrorCode.UNKNOWN_SUBSCRIPTION_ID), None, now_ms)
+    send(sender, now_ms, nodes).answer(subscription(**fields), None, now_ms)
+
+
 def state_of(sender: TelemetrySender) -> TelemetryState:
     # A function call, so type checkers do not narrow the state across calls.
     return sender.state
@@ -365,9 +383,7 @@ def test_push_request_fields_and_payload() -> None:
 
 def test_cumulative_subscription_pushes_cumulative_sums() -> None:
     _, _, push = pushing(0, delta_temporality=False)
-    data = payload(push.request)
-    sums = [m for m in data.resource_metrics[0].scope_metrics[0].metrics if m.name == CONSUMED]
-    assert sums[0].sum.aggregation_temporality == (
+    assert consumed_sum(push.request).aggregation_temporality == (
         metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE
     )
 
@@ -386,10 +402,7 @@ def test_deltas_between_pushes() -> None:
     first.answer(PushTelemetryResponse(), None, FIRST_PUSH_WAIT)
     registry.values["records-consumed-total"] = 16.0
     second = send(sender, FIRST_PUSH_WAIT + INTERVAL, nodes)
-    data = payload(second.request)
-    (consumed,) = [m for m in data.resource_metrics[0].scope_metrics[0].metrics
-                   if m.name == CONSUMED]
-    assert consumed.sum.data_points[0].as_double == 6.0
+    assert consumed_sum(second.request).data_points[0].as_double == 6.0
 
 
 @pytest.mark.parametrize(
@@ -485,26 +498,18 @@ def test_temporality_change_resets_the_delta_ledger() -> None:
     now = 0
     send(sender, now, nodes).answer(subscription(delta_temporality=True), None, now)
     now += FIRST_PUSH_WAIT
-    send(sender, now, nodes).answer(
-        PushTelemetryResponse(error_code=ErrorCode.UNKNOWN_SUBSCRIPTION_ID), None, now)
-    send(sender, now, nodes).answer(subscription(delta_temporality=False), None, now)
+    resubscribe(sender, nodes, now, delta_temporality=False)
     registry.values["records-consumed-total"] = 20.0
     now += FIRST_PUSH_WAIT
     cumulative = send(sender, now, nodes)
-    (consumed,) = [m for m in payload(cumulative.request).resource_metrics[0]
-                   .scope_metrics[0].metrics if m.name == CONSUMED]
-    assert consumed.sum.data_points[0].as_double == 20.0
-    cumulative.answer(PushTelemetryResponse(error_code=ErrorCode.UNKNOWN_SUBSCRIPTION_ID),
-                      None, now)
-    send(sender, now, nodes).answer(subscription(delta_temporality=True), None, now)
+    assert consumed_sum(cumulative.request).data_points[0].as_double == 20.0
+    resubscribe(sender, nodes, now, cumulative, delta_temporality=True)
     registry.values["records-consumed-total"] = 30.0
     now += FIRST_PUSH_WAIT
-    delta = send(sender, now, nodes)
-    (consumed,) = [m for m in payload(delta.request).resource_metrics[0]
-                   .scope_metrics[0].metrics if m.name == CONSUMED]
+    consumed = consumed_sum(send(sender, now, nodes).request)
     # Without the reset it would be 30 - 10 (the last delta push).
-    assert consumed.sum.data_points[0].as_double == 30.0
-    assert consumed.sum.data_points[0].start_time_unix_nano == 1_700_000_000_000 * 1_000_000
+    assert consumed.data_points[0].as_double == 30.0
+    assert consumed.data_points[0].start_time_unix_nano == 1_700_000_000_000 * 1_000_000
 
 
 def test_same_temporality_resubscription_keeps_the_ledger() -> None:
@@ -513,14 +518,10 @@ def test_same_temporality_resubscription_keeps_the_ledger() -> None:
     nodes = Nodes(1)
     send(sender, 0, nodes).answer(subscription(), None, 0)
     now = FIRST_PUSH_WAIT
-    send(sender, now, nodes).answer(
-        PushTelemetryResponse(error_code=ErrorCode.UNKNOWN_SUBSCRIPTION_ID), None, now)
-    send(sender, now, nodes).answer(subscription(), None, now)
+    resubscribe(sender, nodes, now)
     registry.values["records-consumed-total"] = 25.0
     push = send(sender, now + FIRST_PUSH_WAIT, nodes)
-    (consumed,) = [m for m in payload(push.request).resource_metrics[0]
-                   .scope_metrics[0].metrics if m.name == CONSUMED]
-    assert consumed.sum.data_points[0].as_double == 15.0
+    assert consumed_sum(push.request).data_points[0].as_double == 15.0
 
 
 def test_a_new_instance_id_from_a_resubscription_is_used() -> None:
