@@ -16,12 +16,15 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
+
 __all__ = ["BrokerInfo", "ClusterMetadata", "PartitionLeader"]
 
 log = logging.getLogger("kafka_share.metadata")
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class BrokerInfo:
     node_id: int
     host: str
@@ -29,13 +32,15 @@ class BrokerInfo:
     rack: str | None = None
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class PartitionLeader:
     leader_id: int
     leader_epoch: int
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class TopicMetadata:
     name: str
     topic_id: uuid.UUID

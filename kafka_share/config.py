@@ -46,6 +46,7 @@ from typing import Any, Final
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import ConfigError
 
 __all__ = [
@@ -521,7 +522,8 @@ def _format_bootstrap(servers: Iterable[tuple[str, int]]) -> str:
     return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in servers)
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class _Spec:
     """How one config key is read: the metadata of its ShareConsumerConfig field."""
 
@@ -621,7 +623,8 @@ _JAAS_OPTION_RE: Final = re.compile(
 )
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class _JaasLogin:
     module: str
     username: str | None
@@ -698,7 +701,8 @@ def _redact(value: object) -> str:
     return "None" if value is None else repr(_HIDDEN)
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ShareConsumerConfig:
     """The validated configuration of a share consumer. Build it with :func:`parse_config`.
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import AuthenticationError, ConfigError
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ def _hide(_: object) -> str:
     return "'[hidden]'"
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class OAuthToken:
     """An OAUTHBEARER access token. ``value`` is never shown in ``repr``."""
 
@@ -360,7 +362,8 @@ class ClientCredentialsTokenProvider:
 MAX_TOKEN_RESPONSE_BYTES = 1 << 20
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class TokenRefreshPolicy:
     """When to fetch a new OAUTHBEARER token: Java's login refresh rule
     (``sasl.login.refresh.*``), pure (the caller passes the time and the random

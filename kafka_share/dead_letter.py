@@ -22,6 +22,7 @@ from typing import Generic, Protocol, TypeVar
 import attrs
 
 from kafka_share._error_base import CorruptMessageError
+from kafka_share._reprs import attrs_repr
 
 __all__ = [
     "DELIVERY_COUNT_EXCEEDED_MESSAGE",
@@ -85,7 +86,8 @@ class _Record(Protocol[K_co, V_co]):
     def value(self) -> V_co: ...
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class DeadLetter(Generic[K, V]):
     """A dead-lettered record's provenance, read from the headers the broker wrote.
 

@@ -14,6 +14,8 @@ from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
+
 __all__ = [
     "AcknowledgeType",
     "ConsumerRecord",
@@ -56,7 +58,8 @@ class TimestampType(enum.IntEnum):
     LOG_APPEND_TIME = 1
 
 
-@attrs.frozen(order=True)
+@attrs_repr
+@attrs.frozen(order=True, repr=False)
 class TopicPartition:
     """A partition of a topic, by name."""
 
@@ -67,7 +70,8 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
-@attrs.frozen(order=True)
+@attrs_repr
+@attrs.frozen(order=True, repr=False)
 class TopicIdPartition:
     """A partition of a topic, with the topic's id.
 

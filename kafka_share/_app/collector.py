@@ -47,6 +47,7 @@ from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._handoff.events import CompletedShareFetch
 from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share._log import Logger
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import KafkaError, RecordDeserializationError
 from kafka_share.models import (
     AcknowledgeType,
@@ -78,7 +79,8 @@ def _monotonic_ms() -> int:
 # (offset, timestamp, key, value, headers, delivery_count, leader_epoch, timestamp_type)
 
 
-@attrs.define
+@attrs_repr
+@attrs.define(repr=False)
 class CollectResult(Generic[K, V]):
     records: ConsumerRecords[K, V]
     #: raised by this poll if ``records`` is empty, else by the next one

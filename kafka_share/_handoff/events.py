@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch
@@ -45,7 +46,8 @@ __all__ = [
     "SubscriptionChangeEvent",
 ]
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class NodeAcknowledgements:
     """Acknowledgements of one partition, routed to the node that delivered the records.
 
@@ -60,13 +62,15 @@ class NodeAcknowledgements:
 AcksByPartition = dict[TopicIdPartition, NodeAcknowledgements]
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class CompletableEvent:
     deadline_ms: int
     future: Future[object] = attrs.field(factory=Future)
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class SubscriptionChangeEvent(CompletableEvent):
     """``subscribe``: by ``topics``, or by ``pattern`` when it is set."""
 
@@ -74,21 +78,24 @@ class SubscriptionChangeEvent(CompletableEvent):
     pattern: re.Pattern[str] | None = None
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class LeaveGroupEvent(CompletableEvent):
     """Unsubscribe (or close): leave the group with a final heartbeat at epoch -1."""
 
     on_close: bool = False
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class PollEvent:
     """The application called ``poll``: resets the poll timer, (re)joins if needed."""
 
     now_ms: int
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class FetchEvent:
     """Fetch more records; ``acks`` ride on the next ShareFetch to their node."""
 
@@ -106,7 +113,8 @@ class FetchEvent:
     until_ms: int | None = None
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class AcknowledgeAsyncEvent:
     acks: AcksByPartition
     deadline_ms: int
@@ -114,21 +122,24 @@ class AcknowledgeAsyncEvent:
     linger_ms: int = 0
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class AcknowledgeSyncEvent(CompletableEvent):
     """``commit_sync``: the future's result is an :data:`AckResults`."""
 
     acks: AcksByPartition = attrs.field(factory=dict)
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class AcknowledgeOnCloseEvent(CompletableEvent):
     """Final acks plus a ShareAcknowledge at epoch -1 to every node with a session."""
 
     acks: AcksByPartition = attrs.field(factory=dict)
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class StopEvent:
     """Stop the network thread's loop (after close has flushed what it could)."""
 
@@ -145,7 +156,8 @@ ApplicationEvent = (
 )
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ErrorEvent:
     """An error the application thread raises from its next call.
 

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share._reprs import attrs_repr
 from kafka_share.config import SecurityProtocol, ShareConsumerConfig
 from kafka_share.errors import KafkaError, KafkaTimeoutError, NetworkError
 from kafka_share.protocol.api_keys import ApiVersionsTable
@@ -98,7 +99,8 @@ UNREACHABLE_WARN_MS = 10_000
 UNREACHABLE_REPEAT_MS = 60_000
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class _Parked:
     request: Any
     handler: ResponseHandler
@@ -107,7 +109,8 @@ class _Parked:
     deadline_ms: int
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class _NodeHealth:
     """Reconnect bookkeeping of one node."""
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share._reprs import attrs_repr
 from kafka_share._version import __version__
 from kafka_share.errors import (
     IllegalSaslStateError,
@@ -157,7 +158,8 @@ _SASL_AUTHENTICATE_VERSION = 2
 _MIN_REAUTH_MS = 1000
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class _Pending:
     request: Any
     handler: ResponseHandler

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.config import (
     SaslMechanism,
     SecurityProtocol,
@@ -111,7 +112,8 @@ class TokenSource:
             hook()
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ConnectionSecurity:
     """The security settings of every connection of one client."""
 

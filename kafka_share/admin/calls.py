@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.cluster import BrokerInfo, ClusterMetadata
 from kafka_share.errors import (
     CoordinatorNotAvailableError,
@@ -58,7 +59,8 @@ class RouteKind(enum.Enum):
     NODE = "node"
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class Route:
     kind: RouteKind
     group_id: str | None = None
@@ -95,7 +97,8 @@ class Routing:
         self.coordinators.pop(group_id, None)
 
 
-@attrs.frozen(eq=False)
+@attrs_repr
+@attrs.frozen(eq=False, repr=False)
 class Call(Generic[R, T]):
     """How to make one admin request and read its answer, of ``response_type``."""
 
@@ -104,7 +107,8 @@ class Call(Generic[R, T]):
     parse: Callable[[R], T]
 
 
-@attrs.frozen(eq=False)
+@attrs_repr
+@attrs.frozen(eq=False, repr=False)
 class Outgoing:
     """A request to send: to ``node_id``, answered through ``handler``."""
 

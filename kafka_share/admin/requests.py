@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.admin.calls import Call, DoNotRetry, Routing
 from kafka_share.admin.types import (
     AlterConfigOp,
@@ -129,7 +130,8 @@ def _error(code: int, context: str, message: str | None) -> BrokerError:
 # -- metadata -----------------------------------------------------------------------------
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class MetadataView:
     """The parts of a Metadata response the admin client uses."""
 

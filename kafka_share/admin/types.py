@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.models import TopicPartition
 
 __all__ = [
@@ -37,7 +38,8 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class Node:
     """A broker: its id, where it listens, and its rack (``None`` when unset)."""
 
@@ -50,7 +52,8 @@ class Node:
         return f"{self.host}:{self.port} (id: {self.node_id})"
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ShareGroupListing:
     """One share group as listed by :meth:`Admin.list_share_groups`.
 
@@ -62,7 +65,8 @@ class ShareGroupListing:
     state: str
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ShareMemberDescription:
     """One member of a share group."""
 
@@ -77,7 +81,8 @@ class ShareMemberDescription:
     subscribed_topics: tuple[str, ...] = ()
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ShareGroupDescription:
     """A share group as described by :meth:`Admin.describe_share_groups`."""
 
@@ -91,7 +96,8 @@ class ShareGroupDescription:
     assignor_name: str = ""
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class SharePartitionOffsetInfo:
     """Where a share group is on one share-partition.
 
@@ -130,7 +136,8 @@ class ConfigSource(enum.Enum):
             return cls.UNKNOWN
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ConfigEntry:
     """One config of a resource (a group, a topic, a broker)."""
 
@@ -147,7 +154,8 @@ class ConfigEntry:
         return self.source is ConfigSource.DEFAULT_CONFIG
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class DeadLetterQueueSettings:
     """A share group's dead-letter queue (KIP-1191, Kafka 4.4) and what it depends on.
 
@@ -195,7 +203,8 @@ def _config_dict(configs: Mapping[str, str]) -> dict[str, str]:
     return dict(configs)
 
 
-@attrs.frozen(hash=False)
+@attrs_repr
+@attrs.frozen(hash=False, repr=False)
 class NewTopic:
     """A topic for :meth:`Admin.create_topics`; ``-1`` uses the broker's default."""
 
@@ -205,7 +214,8 @@ class NewTopic:
     configs: Mapping[str, str] = attrs.field(factory=dict, converter=_config_dict)
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class TopicListing:
     """One topic as listed by :meth:`Admin.list_topics`."""
 
@@ -214,7 +224,8 @@ class TopicListing:
     is_internal: bool
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class PartitionInfo:
     """One partition of a described topic. ``leader`` is ``None`` while it has none."""
 
@@ -224,7 +235,8 @@ class PartitionInfo:
     isr: tuple[int, ...]
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class TopicDescription:
     """A topic as described by :meth:`Admin.describe_topics`."""
 
@@ -234,7 +246,8 @@ class TopicDescription:
     partitions: tuple[PartitionInfo, ...]
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ClusterDescription:
     """The cluster as described by :meth:`Admin.describe_cluster`."""
 
@@ -244,7 +257,8 @@ class ClusterDescription:
     nodes: tuple[Node, ...]
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class OffsetSpec:
     """Which offset :meth:`Admin.list_offsets` looks up.
 
@@ -271,7 +285,8 @@ class OffsetSpec:
         return cls(timestamp_ms)
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class LogSlice:
     """What :meth:`Admin.read_log` read from a partition's log: the raw record
     batches (decode them with :func:`kafka_share.records.iter_batches`; the first
@@ -287,7 +302,8 @@ class LogSlice:
     aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ListOffsetsResultInfo:
     """An offset found by :meth:`Admin.list_offsets` (``timestamp`` -1 when none applies)."""
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.admin import Admin
 
 __all__ = [
@@ -125,7 +126,8 @@ def read_properties(path: Path) -> dict[str, str]:
     return out
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ConnectionSettings:
     """What ``--bootstrap-server`` and ``--command-config`` say."""
 

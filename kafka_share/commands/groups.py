@@ -9,6 +9,7 @@ from pathlib import Path
 import attrs
 import click
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.admin import (
     Admin,
     DeadLetterQueueSettings,
@@ -254,7 +255,8 @@ _TARGETS = ("--to-earliest, --to-latest, --to-offset N, --to-datetime ISO, "
             "--from-consumer-group GROUP, --from-file PATH")
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class _Source:
     """Where ``reset-offsets`` takes the new start offsets from (exactly one is set)."""
 

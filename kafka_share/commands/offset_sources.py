@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 import click
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.models import TopicPartition
 
 __all__ = ["FileOffset", "OffsetsFileError", "ResetPlan", "parse_offsets_file", "plan_reset"]
@@ -22,7 +23,8 @@ class OffsetsFileError(click.ClickException):
     """A line of an offsets file is malformed; the message names the file and line."""
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class FileOffset:
     """One ``topic,partition,offset`` line: the offset and the line it came from."""
 
@@ -124,7 +126,8 @@ def _parse_fields(path: Path, number: int, fields: list[str]) -> tuple[TopicPart
     return TopicPartition(topic, int(partition)), int(offset)
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ResetPlan:
     """What a reset from given offsets does.
 

@@ -44,6 +44,7 @@ from typing import Any, Final, NoReturn, Protocol
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import CorruptMessageError, UnsupportedVersionError
 from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.headers import (
@@ -99,7 +100,8 @@ class RequestMessage(Protocol):
     def encode(self, version: int) -> bytes: ...
 
 
-@attrs.define(slots=True, kw_only=True)
+@attrs_repr
+@attrs.define(slots=True, kw_only=True, repr=False)
 class InFlightRequest:
     """A request sent on this connection that still awaits its response."""
 

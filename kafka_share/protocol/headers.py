@@ -20,6 +20,7 @@ import struct
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import CorruptMessageError
 from kafka_share.protocol.primitives import (
     read_nullable_string,
@@ -52,7 +53,8 @@ def response_header_version(api_key: int, flexible: bool) -> int:
     return 1 if flexible else 0
 
 
-@attrs.define(slots=True, kw_only=True)
+@attrs_repr
+@attrs.define(slots=True, kw_only=True, repr=False)
 class RequestHeader:
     """Kafka request header (v1 or v2)."""
 
@@ -93,7 +95,8 @@ class RequestHeader:
         ), pos
 
 
-@attrs.define(slots=True, kw_only=True)
+@attrs_repr
+@attrs.define(slots=True, kw_only=True, repr=False)
 class ResponseHeader:
     """Kafka response header (v0 or v1)."""
 

@@ -95,6 +95,7 @@ from typing import Any, NamedTuple, NoReturn
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import CorruptMessageError
 from kafka_share.models import TimestampType
 from kafka_share.records.compression import (
@@ -126,7 +127,8 @@ Record = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
 """One decoded record: ``(offset, timestamp, key, value, headers)``."""
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class RecordShape:
     """The constants of :meth:`RecordBatch.shaped_records` for one batch."""
 

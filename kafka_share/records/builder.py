@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.models import TimestampType
 from kafka_share.records.batch import BATCH_HEADER_SIZE, ControlRecordType, Header
 from kafka_share.records.compression import CompressionType, compress
@@ -50,7 +51,8 @@ _CRC_POS = 17
 _CRC_START = 21
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class NewRecord:
     """A record to encode. ``timestamp``/``offset_delta`` default from the batch."""
 

@@ -43,6 +43,7 @@ from typing import Final
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.models import AcknowledgeType
 
 __all__ = [
@@ -66,7 +67,8 @@ _VALID_TYPES: Final = frozenset(int(t) for t in AcknowledgeType)
 _NONE: Final = 0
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class AckBatch:
     """One wire ``AcknowledgementBatch``.
 
@@ -89,7 +91,8 @@ class AckBatch:
             yield from zip(range(self.first_offset, self.last_offset + 1), types, strict=True)
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class AckResult:
     """The outcome of acknowledging one partition.
 

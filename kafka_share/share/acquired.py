@@ -38,6 +38,8 @@ from typing import Any, Final, Generic, Protocol, TypeVar
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
+
 __all__ = [
     "MAX_ACQUIRED_OFFSETS",
     "TUPLE_OFFSET",
@@ -81,7 +83,8 @@ class BatchLike(Protocol[R_co]):
     def records(self) -> Iterable[R_co]: ...
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class AcquiredRange:
     """One ``AcquiredRecords`` entry: offsets ``first_offset..last_offset`` inclusive."""
 
@@ -356,7 +359,8 @@ class AcquiredCursor:
             self._advance_range()
 
 
-@attrs.define(slots=True)
+@attrs_repr
+@attrs.define(slots=True, repr=False)
 class MatchResult(Generic[R]):
     """Records to deliver with their delivery counts, and the GAP offsets."""
 

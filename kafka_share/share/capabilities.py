@@ -19,6 +19,7 @@ import enum
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import UnsupportedVersionError
 
 __all__ = ["ShareCapabilities", "ShareFeature"]
@@ -48,7 +49,8 @@ class ShareFeature(enum.Enum):
 _V2 = 2
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class ShareCapabilities:
     """The share protocol version a broker negotiated (``ShareFetch`` max version)."""
 

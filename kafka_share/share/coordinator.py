@@ -18,6 +18,7 @@ from typing import Final
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share._reprs import attrs_repr
 from kafka_share.protocol.api_keys import ApiKey
 from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
@@ -45,7 +46,8 @@ _FATAL_LOOKUP_ERRORS: Final = frozenset(
 _NO_LOOKUP_DUE_MS: Final = 2**31 - 1
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class CoordinatorNode:
     """Where the group coordinator lives."""
 
@@ -54,7 +56,8 @@ class CoordinatorNode:
     port: int
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class CoordinatorAnswer:
     """A FindCoordinator answer for one group key, whatever the response version."""
 

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.models import TopicIdPartition
 
 __all__ = ["HeldRecords", "HeldSpan", "held_ranges_without", "lock_expiry_ms", "lock_margin_ms"]
@@ -65,7 +66,8 @@ def lock_expiry_ms(arrival_ms: int, lock_ms: int) -> int:
     return arrival_ms + lock_ms - lock_margin_ms(lock_ms)
 
 
-@attrs.define(eq=False, slots=True)
+@attrs_repr
+@attrs.define(eq=False, slots=True, repr=False)
 class HeldSpan:
     """One acquired range of a partition, as long as any of it is held."""
 

@@ -48,6 +48,7 @@ from typing import Final
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import TopicIdPartition
 from kafka_share.protocol.error_codes import ErrorCode
@@ -165,7 +166,8 @@ def generate_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class MembershipError:
     """An error the consumer must raise from ``poll``.
 
@@ -179,7 +181,8 @@ class MembershipError:
     fatal: bool
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class HeartbeatPlan:
     """The fields of one ShareGroupHeartbeat request.
 
@@ -198,7 +201,8 @@ class HeartbeatPlan:
         return self.member_epoch == LEAVE_GROUP_MEMBER_EPOCH
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class HeartbeatOutcome:
     """What the caller must do after a heartbeat response.
 
@@ -214,7 +218,8 @@ class HeartbeatOutcome:
     assignment_changed: bool = False
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class ResolvedAssignment:
     """An assignment with topic names: the partitions whose topic id is known
     and the topic ids still waiting for metadata."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
 from kafka_share.share.acknowledgements import Acknowledgements
@@ -13,7 +14,8 @@ from kafka_share.share.acknowledgements import Acknowledgements
 __all__ = ["AcknowledgementCompletion", "CompletedShareFetch", "LocksLost", "SessionReplaced"]
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class AcknowledgementCompletion:
     """The broker's answer (or a local failure) for one acknowledgement batch of a partition."""
 
@@ -33,7 +35,8 @@ class AcknowledgementCompletion:
         return self.acknowledgements.offsets()
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class CompletedShareFetch:
     """One partition's data from one ShareFetch response (network -> application).
 
@@ -56,7 +59,8 @@ class CompletedShareFetch:
     lock_expires_ms: int | None = None
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class SessionReplaced:
     """The share session with ``node_id`` was lost and generation ``generation``
     replaces it: records acquired by an older one hold no lock any more (the
@@ -67,7 +71,8 @@ class SessionReplaced:
     generation: int
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class LocksLost:
     """Under ``share.auto.renew``: the locks of these offsets of ``partition``
     (acquired by share session ``generation`` with ``node_id``) were not renewed

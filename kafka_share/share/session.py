@@ -44,6 +44,7 @@ from typing import Final
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import IllegalStateError
 from kafka_share.models import TopicIdPartition, TopicPartition
 from kafka_share.protocol.error_codes import ErrorCode
@@ -86,7 +87,8 @@ def next_epoch(epoch: int) -> int:
     return epoch + 1
 
 
-@attrs.frozen(slots=True, eq=False)
+@attrs_repr
+@attrs.frozen(slots=True, eq=False, repr=False)
 class SessionFetchPlan:
     """What one ShareFetch request to a node must contain.
 
@@ -118,7 +120,8 @@ class SessionFetchPlan:
     is_renew_ack: bool
 
 
-@attrs.frozen(slots=True, eq=False)
+@attrs_repr
+@attrs.frozen(slots=True, eq=False, repr=False)
 class SessionAcknowledgePlan:
     """What one ShareAcknowledge request (or a closing request) must contain.
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.protocol.error_codes import ErrorCode
 
 __all__ = ["TopicListing", "is_internal_topic", "match_topics"]
@@ -38,7 +39,8 @@ _ABSENT = frozenset({
 })
 
 
-@attrs.frozen(slots=True)
+@attrs_repr
+@attrs.frozen(slots=True, repr=False)
 class TopicListing:
     """One topic of a Metadata answer, as far as matching cares."""
 

@@ -8,6 +8,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
 from kafka_share.share.results import AcknowledgementCompletion, CompletedShareFetch, LocksLost
@@ -31,7 +32,8 @@ class Channel(enum.Enum):
     SHARE = "share"
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class UnsentRequest(Generic[R]):
     """A request to send to ``node_id``, and where its answer goes.
 
@@ -100,7 +102,8 @@ class Sink(Protocol):
     def error(self, error: KafkaError, *, fatal: bool = False) -> None: ...
 
 
-@attrs.frozen(eq=False)
+@attrs_repr
+@attrs.frozen(eq=False, repr=False)
 class VersionedRequest:
     """A request whose fields depend on the negotiated version.
 

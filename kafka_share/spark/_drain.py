@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.admin.types import SharePartitionOffsetInfo
 from kafka_share.models import TopicPartition
 
@@ -89,7 +90,8 @@ class AcceptedOffsets:
         return list(zip(self._starts, self._ends, strict=True))
 
 
-@attrs.define
+@attrs_repr
+@attrs.define(repr=False)
 class DrainGoal:
     """The end offsets recorded when an ``availableNow`` query started, and
     what this query accepted since (see the module docstring)."""

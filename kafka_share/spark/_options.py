@@ -16,6 +16,7 @@ import attrs
 
 from kafka_share._app.checks import _check_pattern
 from kafka_share._net.security_checks import validate_supported
+from kafka_share._reprs import attrs_repr
 from kafka_share.config import parse_config
 from kafka_share.errors import ConfigError
 
@@ -125,7 +126,8 @@ def _redacted_repr(config: Mapping[str, str]) -> str:
     return repr({k: ("[hidden]" if _secret(k) else v) for k, v in config.items()})
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class SourceOptions:
     """The validated options of one ``kafka-share`` source."""
 

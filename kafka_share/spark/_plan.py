@@ -40,6 +40,8 @@ import math
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
+
 __all__ = [
     "EMPTY_BATCH_BACKOFF_S", "MIN_SLOT_RECORDS", "SLOT_PROBE_INTERVAL_S", "BatchPlan",
     "TriggerPolicy",
@@ -53,7 +55,8 @@ EMPTY_BATCH_BACKOFF_S = 5.0
 SLOT_PROBE_INTERVAL_S = 60.0
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class BatchPlan:
     """One micro-batch: ``slots`` read tasks and a budget of ``budget`` records:
     a cap on the whole batch that they split (``capped``), or the backlog the

@@ -62,6 +62,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.admin import Admin, OffsetSpec, SharePartitionOffsetInfo
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicPartition
@@ -145,7 +146,8 @@ class SlotPartition(InputPartition):
         self.ends = ends
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class GroupView:
     """One look at the broker: the partitions' offsets, the group's progress on
     them (None: not known right now) and the backlog they add up to."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.telemetry.otlp import MetricPoint
 
 __all__ = ["MetricSelector", "TelemetryCollector", "telemetry_name"]
@@ -33,7 +34,8 @@ def telemetry_name(group: str, name: str) -> str:
     return f"{_PREFIX}{prefix}.{name.lower().replace('-', '.')}"
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class MetricSelector:
     """Which metrics a subscription asks for: none, all (``*``), or by name prefix."""
 

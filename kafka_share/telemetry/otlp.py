@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
+
 __all__ = ["AggregationTemporality", "MetricPoint", "encode_metrics_data"]
 
 _VARINT = 0
@@ -32,7 +34,8 @@ class AggregationTemporality(enum.IntEnum):
     CUMULATIVE = 2
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class MetricPoint:
     """One metric's value at one time.
 

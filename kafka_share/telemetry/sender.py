@@ -41,6 +41,7 @@ from typing import Any
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import KafkaError, UnsupportedVersionError, error_for_code
 from kafka_share.protocol.error_codes import ErrorCode
 from kafka_share.protocol.messages import (
@@ -111,7 +112,8 @@ _IN_PROGRESS = frozenset({
 _TERMINATING = frozenset({_S.TERMINATING_PUSH_NEEDED, _S.TERMINATING_PUSH_IN_PROGRESS})
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class TelemetrySubscription:
     """What a GetTelemetrySubscriptions answer said."""
 

@@ -13,6 +13,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.config import ShareConsumerConfig, parse_config
 from kafka_share.metrics import WorkerMetrics
 from kafka_share.models import AcknowledgeType, ConsumerRecord
@@ -57,7 +58,8 @@ _OUTCOME_NAMES: Final = {
 }
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class Handled(Generic[K, V]):
     """One record whose handler ran to its end, and the outcome acknowledged.
 
@@ -81,7 +83,8 @@ class Handled(Generic[K, V]):
         return None if self.error is None else describe(self.error)
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class WorkerSummary:
     """What one :meth:`run` of a worker did."""
 
@@ -155,7 +158,8 @@ def outcome_of(exc: BaseException, retryable: tuple[type[BaseException], ...]) -
     return AcknowledgeType.REJECT
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class Limits:
     """When a run ends by itself (None: no such limit)."""
 

@@ -20,7 +20,7 @@ PACKAGE = Path(kafka_share.__file__).parent
 
 #: lowest first; a module is in the layer of its top-level name under kafka_share
 LAYERS: list[tuple[str, set[str]]] = [
-    ("base", {"_version", "_error_base", "_error_codes", "errors", "models", "_log",
+    ("base", {"_version", "_error_base", "_error_codes", "errors", "models", "_log", "_reprs",
               "metrics", "credentials", "dead_letter"}),
     ("wire", {"protocol", "records", "cluster", "config"}),
     ("engine", {"share", "telemetry"}),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from kafka_share._log import Logger
+from kafka_share._reprs import attrs_repr
 from kafka_share.cluster import ClusterMetadata
 from kafka_share.errors import UnsupportedVersionError
 from kafka_share.models import TopicIdPartition
@@ -36,7 +37,8 @@ __all__ = ["ACK_LINGER_MS", "ConsumeContext", "ConsumePhase", "FetchSettings"]
 ACK_LINGER_MS = 50
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class FetchSettings:
     group_id: str
     max_wait_ms: int
@@ -75,7 +77,8 @@ _TRANSITIONS: dict[ConsumePhase, frozenset[ConsumePhase]] = {
 }
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class ConsumeContext:
     """The consume manager's shared state. Network thread only."""
 

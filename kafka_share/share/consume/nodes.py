@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.errors import KafkaError
 from kafka_share.models import TopicIdPartition
 from kafka_share.share.ack_deferral import AckDeferral
@@ -19,7 +20,8 @@ from kafka_share.share.session import ShareSession
 __all__ = ["NodeState", "SyncCommit", "merge_into", "queue_async"]
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class SyncCommit:
     """One ``commit_sync`` (or close) call spanning several nodes."""
 
@@ -38,7 +40,8 @@ class SyncCommit:
         return not self.per_node and not self.in_flight
 
 
-@attrs.define(eq=False)
+@attrs_repr
+@attrs.define(eq=False, repr=False)
 class NodeState:
     session: ShareSession
     #: acks to piggyback on the next ShareFetch to this node

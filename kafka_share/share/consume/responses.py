@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from kafka_share._reprs import attrs_repr
 from kafka_share.models import TopicIdPartition
 from kafka_share.protocol.messages import ShareAcknowledgeResponse, ShareFetchResponse
 from kafka_share.share.acknowledgements import Acknowledgements
@@ -21,7 +22,8 @@ from kafka_share.share.acknowledgements import Acknowledgements
 __all__ = ["AckAnswer", "FetchAnswer", "PartitionFetch", "read_acknowledge", "read_fetch"]
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class PartitionFetch:
     """One partition of a ShareFetch response."""
 
@@ -38,7 +40,8 @@ class PartitionFetch:
     acquired: list[tuple[int, int, int]]
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class FetchAnswer:
     """A ShareFetch response without a top-level error, read."""
 
@@ -47,7 +50,8 @@ class FetchAnswer:
     unanswered: list[TopicIdPartition]
 
 
-@attrs.frozen
+@attrs_repr
+@attrs.frozen(repr=False)
 class AckAnswer:
     """A ShareAcknowledge response without a top-level error, read."""
 
