@@ -250,7 +250,7 @@ def _stages_table(stages: dict[str, Any]) -> list[str]:
     if not stages:
         return []
     out = [
-        "## Where kafka-share's CPU goes (implicit, one run per data set)",
+        "## Where kafka-share's CPU goes (implicit, check.crcs=true, one run per data set)",
         "",
         "CPU µs per record: the whole process, then stages timed on the thread",
         "that ran them. `poll` holds the application thread's share of the rest",

@@ -590,7 +590,10 @@ def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     stages: dict[str, Any] = {}
     if args.stages and "kafka-share-implicit" in clients:
         for data in sets:
-            run = bench.run_python("kafka-share-implicit", topics[data.name], data, stages=True)
+            # With kafka-share's default check.crcs=true, so that the table has the CRC stage.
+            run = bench.run_python(
+                "kafka-share-implicit" + CRC_SUFFIX, topics[data.name], data, stages=True
+            )
             stages[data.name] = {
                 "cpu_us_per_record": run["cpu_consume_s"] / max(1, run["records"]) * 1e6,
                 "stages": run["stages"],

@@ -36,6 +36,9 @@ __all__ = [
 
 
 _OFFSET_FIELD = operator.itemgetter(2)
+#: a piece of decoded records: see kafka_share.records.vectorised.Piece (not
+#: imported from there: that module needs numpy)
+_Piece = tuple[list[Any], list[int], int, "bool | None"]
 _KEY_SIZE_FIELD = operator.itemgetter(10)
 _VALUE_SIZE_FIELD = operator.itemgetter(11)
 
@@ -372,15 +375,14 @@ class FetchDecoder:
                 prev = base - 1  # the batch's last offset handed over so far
                 try:
                     broken = False
-                    for shaped in self._chunks(batch, shape):
+                    for shaped, offsets, payload, increasing in self._chunks(batch, shape):
                         if not shaped:
                             continue
-                        offsets = list(map(_OFFSET_FIELD, shaped))
                         top = offsets[-1]
-                        if not (
-                            offsets[0] > prev and top <= last
-                            and all(map(operator.lt, offsets, itertools.islice(offsets, 1, None)))
-                        ):
+                        if not (offsets[0] > prev and top <= last and (
+                            all(map(operator.lt, offsets, itertools.islice(offsets, 1, None)))
+                            if increasing is None else increasing
+                        )):
                             broken = True
                             break
                         take_span(prev + 1, top, gaps)
@@ -390,7 +392,7 @@ class FetchDecoder:
                             gaps.extend(o for o in range(prev + 1, top + 1) if o not in present)
                         prev = top
                         pending.extend(shaped)
-                        walk.size += _payload_size(shaped)
+                        walk.size += payload
                         if sliced or len(pending) - walk.handed_over >= _DECODE_CHUNK_RECORDS:
                             del shaped, offsets  # not held while suspended
                             yield walk.hand_over()  # a piece for delivery
@@ -407,10 +409,11 @@ class FetchDecoder:
             self._match_records(walk, batch, ts_type, leader_epoch)
         walk.finish()
 
-    def _chunks(self, batch: RecordBatch, shape: RecordShape) -> Iterator[list[Any]]:
+    def _chunks(self, batch: RecordBatch, shape: RecordShape) -> Iterator[_Piece]:
         """The records of ``batch``, all in one acquired range, as ConsumerRecords
-        of ``shape`` in pieces of up to _DECODE_CHUNK_RECORDS: through numpy for a
-        large batch of small records, if installed."""
+        of ``shape`` in pieces of up to _DECODE_CHUNK_RECORDS (with their offsets,
+        payload bytes and, from numpy, their order): through numpy for a large
+        batch of small records, if installed."""
         vectorised = (
             vectorised_rows() if self._vectorised
             and batch.record_count >= _VECTORISED_MIN_RECORDS
@@ -418,14 +421,13 @@ class FetchDecoder:
             else None
         )
         if vectorised is not None:
-            chunks: Iterator[list[Any]] = vectorised.shaped_record_chunks(
+            pieces: Iterator[_Piece] = vectorised.record_pieces(
                 batch, shape, _DECODE_CHUNK_RECORDS
             )
-        elif batch.record_count > _DECODE_CHUNK_RECORDS:
-            chunks = batch.shaped_record_chunks(shape, _DECODE_CHUNK_RECORDS)
-        else:
-            chunks = _whole(batch, shape)
-        return chunks
+            return pieces
+        if batch.record_count > _DECODE_CHUNK_RECORDS:
+            return _measured(batch.shaped_record_chunks(shape, _DECODE_CHUNK_RECORDS))
+        return _whole(batch, shape)
 
     def _match_records(
         self, walk: _Walk, batch: RecordBatch, ts_type: TimestampType, leader_epoch: int | None
@@ -572,10 +574,25 @@ class FetchDecoder:
             f"{exc.base_offset} is invalid and its acquired records are rejected: {exc}"
         ), rejects)
 
-def _whole(batch: RecordBatch, shape: RecordShape) -> Iterator[list[Any]]:
+def _measured(chunks: Iterator[list[Any]]) -> Iterator[_Piece]:
+    """Row-decoded ``chunks`` as pieces like the vectorised decoder's: with their
+    offsets and payload bytes, their order left to the caller (None)."""
+    while True:
+        # No loop variable: the suspended generator holds no reference to a piece.
+        try:
+            yield _with_offsets(next(chunks))
+        except StopIteration:
+            return
+
+
+def _with_offsets(shaped: list[Any]) -> _Piece:
+    return shaped, list(map(_OFFSET_FIELD, shaped)), _payload_size(shaped), None
+
+
+def _whole(batch: RecordBatch, shape: RecordShape) -> Iterator[_Piece]:
     """The whole batch as one piece; unlike ``iter((piece,))``, the suspended
     generator holds no reference to the piece it handed out."""
-    yield batch.shaped_records(shape)
+    yield _with_offsets(batch.shaped_records(shape))
 
 
 def _report_at(walk: _Walk, error: KafkaError, rejects: list[int]) -> None:

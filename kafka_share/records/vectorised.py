@@ -5,7 +5,7 @@ that.
 
 Needs numpy only. :mod:`kafka_share.records.columnar` (``poll_arrow``) builds
 Arrow columns on these fields; ``poll`` builds its records from them here
-(:func:`shaped_record_chunks`), so a consumer that only polls never loads
+(:func:`record_pieces`), so a consumer that only polls never loads
 pyarrow (about 28 MB and 0.15 s of CPU at its first large batch).
 
 Theory of operation
@@ -37,7 +37,7 @@ are known, every field of every record can be decoded at once.
    single 0 byte. Header ``j`` of every record having one is located
    vectorised, ``j`` = 0, 1, ... while enough records take part; the remaining
    headers of a few records are read in Python.
-4. **Rows** (:func:`shaped_record_chunks`): keys and values are sliced out of
+4. **Rows** (:func:`record_pieces`): keys and values are sliced out of
    the section by a comprehension each (none for keys when every key is
    null), offsets and timestamps come from ``tolist()``, and each record's
    tuple is built by ``map`` over ``zip``.
@@ -78,7 +78,7 @@ import numpy as np
 from kafka_share.records.batch import RecordBatch, RecordShape
 
 __all__ = [
-    "INT32_MAX", "Fields", "HeaderFields", "decode_fields", "gather", "shaped_record_chunks",
+    "INT32_MAX", "Fields", "HeaderFields", "Piece", "decode_fields", "gather", "record_pieces",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -210,33 +210,51 @@ def _decode_fields(
 # ---------------------------------------------------------------------- rows
 
 
-def shaped_record_chunks(
-    batch: RecordBatch, shape: RecordShape, chunk_records: int
-) -> Iterator[list[Any]]:
-    """:meth:`RecordBatch.shaped_record_chunks` through :func:`decode_fields`:
-    the varints of the whole batch decoded at once, then each chunk's keys and
-    values sliced by one comprehension each and its tuples built by a C loop
-    (``map`` over ``zip``),
-    about half the row decoder's cost per record for batches of more than a
-    few dozen small records.
+#: A piece of a batch's records: the records (tuples of a RecordShape), their
+#: offsets, their key and value bytes (a null counts 0), and whether the offsets
+#: strictly increase (None: not known, the caller checks).
+Piece = tuple[list[Any], list[int], int, "bool | None"]
+
+
+def record_pieces(batch: RecordBatch, shape: RecordShape, chunk_records: int) -> Iterator[Piece]:
+    """:meth:`RecordBatch.shaped_record_chunks` through :func:`decode_fields`,
+    each chunk as a :data:`Piece`: the varints of the whole batch decoded at
+    once, then each chunk's keys and values sliced by one comprehension each,
+    its tuples built by a C loop (``map`` over ``zip``), and its offsets, bytes
+    and order taken from the arrays (no pass over the tuples). About half the
+    row decoder's cost per record for batches of more than a few dozen small
+    records.
 
     Raises:
-        CorruptBatchError: as :func:`decode_fields` (before the first chunk).
+        CorruptBatchError: as :func:`decode_fields` (before the first piece).
         ValueError: a legacy (magic 0/1) batch.
     """
     fields = decode_fields(batch)
     step = max(1, chunk_records)
     for first in range(0, fields.count, step):
-        yield _rows(fields, shape, first, min(fields.count, first + step))
+        # Yielded unbound: the suspended generator holds no reference to the piece.
+        yield _piece(fields, shape, first, min(fields.count, first + step))
 
 
-def _rows(f: Fields, shape: RecordShape, first: int, stop: int) -> list[Any]:
-    """Records ``first`` .. ``stop - 1`` of ``f`` as tuples of ``shape``."""
+def _piece(f: Fields, shape: RecordShape, first: int, stop: int) -> Piece:
+    offsets = f.offsets[first:stop]
+    offset_list = offsets.tolist()
+    payload = int(np.maximum(f.key_sizes[first:stop], 0).sum()) + int(
+        np.maximum(f.value_sizes[first:stop], 0).sum()
+    )
+    increasing = bool((offsets[1:] > offsets[:-1]).all())
+    return _rows(f, shape, first, stop, offset_list), offset_list, payload, increasing
+
+
+def _rows(
+    f: Fields, shape: RecordShape, first: int, stop: int, offsets: list[int]
+) -> list[Any]:
+    """Records ``first`` .. ``stop - 1`` of ``f`` (at ``offsets``) as tuples of ``shape``."""
     key_sizes = f.key_sizes[first:stop]
     value_sizes = f.value_sizes[first:stop]
     headers: Any = repeat(()) if f.headers is None else _header_tuples(f, first, stop)
     return list(map(partial(tuple.__new__, shape.type), zip(
-        repeat(shape.topic), repeat(shape.partition), f.offsets[first:stop].tolist(),
+        repeat(shape.topic), repeat(shape.partition), offsets,
         f.timestamps[first:stop].tolist(), repeat(shape.timestamp_type),
         _slices(f.buf, f.key_pos[first:stop], key_sizes),
         _slices(f.buf, f.value_pos[first:stop], value_sizes),

@@ -1,7 +1,8 @@
 """decode_columns (the columnar decoder) and poll's numpy decoding
-(vectorised.shaped_record_chunks) against the row decoder, RecordBatch.records()."""
+(vectorised.record_pieces) against the row decoder, RecordBatch.records()."""
 
 import struct
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -108,11 +109,17 @@ PLAIN_SHAPE = RecordShape(tuple, "t", 3, TimestampType.CREATE_TIME, None, 1)
 
 
 def vector_rows(batch: RecordBatch, chunk_records: int = 7) -> list[tuple[Any, ...]]:
-    """``poll``'s numpy decoding (vectorised.shaped_record_chunks, in chunks of
-    ``chunk_records``) as the row decoder's tuples, checking the sizes."""
+    """``poll``'s numpy decoding (vectorised.record_pieces, in pieces of
+    ``chunk_records``) as the row decoder's tuples, checking the sizes and each
+    piece's offsets, payload bytes and order against its tuples."""
     rows = []
-    for chunk in vectorised.shaped_record_chunks(batch, PLAIN_SHAPE, chunk_records):
+    for chunk, offsets, payload, increasing in vectorised.record_pieces(
+        batch, PLAIN_SHAPE, chunk_records
+    ):
         assert 0 < len(chunk) <= chunk_records
+        assert offsets == [r[2] for r in chunk]
+        assert payload == sum(max(r[10], 0) + max(r[11], 0) for r in chunk)
+        assert increasing == all(a < b for a, b in pairwise(offsets))
         for r in chunk:
             assert r[:2] == ("t", 3) and r[8:10] == (None, 1)
             assert r[10] == (-1 if r[5] is None else len(r[5]))
@@ -857,3 +864,17 @@ def test_columns_from_rows_splits_data_buffers_at_the_view_offset_limit(
     cols = columns_from_rows(rows)
     assert len(cols.values.buffers()) == 2 + 3  # validity, views, 2 values per buffer
     assert rows_of(cols, decoded=False) == rows
+
+
+def test_record_pieces_say_when_offsets_do_not_increase() -> None:
+    # A broken batch that passed its CRC: poll's decoder then matches its records
+    # one by one, so the piece must say so.
+    recs = [NewRecord(key=None, value=b"v%d" % d, offset_delta=d) for d in (0, 2, 1, 3)]
+    batch = one(build_batch(recs, base_offset=100))
+    [(rows, offsets, payload, increasing)] = list(
+        vectorised.record_pieces(batch, PLAIN_SHAPE, 10)
+    )
+    assert offsets == [100, 102, 101, 103] == [r[2] for r in rows]
+    assert (payload, increasing) == (8, False)
+    sorted_batch = one(build_batch(sorted(recs, key=lambda r: r.offset_delta), base_offset=100))
+    assert [p[3] for p in vectorised.record_pieces(sorted_batch, PLAIN_SHAPE, 10)] == [True]
