@@ -122,7 +122,8 @@ class Fields:
         self.buf, self.start, self.end, self.count = buf, start, end, count
         #: int64 absolute offsets, int64 timestamps (LOG_APPEND_TIME applied)
         self.offsets, self.timestamps = numbers
-        #: int64 positions in ``buf`` and sizes (-1: null) of keys and values
+        #: positions in ``buf`` (int64) and sizes (int32 or int64; -1: null) of
+        #: keys and values
         self.key_pos, self.key_sizes = keys
         self.value_pos, self.value_sizes = values
         #: None when no record of the batch has a header
