@@ -22,7 +22,13 @@ from typing import Any
 from kafka_share._handoff.events import CompletedShareFetch
 from kafka_share.errors import CorruptMessageError, CorruptRecordError, KafkaError
 from kafka_share.models import ConsumerRecord, TimestampType
-from kafka_share.records.batch import CorruptBatchError, RecordBatch, RecordShape, iter_batches
+from kafka_share.records.batch import (
+    CorruptBatchError,
+    RecordBatch,
+    RecordPiece,
+    RecordShape,
+    iter_batches,
+)
 from kafka_share.share.acquired import AcquiredCursor, AcquiredRecords
 
 __all__ = [
@@ -36,9 +42,6 @@ __all__ = [
 
 
 _OFFSET_FIELD = operator.itemgetter(2)
-#: a piece of decoded records: see kafka_share.records.vectorised.Piece (not
-#: imported from there: that module needs numpy)
-_Piece = tuple[list[Any], list[int], int, "bool | None"]
 _KEY_SIZE_FIELD = operator.itemgetter(10)
 _VALUE_SIZE_FIELD = operator.itemgetter(11)
 
@@ -409,7 +412,7 @@ class FetchDecoder:
             self._match_records(walk, batch, ts_type, leader_epoch)
         walk.finish()
 
-    def _chunks(self, batch: RecordBatch, shape: RecordShape) -> Iterator[_Piece]:
+    def _chunks(self, batch: RecordBatch, shape: RecordShape) -> Iterator[RecordPiece]:
         """The records of ``batch``, all in one acquired range, as ConsumerRecords
         of ``shape`` in pieces of up to _DECODE_CHUNK_RECORDS (with their offsets,
         payload bytes and, from numpy, their order): through numpy for a large
@@ -421,7 +424,7 @@ class FetchDecoder:
             else None
         )
         if vectorised is not None:
-            pieces: Iterator[_Piece] = vectorised.record_pieces(
+            pieces: Iterator[RecordPiece] = vectorised.record_pieces(
                 batch, shape, _DECODE_CHUNK_RECORDS
             )
             return pieces
@@ -574,7 +577,7 @@ class FetchDecoder:
             f"{exc.base_offset} is invalid and its acquired records are rejected: {exc}"
         ), rejects)
 
-def _measured(chunks: Iterator[list[Any]]) -> Iterator[_Piece]:
+def _measured(chunks: Iterator[list[Any]]) -> Iterator[RecordPiece]:
     """Row-decoded ``chunks`` as pieces like the vectorised decoder's: with their
     offsets and payload bytes, their order left to the caller (None)."""
     while True:
@@ -585,11 +588,11 @@ def _measured(chunks: Iterator[list[Any]]) -> Iterator[_Piece]:
             return
 
 
-def _with_offsets(shaped: list[Any]) -> _Piece:
+def _with_offsets(shaped: list[Any]) -> RecordPiece:
     return shaped, list(map(_OFFSET_FIELD, shaped)), _payload_size(shaped), None
 
 
-def _whole(batch: RecordBatch, shape: RecordShape) -> Iterator[_Piece]:
+def _whole(batch: RecordBatch, shape: RecordShape) -> Iterator[RecordPiece]:
     """The whole batch as one piece; unlike ``iter((piece,))``, the suspended
     generator holds no reference to the piece it handed out."""
     yield _with_offsets(batch.shaped_records(shape))

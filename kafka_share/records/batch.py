@@ -116,6 +116,7 @@ __all__ = [
     "Header",
     "Record",
     "RecordBatch",
+    "RecordPiece",
     "RecordShape",
     "iter_batches",
 ]
@@ -139,6 +140,13 @@ class RecordShape:
     timestamp_type: TimestampType
     leader_epoch: int | None
     delivery_count: int
+
+
+#: A piece of a batch's records as ``poll``'s decoder takes it: the records
+#: (tuples of a RecordShape), their offsets, their key and value bytes (a null
+#: counts 0), and whether the offsets strictly increase (None: not known, the
+#: taker checks).
+RecordPiece = tuple[list[Any], list[int], int, "bool | None"]
 
 #: The shape :meth:`RecordBatch.records` decodes with (plain tuples, of which it
 #: keeps five fields).

@@ -75,10 +75,10 @@ from typing import Any
 
 import numpy as np
 
-from kafka_share.records.batch import RecordBatch, RecordShape
+from kafka_share.records.batch import RecordBatch, RecordPiece, RecordShape
 
 __all__ = [
-    "INT32_MAX", "Fields", "HeaderFields", "Piece", "decode_fields", "gather", "record_pieces",
+    "INT32_MAX", "Fields", "HeaderFields", "decode_fields", "gather", "record_pieces",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -211,20 +211,16 @@ def _decode_fields(
 # ---------------------------------------------------------------------- rows
 
 
-#: A piece of a batch's records: the records (tuples of a RecordShape), their
-#: offsets, their key and value bytes (a null counts 0), and whether the offsets
-#: strictly increase (None: not known, the caller checks).
-Piece = tuple[list[Any], list[int], int, "bool | None"]
-
-
-def record_pieces(batch: RecordBatch, shape: RecordShape, chunk_records: int) -> Iterator[Piece]:
+def record_pieces(
+    batch: RecordBatch, shape: RecordShape, chunk_records: int
+) -> Iterator[RecordPiece]:
     """:meth:`RecordBatch.shaped_record_chunks` through :func:`decode_fields`,
-    each chunk as a :data:`Piece`: the varints of the whole batch decoded at
-    once, then each chunk's keys and values sliced by one comprehension each,
-    its tuples built by a C loop (``map`` over ``zip``), and its offsets, bytes
-    and order taken from the arrays (no pass over the tuples). About half the
-    row decoder's cost per record for batches of more than a few dozen small
-    records.
+    each chunk as a :data:`~kafka_share.records.batch.RecordPiece`: the varints
+    of the whole batch decoded at once, then each chunk's keys and values
+    sliced by one comprehension each, its tuples built by a C loop (``map``
+    over ``zip``), and its offsets, bytes and order taken from the arrays (no
+    pass over the tuples). About half the row decoder's cost per record for
+    batches of more than a few dozen small records.
 
     Raises:
         CorruptBatchError: as :func:`decode_fields` (before the first piece).
@@ -237,7 +233,7 @@ def record_pieces(batch: RecordBatch, shape: RecordShape, chunk_records: int) ->
         yield _piece(fields, shape, first, min(fields.count, first + step))
 
 
-def _piece(f: Fields, shape: RecordShape, first: int, stop: int) -> Piece:
+def _piece(f: Fields, shape: RecordShape, first: int, stop: int) -> RecordPiece:
     offsets = f.offsets[first:stop]
     offset_list = offsets.tolist()
     payload = int(np.maximum(f.key_sizes[first:stop], 0).sum()) + int(
