@@ -15,6 +15,7 @@ from kafka_share import (
     ShareConsumer,
     TimestampType,
 )
+from tests.fresh import run_fresh
 from tests.unit.share.helpers import as_dict
 
 # Nothing listens here: these tests never need an answer from a broker.
@@ -343,9 +344,6 @@ def test_poll_arrow_misuse_without_a_broker() -> None:
 
 
 def test_poll_arrow_without_pyarrow_names_the_extra() -> None:
-    import subprocess
-    import sys
-
     script = (
         "import sys; sys.modules['pyarrow'] = None\n"
         "from kafka_share import ShareConsumer\n"
@@ -357,10 +355,7 @@ def test_poll_arrow_without_pyarrow_names_the_extra() -> None:
         "finally:\n"
         "    c.close(timeout=1)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert "pip install 'kafka-share[arrow]'" in proc.stdout, proc.stderr
+    assert "pip install 'kafka-share[arrow]'" in run_fresh(script)
 
 
 def test_acknowledge_fast_path_checks_the_record_and_leaves_ranges() -> None:

@@ -13,6 +13,7 @@ from kafka_share.commands import cli
 from kafka_share.commands.common import read_properties
 from kafka_share.config import ADMIN_PLACEHOLDER_GROUP_ID, parse_admin_config
 from kafka_share.errors import ConfigError
+from tests.fresh import run_fresh
 
 
 def test_broker_start_with_an_unsupported_kafka_version_is_one_line(
@@ -175,9 +176,7 @@ def test_the_library_imports_without_click_or_rich() -> None:
         "import sys, kafka_share, kafka_share.admin, kafka_share.cli\n"
         "print([m for m in ('click', 'rich') if m in sys.modules])\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    assert done.stdout.strip() == "[]"
+    assert run_fresh(code).strip() == "[]"
 
 
 def test_library_warnings_do_not_add_lines_to_the_error(

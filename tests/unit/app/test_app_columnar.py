@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 
 import numpy as np
@@ -23,6 +21,7 @@ from kafka_share.models import TopicIdPartition
 from kafka_share.records.batch import iter_batches
 from kafka_share.records.builder import build_batch
 from kafka_share.records.columnar import columns_from_rows, decode_columns
+from tests.fresh import run_fresh
 
 TIP = TopicIdPartition(uuid.UUID(int=5), "orders", 3)
 TIP1 = TopicIdPartition(uuid.UUID(int=6), "audit", 0)
@@ -116,10 +115,7 @@ def test_the_columnar_path_does_not_import_pandas() -> None:
         "view_types=False)\n"
         "print('pandas' in sys.modules)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert out.stdout.strip() == "False", out.stderr
+    assert run_fresh(script).strip() == "False"
 
 
 def decoded_piece(offsets: list[int], null_keys: bool) -> Piece:

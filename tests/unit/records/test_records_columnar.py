@@ -37,6 +37,7 @@ from kafka_share.records.columnar import (
     decode_small_columns,
 )
 from kafka_share.records.compression import compress
+from tests.fresh import run_fresh
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -759,14 +760,10 @@ def test_odd_varints_decode_exactly_like_rows(data: bytes, threshold: int) -> No
 
 
 def test_records_package_does_not_import_columnar() -> None:
-    import subprocess
-    import sys
-
     code = (
         "import sys, kafka_share.records; print('numpy' in sys.modules, 'pyarrow' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False"]
+    assert run_fresh(code).split() == ["False", "False"]
 
 
 def test_large_records_decoded_from_a_memoryview() -> None:

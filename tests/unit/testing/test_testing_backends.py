@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from kafka_share.testing import (
 )
 from kafka_share.testing.containers import container_env, property_env_name
 from kafka_share.testing.versions import parse_kafka_version
+from tests.fresh import run_fresh
 
 
 @pytest.mark.parametrize(
@@ -139,8 +138,7 @@ def test_importing_the_plugin_and_cli_loads_no_client_library() -> None:
         "bad = [m for m in ('confluent_kafka', 'testcontainers', 'docker') if m in sys.modules]\n"
         "print(bad)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    assert run_fresh(code).strip() == "[]"
 
 
 def test_cli_status_and_stop_without_a_broker(
