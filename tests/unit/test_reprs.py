@@ -65,3 +65,21 @@ def test_the_package_classes_use_it() -> None:
         "TopicIdPartition(topic_id=UUID('00000000-0000-0000-0000-000000000001'), "
         "topic='t', partition=0)"
     )
+
+
+def test_every_attrs_class_of_the_package_takes_the_shared_repr() -> None:
+    # Start-up: a class made with attrs' own repr compiles one more method at import.
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "kafka_share"
+    decorator = re.compile(r"^\s*@attrs\.(frozen|define|mutable)\b(.*)$")
+    missing = []
+    for path in sorted(package.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            match = decorator.match(line)
+            if match and not ("repr=False" in match.group(2)
+                              and lines[i - 1].strip() == "@attrs_repr"):
+                missing.append(f"{path.relative_to(package.parent)}:{i + 1}")
+    assert missing == []
