@@ -743,9 +743,8 @@ class ShareConsumerConfig:
     max_partition_fetch_bytes: int = _key(_int_parser(0, _INT32_MAX), 1_048_576)
     check_crcs: bool = _key(_parse_bool, True)
     #: How ``poll()`` decodes records (not a Java key): "auto" decodes large
-    #: batches of small records with numpy when it is installed (imported once
-    #: 500,000 records of such batches were decoded in pure Python, when it
-    #: pays; ``poll()`` never needs pyarrow); "python" uses only
+    #: batches of small records with numpy when it is installed (imported at
+    #: the first such batch; ``poll()`` never needs pyarrow); "python" uses only
     #: the pure-Python row decoder, and numpy and pyarrow are imported only if
     #: ``poll_arrow()`` is called, which decodes into Arrow columns whatever this says.
     record_decoder: str = _key(_choice_parser("auto", "python"), "auto")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -76,43 +75,25 @@ def columnar_helpers() -> Any:
 _columnar = columnar_helpers
 
 #: batches of at least this many records are decoded through numpy when it is
-#: installed and loaded (below it the fixed cost of the vectorised decoder,
-#: ~70 µs, does not pay: measured on 100 B and 1 KiB records, the row decoder is
-#: faster up to 130-150 records), if their records average less than
+#: installed (below it the fixed cost of the vectorised decoder, ~70 µs, does
+#: not pay: measured on 100 B and 1 KiB records, the row decoder is faster up
+#: to 130-150 records), if their records average less than
 #: _VECTORISED_MAX_RECORD_BYTES (above, copying the values dominates and the
 #: row decoder is as fast)
 _VECTORISED_MIN_RECORDS = 160
 _VECTORISED_MAX_RECORD_BYTES = 4096
-#: numpy is loaded once the process has row-decoded this many records of such
-#: batches: the break-even of a rent-or-buy choice. Loading costs about 0.15 s
-#: of CPU (0.09 s importing, 0.06 s of OpenBLAS's start-up spin on another
-#: core) and 17 MB; the vectorised decoder then saves about 0.3 µs per record
-#: (0.80 -> 0.51 µs at 100 B, 0.91 -> 0.60 µs at 1 KiB, 500-record batches). So
-#: loading pays after about 500,000 records, and renting until the rent paid
-#: equals the price never costs more than twice the best choice made knowing
-#: the future: a burst of a few hundred thousand records (or a mostly idle
-#: worker) never pays for numpy, a busy consumer soon decodes with it.
-_NUMPY_AFTER_RECORDS = 500_000
 
 
-def vectorised_rows(records: int) -> Any:
-    """:mod:`kafka_share.records.vectorised` once numpy is loaded, else None.
-
-    ``records`` (the record count of a batch that numpy would decode) counts
-    towards :data:`_NUMPY_AFTER_RECORDS`; the call that reaches it (or any
-    call once the process has imported numpy for something else, when loading
-    costs little) starts loading the vectorised decoder on a daemon thread and
-    returns None: that batch, and those until the load is done, decode in pure
-    Python, so no poll waits for the import. pyarrow is not needed: only
-    ``poll_arrow`` loads it.
-    """
-    global _rows_decoded
+def vectorised_rows() -> Any:
+    """:mod:`kafka_share.records.vectorised` once numpy is loaded, else None. The
+    first call starts loading it on a daemon thread and returns None: that
+    batch, and those until the load is done, decode in pure Python, so neither
+    a poll nor the time to the first record waits for the import (about 0.15 s
+    of CPU), and a consumer that never gets a batch worth it (idle, small
+    batches, large records) never pays its 17 MB. pyarrow is not needed: only
+    ``poll_arrow`` loads it."""
     if _VECTORISED is False and _loading is None:
-        # Threads of several consumers may race here: a count off by a batch
-        # only moves the load by a batch.
-        _rows_decoded += records
-        if _rows_decoded >= _NUMPY_AFTER_RECORDS or "numpy" in sys.modules:
-            _start_loading()
+        _start_loading()
     return _VECTORISED or None
 
 
@@ -139,8 +120,6 @@ def _load_vectorised() -> None:
 #: False: not loaded (yet); None: numpy missing; else the module
 _VECTORISED: Any = False
 _loading: threading.Thread | None = None
-#: records of numpy-sized batches row-decoded before numpy was loaded
-_rows_decoded = 0
 _loading_lock = threading.Lock()
 
 
@@ -439,7 +418,7 @@ class FetchDecoder:
         payload bytes and, from numpy, their order): through numpy for a large
         batch of small records, if installed."""
         vectorised = (
-            vectorised_rows(batch.record_count) if self._vectorised
+            vectorised_rows() if self._vectorised
             and batch.record_count >= _VECTORISED_MIN_RECORDS
             and batch.size_in_bytes < batch.record_count * _VECTORISED_MAX_RECORD_BYTES
             else None

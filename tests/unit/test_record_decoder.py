@@ -1,6 +1,6 @@
 """``record.decoder``: "python" keeps numpy and pyarrow out of a consumer that
 only polls; the default ("auto") decodes large batches of small records with
-numpy (never pyarrow), loaded once the row decoder has paid its price."""
+numpy (never pyarrow), loaded at the first such batch."""
 
 from __future__ import annotations
 
@@ -56,21 +56,15 @@ def test_python_decoder_never_imports_numpy_or_pyarrow_for_poll() -> None:
     assert out == ["False", "False", "True", "True"]
 
 
-def test_default_decoder_loads_numpy_off_the_poll_once_the_row_decoder_paid_its_price() -> None:
-    """Large batches decode in pure Python until the process has row-decoded
-    _NUMPY_AFTER_RECORDS of their records; the batch that reaches it starts
-    loading numpy on a daemon thread (and still decodes in pure Python: no poll
-    waits for the import); batches after the load go through numpy. A consumer
-    that gets fewer such records never loads it."""
+def test_default_decoder_loads_numpy_off_the_poll_then_decodes_large_batches_with_it() -> None:
+    """The first large batch starts loading numpy on a daemon thread and decodes
+    in pure Python (no poll waits for the import); batches after the load go
+    through numpy. A consumer that gets no such batch never loads it."""
     out = _run(
         "from kafka_share._app import decoding\n"
         "c = ShareConsumer(bootstrap_servers=" + repr(NOWHERE) + ", group_id='g')\n"
         "c.close(timeout=1)\n"
         "print('numpy' in sys.modules)\n"
-        "values = poll_200()\n"
-        "assert values == [b'v%d' % i for i in range(200)], values[:3]\n"
-        "print(decoding._rows_decoded, decoding._loading is None, 'numpy' in sys.modules)\n"
-        "decoding._NUMPY_AFTER_RECORDS = 400\n"
         "values = poll_200()\n"
         "assert values == [b'v%d' % i for i in range(200)], values[:3]\n"
         "decoding._loading.join(30)\n"
@@ -86,21 +80,7 @@ def test_default_decoder_loads_numpy_off_the_poll_once_the_row_decoder_paid_its_
         "print(calls, 'numpy' in sys.modules, 'pyarrow' in sys.modules)\n"
     )
     # numpy only: pyarrow is poll_arrow's.
-    assert out == ["False", "200", "True", "False", "[200]", "True", "False"]
-
-
-def test_default_decoder_loads_at_the_first_large_batch_when_numpy_is_already_imported() -> None:
-    """An application that imported numpy has paid for it: the first large
-    batch starts loading the vectorised decoder, with no records counted first."""
-    out = _run(
-        "import numpy\n"
-        "from kafka_share._app import decoding\n"
-        "values = poll_200()\n"
-        "assert values == [b'v%d' % i for i in range(200)], values[:3]\n"
-        "decoding._loading.join(30)\n"
-        "print(decoding._rows_decoded, decoding._VECTORISED is not False)\n"
-    )
-    assert out == ["200", "True"]
+    assert out == ["False", "[200]", "True", "False"]
 
 
 @pytest.mark.parametrize("value", ["numpy", "Python", "", 1, True])

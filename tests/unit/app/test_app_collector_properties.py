@@ -30,7 +30,6 @@ from kafka_share._app.in_flight import GAP, InFlightBatch
 from kafka_share._handoff.events import CompletedShareFetch
 from kafka_share._handoff.fetch_buffer import FetchBuffer
 from kafka_share.models import AcknowledgeType, TopicIdPartition
-from kafka_share.records import vectorised as vectorised_module
 from kafka_share.records.builder import (
     NewRecord,
     build_batch,
@@ -156,9 +155,6 @@ def test_collector_matches_the_reference_model(
             mock.patch.object(decoding_module, "_DECODE_CHUNK_RECORDS", chunk), \
             mock.patch.object(
                 decoding_module, "_VECTORISED_MIN_RECORDS", 1 if vectorised else 10**9
-            ), mock.patch.object(
-                # Loaded from the first batch on, whatever was row-decoded before.
-                decoding_module, "_VECTORISED", vectorised_module if vectorised else None
             ):
         _check_against_the_model(fetch, max_poll_records, mode, sliced, limit)
 
