@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
@@ -54,6 +54,7 @@ from kafka_share.models import (
     ConsumerRecord,
     ConsumerRecords,
     TopicIdPartition,
+    TopicPartition,
 )
 from kafka_share.share.held import held_ranges_without
 from kafka_share.share.results import LocksLost
@@ -62,14 +63,23 @@ if TYPE_CHECKING:
     from kafka_share.metrics import ShareConsumerMetrics
 
 # columnar_helpers: re-exported, the consumers import it from here
-__all__ = ["CollectResult", "FetchCollector", "columnar_helpers"]
+__all__ = ["CollectResult", "DrainedHook", "FetchCollector", "columnar_helpers"]
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 Deserializer = Callable[[bytes], Any]
+#: the collector's hook when it takes the last queued fetch: (acquired records,
+#: records-section bytes, node id, partition), see FetchCollector.collect
+DrainedHook = Callable[[int, int, int, TopicIdPartition], None]
 
 log = logging.getLogger("kafka_share.consumer")
+
+#: How many of the last fetches taken tell which partitions a node is serving
+#: (FetchCollector.has_company): with records spread over a node's partitions
+#: its responses take turns among them; once the others are drained, this many
+#: fetches later they no longer count.
+_RECENT_FETCHES = 8
 
 
 def _monotonic_ms() -> int:
@@ -107,7 +117,7 @@ class _Poll(Generic[K, V]):
         "touched",
     )
 
-    def __init__(self, budget: int, on_drained: Callable[[int, int], None] | None) -> None:
+    def __init__(self, budget: int, on_drained: DrainedHook | None) -> None:
         self.out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
         #: records this poll may still hand out
         self.budget = budget
@@ -172,6 +182,8 @@ class FetchCollector(Generic[K, V]):
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
         self._max_poll_records = max_poll_records
+        #: (node id, partition) of the last fetches taken (see has_company)
+        self._recent: deque[tuple[int, TopicIdPartition]] = deque(maxlen=_RECENT_FETCHES)
         #: decoded fetches with records still to deliver; the first is being delivered
         self._decoded: deque[PartitionData] = deque()
 
@@ -287,17 +299,40 @@ class FetchCollector(Generic[K, V]):
         """
         return self._decoded[0].acquired_count if self._decoded else None
 
+    def delivering_has_company(self, assigned: Collection[TopicPartition]) -> bool:
+        """Whether the node of the fetch being delivered has served this consumer
+        another partition that is still in ``assigned`` (see :meth:`has_company`)."""
+        if not self._decoded:
+            return False
+        data = self._decoded[0]
+        return self.has_company(data.node_id, data.partition, assigned)
+
+    def has_company(
+        self, node_id: int, partition: TopicIdPartition, assigned: Collection[TopicPartition]
+    ) -> bool:
+        """Whether one of the last :data:`_RECENT_FETCHES` fetches taken came from
+        ``node_id`` with records of a partition other than ``partition`` that is
+        still in ``assigned``: then a ShareFetch to that node is likely to acquire
+        records of it while ``partition`` is at the broker's record-lock limit
+        (the limit is per share-partition). Only recent fetches count: a partition
+        drained long ago would only bring empty fetches."""
+        return any(
+            node == node_id and tip != partition and tip.topic_partition in assigned
+            for node, tip in self._recent
+        )
+
     def collect(
-        self, on_drained: Callable[[int, int], None] | None = None, *, limit: int | None = None
+        self, on_drained: DrainedHook | None = None, *, limit: int | None = None
     ) -> CollectResult[K, V]:
         """Take up to ``max.poll.records`` records (or ``limit``, if fewer) from the
         buffered fetches.
 
-        ``on_drained(acquired, size)`` is called (at most once) when this takes
-        the last queued fetch, before decoding it: the moment to ask for the next
-        response, so the broker works while this thread decodes and the
-        application processes. ``acquired`` is the taken fetch's record count,
-        ``size`` the bytes of its records section.
+        ``on_drained(acquired, size, node_id, partition)`` is called (at most
+        once) when this takes the last queued fetch, before decoding it: the
+        moment to ask for the next response, so the broker works while this
+        thread decodes and the application processes. ``acquired`` is the taken
+        fetch's record count, ``size`` the bytes of its records section,
+        ``node_id`` and ``partition`` where it comes from.
 
         The poll is atomic: if anything raises (a ``KeyboardInterrupt`` in a
         deserializer, ...), every fetch this call touched goes back to where it
@@ -356,10 +391,12 @@ class FetchCollector(Generic[K, V]):
                         acquired_count(fetch), fetch.partition, "before decoding"
                     )
                     continue
+                self._recent.append((fetch.node_id, fetch.partition))
                 hook = poll.on_drained
                 if hook is not None and self._buffer.is_empty():
                     poll.on_drained = None
-                    hook(acquired_count(fetch), len(fetch.records))
+                    hook(acquired_count(fetch), len(fetch.records), fetch.node_id,
+                         fetch.partition)
                 self._decoded.append(self._fetch_decoder.decode(fetch))
                 return True
             except BaseException:

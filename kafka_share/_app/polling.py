@@ -5,12 +5,11 @@ acks, riding on a fetch or on their own."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kafka_share._app.acks import _merge_acks
 from kafka_share._app.checks import _now_ms
-from kafka_share._app.collector import CollectResult, FetchCollector
+from kafka_share._app.collector import CollectResult, DrainedHook, FetchCollector
 from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
@@ -178,7 +177,7 @@ class PollRounds(Generic[K, V]):
 
     def _fetch_ahead_now(
         self, acks: AcksByPartition
-    ) -> tuple[AcksByPartition, Callable[[int, int], None] | None]:
+    ) -> tuple[AcksByPartition, DrainedHook | None]:
         """Fetch ahead (batch_optimized) while records are still to be delivered,
         so the broker works while this thread decodes and the application
         processes; this poll's acks ride on it. The policy
@@ -190,8 +189,10 @@ class PollRounds(Generic[K, V]):
         if not self._prefetch:
             return acks, None
         delivering = self._collector.delivering()
+        collector = self._collector
         if not self.fetch_sent and self._ahead.ahead_while_delivering(
-            delivering, self._collector.delivering_acquired(), self._fetch_buffer.is_empty()
+            delivering, collector.delivering_acquired(), self._fetch_buffer.is_empty(),
+            collector.delivering_has_company(self._shell.assignment),
         ):
             self._ahead.sent_for(delivering)
             self.send_fetch_ahead(acks, self.fetch_cap())
@@ -205,7 +206,7 @@ class PollRounds(Generic[K, V]):
     def _collect(
         self,
         acks: AcksByPartition,
-        on_drained: Callable[[int, int], None] | None,
+        on_drained: DrainedHook | None,
         limit: int | None = None,
     ) -> tuple[CollectResult[K, V], AcksByPartition]:
         """Collect the records of this poll; returns them and the acks still to send."""
@@ -246,15 +247,21 @@ class PollRounds(Generic[K, V]):
             ))
         return out
 
-    def _ahead_on_drained(self, acquired: int, size: int) -> None:
-        """Collector hook: the last queued response was just taken, not decoded.
+    def _ahead_on_drained(
+        self, acquired: int, size: int, node_id: int, partition: TopicIdPartition
+    ) -> None:
+        """Collector hook: the last queued response (of ``partition``, from
+        ``node_id``) was just taken, not decoded.
 
         A small response means the consumer has caught up with the log: nothing
         is waiting to be prefetched, and a fetch ahead would only come back empty
         and delay the long-polling fetch that brings the next record. Such a
         response is drained first, then fetched for as usual.
         """
-        if self._ahead_acks is not None and self._ahead.ahead_on_drained(acquired, size):
+        if self._ahead_acks is not None and self._ahead.ahead_on_drained(
+            acquired, size,
+            self._collector.has_company(node_id, partition, self._shell.assignment),
+        ):
             acks, self._ahead_acks = self._ahead_acks, None
             self.send_fetch_ahead(acks, self.fetch_cap())
 

@@ -18,9 +18,11 @@ The rules, each a method below:
   fetch that brings the next record.
 * **Room under the lock limit and within the lock**
   (:meth:`FetchAheadPolicy.may_fetch_ahead`): only while the response being
-  delivered acquired at most :data:`AHEAD_MAX_HELD` records, and only while, at
-  the application's measured pace, both responses would be processed within a
-  quarter of the acquisition lock.
+  delivered acquired at most :data:`AHEAD_MAX_HELD` records, or its node has
+  other partitions for this consumer (the limit is per share-partition: a fetch
+  ahead acquires records of those while this one is at its limit), and only
+  while, at the application's measured pace, both responses would be processed
+  within a quarter of the acquisition lock.
 * **Pace within the lock** (:meth:`FetchAheadPolicy.max_records`): once the
   application is measured to take longer than half the acquisition lock for
   ``max.poll.records`` records, a fetch asks for only as many records as it
@@ -63,7 +65,10 @@ __all__ = [
 #: (``group.share.partition.max.record.locks``, 2000). The broker counts a
 #: partition's in-flight records from the oldest unacknowledged one, so while a
 #: bigger response is being delivered a fetch ahead would find no room, come
-#: back empty, and cost a round trip that delays this consumer's acks.
+#: back empty, and cost a round trip that delays this consumer's acks. Unless
+#: the node has other partitions for this consumer: the limit is per
+#: share-partition, so the fetch ahead acquires theirs (six partitions, 100 B
+#: records, ~2,500-record responses: 0.73-0.80M -> 0.93-1.05M records/s).
 AHEAD_MAX_HELD = 1000
 #: A response this large (or with max.poll.records records) is worth fetching
 #: ahead of; a smaller one means the consumer has caught up with the log.
@@ -88,13 +93,17 @@ def caught_up(acquired: int, size_bytes: int, max_poll_records: int) -> bool:
     return acquired < max_poll_records and size_bytes < AHEAD_MIN_BYTES
 
 
-def may_fetch_ahead(acquired: int, ms_per_record: float, lock_timeout_ms: int) -> bool:
-    """Whether to lock the next response while ``acquired`` records are still to
-    be delivered: only for small responses (``AHEAD_MAX_HELD``), and only if, at
-    the application's pace, both responses would be processed within a quarter of
+def may_fetch_ahead(
+    acquired: int, ms_per_record: float, lock_timeout_ms: int, company: bool = False
+) -> bool:
+    """Whether to lock the next response while ``acquired`` records of one
+    partition are still to be delivered: only for small responses
+    (``AHEAD_MAX_HELD``) unless ``company`` (the node has other partitions for
+    this consumer, which have room under their own limits), and only if, at the
+    application's pace, both responses would be processed within a quarter of
     the acquisition lock, so prefetched records do not time out and come back
     with a higher delivery count (a slow handler switches fetching ahead off)."""
-    if acquired > AHEAD_MAX_HELD:
+    if acquired > AHEAD_MAX_HELD and not company:
         return False
     return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
 
@@ -181,31 +190,35 @@ class FetchAheadPolicy:
         lock_ms = self._lock_timeout_ms or DEFAULT_LOCK_MS
         return min(lock_ms / 4, 2 * self._ms_per_record * count + ACK_ALLOWANCE_MS)
 
-    def may_fetch_ahead(self, acquired: int) -> bool:
+    def may_fetch_ahead(self, acquired: int, company: bool = False) -> bool:
         return may_fetch_ahead(
-            acquired, self._ms_per_record, self._lock_timeout_ms or DEFAULT_LOCK_MS
+            acquired, self._ms_per_record, self._lock_timeout_ms or DEFAULT_LOCK_MS, company
         )
 
     def ahead_while_delivering(
-        self, response: object | None, acquired: int | None, nothing_queued: bool
+        self, response: object | None, acquired: int | None, nothing_queued: bool,
+        company: bool = False,
     ) -> bool:
         """Fetch ahead now, while ``response`` (``acquired`` records) is being
         delivered? Only for a response of several polls' worth (not a caught-up
-        trickle), once per response, within :meth:`may_fetch_ahead`, and only
-        with no other response queued: at most one waits behind the one being
-        delivered."""
+        trickle), once per response, within :meth:`may_fetch_ahead` (``company``:
+        its node has other partitions for this consumer), and only with no other
+        response queued: at most one waits behind the one being delivered."""
         return (
             response is not None
             and acquired is not None
             and acquired >= self._max_poll_records
             and response is not self._ahead_for
             and nothing_queued
-            and self.may_fetch_ahead(acquired)
+            and self.may_fetch_ahead(acquired, company)
         )
 
-    def ahead_on_drained(self, acquired: int, size_bytes: int) -> bool:
+    def ahead_on_drained(self, acquired: int, size_bytes: int, company: bool = False) -> bool:
         """Fetch ahead now that the last queued response (``acquired`` records,
         ``size_bytes`` of records) was taken, before decoding it? Not after a
         small response (the consumer has caught up: it is drained first, then
-        fetched for as usual), else within :meth:`may_fetch_ahead`."""
-        return not self.caught_up(acquired, size_bytes) and self.may_fetch_ahead(acquired)
+        fetched for as usual), else within :meth:`may_fetch_ahead` (``company``:
+        its node has other partitions for this consumer)."""
+        return not self.caught_up(acquired, size_bytes) and self.may_fetch_ahead(
+            acquired, company
+        )

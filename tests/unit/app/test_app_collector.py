@@ -149,15 +149,16 @@ def test_on_drained_runs_when_the_last_queued_fetch_is_taken_before_it_is_decode
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
     tip1_data = build_batch(values(6))
     h.add(tip1_data, [(0, 1, 1), (3, 5, 2)], tip=TIP1)
-    calls: list[tuple[int, int, int | None]] = []
+    calls: list[tuple[int, int, int, TopicIdPartition, int | None]] = []
 
-    def on_drained(acquired: int, size: int) -> None:
+    def on_drained(acquired: int, size: int, node_id: int, tip: TopicIdPartition) -> None:
         # TIP's fetch is used up and TIP1's is taken but not decoded yet.
-        calls.append((acquired, size, h.collector.delivering_acquired()))
+        calls.append((acquired, size, node_id, tip, h.collector.delivering_acquired()))
 
     first = h.collector.collect(on_drained)
     assert len(first.records) == 4
-    assert calls == [(5, len(tip1_data), None)]  # TIP1 acquired 2 + 3 records
+    # TIP1 acquired 2 + 3 records
+    assert calls == [(5, len(tip1_data), NODE, TIP1, None)]
     assert h.collector.delivering_acquired() == 5
     h.collector.collect(on_drained)
     assert len(calls) == 1  # nothing more was taken from the queue
@@ -168,10 +169,44 @@ def test_on_drained_is_not_called_while_other_fetches_stay_queued() -> None:
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP1)
     calls: list[int] = []
-    h.collector.collect(lambda acquired, size: calls.append(acquired))
+    h.collector.collect(lambda acquired, size, node_id, tip: calls.append(acquired))
     assert calls == []  # took TIP's fetch; TIP1's is still queued
-    h.collector.collect(lambda acquired, size: calls.append(acquired))
+    h.collector.collect(lambda acquired, size, node_id, tip: calls.append(acquired))
     assert calls == [3]
+
+
+def test_a_node_has_company_while_it_recently_served_another_partition_still_assigned(
+) -> None:
+    """has_company: one of the last fetches taken came from the node with records
+    of another partition that is still assigned (a fetch there can acquire its
+    records while this one is at the broker's record-lock limit); once that
+    partition stops coming, it stops counting."""
+    h = Harness(max_poll_records=2, implicit=True)
+    both = {TIP.topic_partition, TIP1.topic_partition}
+
+    def take_all() -> None:
+        while h.collector.has_buffered():
+            h.collector.collect()
+            h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
+            take_acknowledged(h.in_flight)
+
+    h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
+    h.collector.collect()
+    assert not h.collector.has_company(NODE, TIP, both)  # only TIP served so far
+    assert not h.collector.delivering_has_company(both)
+    h.add(build_batch(values(5)), [(0, 4, 1)], tip=TIP1)
+    h.collector.collect()  # TIP's last record and TIP1's first: TIP1 is being delivered
+    assert h.collector.has_company(NODE, TIP, both)
+    assert h.collector.has_company(NODE, TIP1, both)
+    assert h.collector.delivering_has_company(both)
+    assert not h.collector.has_company(NODE, TIP, {TIP.topic_partition})  # TIP1 revoked
+    assert not h.collector.has_company(NODE + 1, TIP, both)  # another node served nothing
+    take_all()
+    for i in range(8):  # only TIP from now on: TIP1 ages out of the recent fetches
+        assert h.collector.has_company(NODE, TIP, both)
+        h.add(build_batch(values(2), base_offset=10 + 2 * i), [(10 + 2 * i, 11 + 2 * i, 1)])
+        take_all()
+    assert not h.collector.has_company(NODE, TIP, both)
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ class InertNetworkThread:
     GIL, so the measured latency is the application thread's own."""
 
     member_id = "stress-member"
+    assignment: frozenset[object] = frozenset()
 
     def submit(self, event: object) -> None:
         future = getattr(event, "future", None)

@@ -115,6 +115,24 @@ def test_fetch_ahead_while_delivering_once_per_response_and_only_when_nothing_is
     assert policy.ahead_while_delivering(other, 900, True)
 
 
+def test_a_large_response_is_fetched_ahead_of_when_its_node_has_other_partitions() -> None:
+    """The record-lock limit is per share-partition: while a response of more
+    than AHEAD_MAX_HELD records of one partition is delivered, a fetch ahead can
+    still acquire records of the node's other partitions."""
+    policy = FetchAheadPolicy(max_poll_records=500)
+    response = object()
+    assert not policy.ahead_on_drained(2500, 250_000)
+    assert policy.ahead_on_drained(2500, 250_000, company=True)
+    assert not policy.ahead_while_delivering(response, 2500, True)
+    assert policy.ahead_while_delivering(response, 2500, True, company=True)
+    assert not policy.ahead_while_delivering(response, 2500, False, company=True)  # queued
+    assert not policy.ahead_on_drained(3, 300, company=True)  # caught up all the same
+    for _ in range(10):  # 100 ms per record: the pace rule still holds
+        policy.poll_returned(0.0, 10)
+        policy.poll_started(1000.0)
+    assert not policy.ahead_on_drained(2500, 250_000, company=True)
+
+
 def test_a_slow_application_asks_for_what_it_processes_in_half_the_lock() -> None:
     policy = FetchAheadPolicy(max_poll_records=500)
     assert policy.max_records() is None  # pace unknown: max.poll.records
