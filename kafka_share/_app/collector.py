@@ -300,8 +300,9 @@ class FetchCollector(Generic[K, V]):
         return self._decoded[0].acquired_count if self._decoded else None
 
     def delivering_has_company(self, assigned: Collection[TopicPartition]) -> bool:
-        """Whether the node of the fetch being delivered has served this consumer
-        another partition that is still in ``assigned`` (see :meth:`has_company`)."""
+        """Whether the node of the fetch being delivered has recently served this
+        consumer another partition that is still in ``assigned`` (see
+        :meth:`has_company`)."""
         if not self._decoded:
             return False
         data = self._decoded[0]

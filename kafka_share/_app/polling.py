@@ -5,6 +5,7 @@ acks, riding on a fetch or on their own."""
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kafka_share._app.acks import _merge_acks
@@ -188,11 +189,11 @@ class PollRounds(Generic[K, V]):
         """
         if not self._prefetch:
             return acks, None
-        delivering = self._collector.delivering()
         collector = self._collector
+        delivering = collector.delivering()
         if not self.fetch_sent and self._ahead.ahead_while_delivering(
             delivering, collector.delivering_acquired(), self._fetch_buffer.is_empty(),
-            collector.delivering_has_company(self._shell.assignment),
+            partial(collector.delivering_has_company, self._shell.assignment),
         ):
             self._ahead.sent_for(delivering)
             self.send_fetch_ahead(acks, self.fetch_cap())
@@ -260,7 +261,7 @@ class PollRounds(Generic[K, V]):
         """
         if self._ahead_acks is not None and self._ahead.ahead_on_drained(
             acquired, size,
-            self._collector.has_company(node_id, partition, self._shell.assignment),
+            partial(self._collector.has_company, node_id, partition, self._shell.assignment),
         ):
             acks, self._ahead_acks = self._ahead_acks, None
             self.send_fetch_ahead(acks, self.fetch_cap())

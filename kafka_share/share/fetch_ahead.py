@@ -49,6 +49,8 @@ allowed); the consumer passes its own clock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = [
     "ACK_ALLOWANCE_MS",
     "AHEAD_MAX_HELD",
@@ -68,7 +70,8 @@ __all__ = [
 #: back empty, and cost a round trip that delays this consumer's acks. Unless
 #: the node has other partitions for this consumer: the limit is per
 #: share-partition, so the fetch ahead acquires theirs (six partitions, 100 B
-#: records, ~2,500-record responses: 0.73-0.80M -> 0.93-1.05M records/s).
+#: records, ~2,500-record responses, benchmarks/peers/worker.py interleaved:
+#: 0.61-0.64M -> 0.72-0.81M records/s).
 AHEAD_MAX_HELD = 1000
 #: A response this large (or with max.poll.records records) is worth fetching
 #: ahead of; a smaller one means the consumer has caught up with the log.
@@ -106,6 +109,11 @@ def may_fetch_ahead(
     if acquired > AHEAD_MAX_HELD and not company:
         return False
     return ms_per_record * 2 * acquired <= lock_timeout_ms / 4
+
+
+def _alone() -> bool:
+    """No other partition on the node (the default ``company``)."""
+    return False
 
 
 class FetchAheadPolicy:
@@ -190,14 +198,18 @@ class FetchAheadPolicy:
         lock_ms = self._lock_timeout_ms or DEFAULT_LOCK_MS
         return min(lock_ms / 4, 2 * self._ms_per_record * count + ACK_ALLOWANCE_MS)
 
-    def may_fetch_ahead(self, acquired: int, company: bool = False) -> bool:
+    def may_fetch_ahead(self, acquired: int, company: Callable[[], bool] = _alone) -> bool:
+        """:func:`may_fetch_ahead` at the measured pace and lock; ``company`` (does
+        the node have other partitions for this consumer?) is asked only for a
+        response above :data:`AHEAD_MAX_HELD`, where it decides."""
         return may_fetch_ahead(
-            acquired, self._ms_per_record, self._lock_timeout_ms or DEFAULT_LOCK_MS, company
+            acquired, self._ms_per_record, self._lock_timeout_ms or DEFAULT_LOCK_MS,
+            acquired > AHEAD_MAX_HELD and company(),
         )
 
     def ahead_while_delivering(
         self, response: object | None, acquired: int | None, nothing_queued: bool,
-        company: bool = False,
+        company: Callable[[], bool] = _alone,
     ) -> bool:
         """Fetch ahead now, while ``response`` (``acquired`` records) is being
         delivered? Only for a response of several polls' worth (not a caught-up
@@ -213,7 +225,9 @@ class FetchAheadPolicy:
             and self.may_fetch_ahead(acquired, company)
         )
 
-    def ahead_on_drained(self, acquired: int, size_bytes: int, company: bool = False) -> bool:
+    def ahead_on_drained(
+        self, acquired: int, size_bytes: int, company: Callable[[], bool] = _alone
+    ) -> bool:
         """Fetch ahead now that the last queued response (``acquired`` records,
         ``size_bytes`` of records) was taken, before decoding it? Not after a
         small response (the consumer has caught up: it is drained first, then

@@ -122,15 +122,23 @@ def test_a_large_response_is_fetched_ahead_of_when_its_node_has_other_partitions
     policy = FetchAheadPolicy(max_poll_records=500)
     response = object()
     assert not policy.ahead_on_drained(2500, 250_000)
-    assert policy.ahead_on_drained(2500, 250_000, company=True)
+    assert policy.ahead_on_drained(2500, 250_000, company=lambda: True)
     assert not policy.ahead_while_delivering(response, 2500, True)
-    assert policy.ahead_while_delivering(response, 2500, True, company=True)
-    assert not policy.ahead_while_delivering(response, 2500, False, company=True)  # queued
-    assert not policy.ahead_on_drained(3, 300, company=True)  # caught up all the same
+    assert policy.ahead_while_delivering(response, 2500, True, company=lambda: True)
+    assert not policy.ahead_while_delivering(response, 2500, False, company=lambda: True)  # queued
+    assert not policy.ahead_on_drained(3, 300, company=lambda: True)  # caught up all the same
+    asked: list[int] = []
+
+    def company() -> bool:
+        asked.append(1)
+        return True
+
+    assert policy.ahead_on_drained(900, 250_000, company=company)
+    assert asked == []  # not asked for a response within AHEAD_MAX_HELD
     for _ in range(10):  # 100 ms per record: the pace rule still holds
         policy.poll_returned(0.0, 10)
         policy.poll_started(1000.0)
-    assert not policy.ahead_on_drained(2500, 250_000, company=True)
+    assert not policy.ahead_on_drained(2500, 250_000, company=lambda: True)
 
 
 def test_a_slow_application_asks_for_what_it_processes_in_half_the_lock() -> None:
