@@ -29,6 +29,7 @@ from kafka_share.share.fetch_ahead import AHEAD_MAX_HELD
 from tests.unit.share.helpers import as_dict
 
 TIP = TopicIdPartition(uuid.UUID(int=31), "jobs", 0)
+TIP1 = TopicIdPartition(uuid.UUID(int=31), "jobs", 1)
 NODE = 1
 MAX_POLL = 2000
 
@@ -39,15 +40,17 @@ def _refusing_address() -> str:
         return f"127.0.0.1:{s.getsockname()[1]}"
 
 
-def response(count: int, per_batch: int = 500) -> CompletedShareFetch:
-    """One ShareFetch response acquiring offsets ``0 .. count - 1``."""
+def response(
+    count: int, per_batch: int = 500, tip: TopicIdPartition = TIP
+) -> CompletedShareFetch:
+    """One ShareFetch response of ``tip`` acquiring offsets ``0 .. count - 1``."""
     data = bytearray()
     for start in range(0, count, per_batch):
         n = min(per_batch, count - start)
         data += build_batch(
             [NewRecord(key=None, value=b"v") for _ in range(n)], base_offset=start
         )
-    return CompletedShareFetch(NODE, TIP, memoryview(bytes(data)), [(0, count - 1, 1)])
+    return CompletedShareFetch(NODE, tip, memoryview(bytes(data)), [(0, count - 1, 1)])
 
 
 class Recorder:
@@ -156,3 +159,31 @@ def test_the_async_consumer_leaves_the_fetch_to_the_next_poll_too() -> None:
     assert acked(draining) == set(range(MAX_POLL))
     assert fetches(draining) == []
     assert fetches(after) == [set(range(MAX_POLL, total))]
+
+
+@pytest.mark.parametrize("other_assigned", [True, False])
+def test_a_large_response_is_fetched_ahead_of_when_its_node_serves_another_partition(
+    other_assigned: bool,
+) -> None:
+    """The record-lock limit is per share-partition: when the node of a response
+    of more than AHEAD_MAX_HELD records has just served this consumer another
+    partition that is still assigned, the poll that takes the response fetches
+    ahead (the broker can acquire that partition's records); otherwise it leaves
+    the fetch to the poll after the response is drained."""
+    c: ShareConsumer[Any, Any] = ShareConsumer(
+        bootstrap_servers=_refusing_address(), group_id="g", max_poll_records=500,
+    )
+    with c:
+        c.subscribe(["jobs"])
+        assigned = {TIP.topic_partition, TIP1.topic_partition} if other_assigned else {
+            TIP.topic_partition
+        }
+        c._core._shell._driver.assignment = frozenset(assigned)
+        recorder = Recorder(c)
+        c._core._fetch_buffer.add_all(
+            [response(500, tip=TIP1), response(AHEAD_MAX_HELD + 500)]
+        )
+        assert len(c.poll(0.05)) == 500  # TIP1's records; TIP's response still queued
+        assert fetches(recorder.take()) == []
+        assert {r.partition for r in c.poll(0.05)} == {TIP.partition}  # takes TIP's response
+        assert fetches(recorder.take()) == ([set()] if other_assigned else [])
