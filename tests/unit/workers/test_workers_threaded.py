@@ -3,12 +3,14 @@ limits, retries in place, stopping (stop(), signals, the bound), metrics."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -335,22 +337,53 @@ def test_stop_with_force_does_not_wait_for_running_handlers() -> None:
     gate.opened.set()
 
 
+class _StopLogged(logging.Handler):
+    """Set once the worker logs that its stop began (the records no handler
+    started are released by then)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.begun = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "records not started released" in record.getMessage():
+            self.begun.set()
+
+
+@contextlib.contextmanager
+def _stop_logged() -> Iterator[_StopLogged]:
+    """A :class:`_StopLogged` on the workers' logger, at INFO, for the block."""
+    handler = _StopLogged()
+    log = logging.getLogger("kafka_share.workers")
+    level = log.level
+    log.setLevel(logging.INFO)  # the stop's line is INFO
+    log.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
 def test_sigterm_stops_in_order_and_a_second_signal_forces() -> None:
     mocks = Mocks(values(8))  # the first poll: 4 waves of 2 handlers
     gate = Gate(max_s=10)
     w = worker(gate, mocks, concurrency=2)
     previous = signal.getsignal(signal.SIGTERM)
 
-    def signals() -> None:
+    def signals(stop: _StopLogged) -> None:
         gate.wait_started(2)
         os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.3)
+        # The second signal once the first has begun the stop, however late the
+        # main thread gets to it (two signals before it looks would count once).
+        assert stop.begun.wait(10), "the worker did not begin its stop"
         os.kill(os.getpid(), signal.SIGTERM)
 
-    sender = threading.Thread(target=signals)
-    sender.start()
-    summary = w.run()  # the main thread: handle_signals installs handlers
-    sender.join()
+    with _stop_logged() as stop:
+        sender = threading.Thread(target=signals, args=(stop,))
+        sender.start()
+        summary = w.run()  # the main thread: handle_signals installs handlers
+        sender.join()
     assert summary.stopped_by == "SIGTERM"
     assert (summary.released_on_stop, summary.abandoned) == (8, 2)
     assert signal.getsignal(signal.SIGTERM) is previous
@@ -360,12 +393,17 @@ def test_sigterm_stops_in_order_and_a_second_signal_forces() -> None:
 def test_sigint_lets_running_handlers_finish() -> None:
     mocks = Mocks(values(3), **{"max.poll.records": 3})
 
-    def handle(record: Record) -> None:
-        if record.offset == 0:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.2)
+    with _stop_logged() as stop:
 
-    summary = worker(handle, mocks).run()
+        def handle(record: Record) -> None:
+            if record.offset == 0:
+                os.kill(os.getpid(), signal.SIGINT)
+                # Running until the stop has begun, however late the main thread
+                # gets to the signal: records 1 and 2 are still waiting for this
+                # (the only) handler thread then, so they are released, not started.
+                assert stop.begun.wait(10), "the worker did not begin its stop"
+
+        summary = worker(handle, mocks).run()
     assert summary.stopped_by == "SIGINT"
     assert (summary.accepted, summary.released_on_stop) == (1, 2)
     assert mocks.final() == {0: ACCEPT, 1: RELEASE, 2: RELEASE}
