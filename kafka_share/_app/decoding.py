@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kafka_share._handoff.events import CompletedShareFetch
+from kafka_share._numpy_import import import_numpy
 from kafka_share.errors import CorruptMessageError, CorruptRecordError, KafkaError
 from kafka_share.models import ConsumerRecord, TimestampType
 from kafka_share.records.batch import (
@@ -67,6 +68,7 @@ def _payload_size(records: list[Any]) -> int:
 def columnar_helpers() -> Any:
     """The columnar-mode (``poll_arrow``) helpers, :mod:`kafka_share._app.columnar`,
     imported on first use: they need pyarrow and numpy (the ``arrow`` extra)."""
+    import_numpy()  # first, without OpenBLAS's idle spin
     from kafka_share._app import columnar  # noqa: PLC0415
 
     return columnar
@@ -110,6 +112,7 @@ def _start_loading() -> None:
 def _load_vectorised() -> None:
     global _VECTORISED
     try:
+        import_numpy()  # first, without OpenBLAS's idle spin
         from kafka_share.records import vectorised  # noqa: PLC0415
     except ImportError:
         _VECTORISED = None
