@@ -21,7 +21,7 @@ PACKAGE = Path(kafka_share.__file__).parent
 #: lowest first; a module is in the layer of its top-level name under kafka_share
 LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"_version", "_error_base", "_error_codes", "errors", "models", "_log", "_reprs",
-              "metrics", "credentials", "dead_letter"}),
+              "metrics", "credentials", "dead_letter", "_numpy_import"}),
     ("wire", {"protocol", "records", "cluster", "config"}),
     ("engine", {"share", "telemetry"}),
     ("hand-off", {"_handoff"}),
