@@ -70,8 +70,9 @@ V = TypeVar("V")
 
 Deserializer = Callable[[bytes], Any]
 #: the collector's hook when it takes the last queued fetch: (acquired records,
-#: records-section bytes, node id, partition), see FetchCollector.collect
-DrainedHook = Callable[[int, int, int, TopicIdPartition], None]
+#: records-section bytes, node id, partition, the poll holds records already)
+#: -> True to leave that fetch for the next poll; see FetchCollector.collect
+DrainedHook = Callable[[int, int, int, TopicIdPartition, bool], bool]
 
 log = logging.getLogger("kafka_share.consumer")
 
@@ -109,6 +110,7 @@ class _Poll(Generic[K, V]):
         "decoded_now",
         "delivered",
         "error",
+        "holding",
         "lock_timeout",
         "nodes",
         "on_drained",
@@ -117,8 +119,10 @@ class _Poll(Generic[K, V]):
         "touched",
     )
 
-    def __init__(self, budget: int, on_drained: DrainedHook | None) -> None:
+    def __init__(self, budget: int, on_drained: DrainedHook | None, holding: bool) -> None:
         self.out: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
+        #: the poll holds records of an earlier call (a slice of the same poll)
+        self.holding = holding
         #: records this poll may still hand out
         self.budget = budget
         #: key + value bytes of ``out``
@@ -323,17 +327,21 @@ class FetchCollector(Generic[K, V]):
         )
 
     def collect(
-        self, on_drained: DrainedHook | None = None, *, limit: int | None = None
+        self, on_drained: DrainedHook | None = None, *, limit: int | None = None,
+        holding: bool = False,
     ) -> CollectResult[K, V]:
         """Take up to ``max.poll.records`` records (or ``limit``, if fewer) from the
         buffered fetches.
 
-        ``on_drained(acquired, size, node_id, partition)`` is called (at most
-        once) when this takes the last queued fetch, before decoding it: the
+        ``on_drained(acquired, size, node_id, partition, holding)`` is called (at
+        most once) when this takes the last queued fetch, before decoding it: the
         moment to ask for the next response, so the broker works while this
         thread decodes and the application processes. ``acquired`` is the taken
         fetch's record count, ``size`` the bytes of its records section,
-        ``node_id`` and ``partition`` where it comes from.
+        ``node_id`` and ``partition`` where it comes from; ``holding``: the poll
+        holds records already (of this call, or of an earlier call of the same
+        poll: ``holding``). The hook returns True to leave the fetch queued: the
+        poll ends with the records it holds, and the next poll takes it.
 
         The poll is atomic: if anything raises (a ``KeyboardInterrupt`` in a
         deserializer, ...), every fetch this call touched goes back to where it
@@ -341,7 +349,7 @@ class FetchCollector(Generic[K, V]):
         acknowledged without the application having seen it.
         """
         budget = self._max_poll_records if limit is None else min(limit, self._max_poll_records)
-        poll: _Poll[K, V] = _Poll(budget, on_drained)
+        poll: _Poll[K, V] = _Poll(budget, on_drained, holding)
         now_ms = self._clock() if self._drop_expired else 0
         try:
             self._fill(poll, now_ms)
@@ -392,12 +400,14 @@ class FetchCollector(Generic[K, V]):
                         acquired_count(fetch), fetch.partition, "before decoding"
                     )
                     continue
-                self._recent.append((fetch.node_id, fetch.partition))
                 hook = poll.on_drained
                 if hook is not None and self._buffer.is_empty():
                     poll.on_drained = None
-                    hook(acquired_count(fetch), len(fetch.records), fetch.node_id,
-                         fetch.partition)
+                    if hook(acquired_count(fetch), len(fetch.records), fetch.node_id,
+                            fetch.partition, poll.holding or bool(poll.delivered)):
+                        self._buffer.push_front(fetch)
+                        return False
+                self._recent.append((fetch.node_id, fetch.partition))
                 self._decoded.append(self._fetch_decoder.decode(fetch))
                 return True
             except BaseException:

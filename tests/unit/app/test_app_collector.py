@@ -149,19 +149,55 @@ def test_on_drained_runs_when_the_last_queued_fetch_is_taken_before_it_is_decode
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
     tip1_data = build_batch(values(6))
     h.add(tip1_data, [(0, 1, 1), (3, 5, 2)], tip=TIP1)
-    calls: list[tuple[int, int, int, TopicIdPartition, int | None]] = []
+    calls: list[tuple[int, int, int, TopicIdPartition, bool, int | None]] = []
 
-    def on_drained(acquired: int, size: int, node_id: int, tip: TopicIdPartition) -> None:
+    def on_drained(
+        acquired: int, size: int, node_id: int, tip: TopicIdPartition, holding: bool
+    ) -> bool:
         # TIP's fetch is used up and TIP1's is taken but not decoded yet.
-        calls.append((acquired, size, node_id, tip, h.collector.delivering_acquired()))
+        calls.append((acquired, size, node_id, tip, holding, h.collector.delivering_acquired()))
+        return False
 
     first = h.collector.collect(on_drained)
     assert len(first.records) == 4
-    # TIP1 acquired 2 + 3 records
-    assert calls == [(5, len(tip1_data), NODE, TIP1, None)]
+    # TIP1 acquired 2 + 3 records; the poll holds TIP's three already
+    assert calls == [(5, len(tip1_data), NODE, TIP1, True, None)]
     assert h.collector.delivering_acquired() == 5
     h.collector.collect(on_drained)
     assert len(calls) == 1  # nothing more was taken from the queue
+
+
+@pytest.mark.parametrize("holding_before", [False, True])
+def test_on_drained_may_leave_the_last_fetch_for_the_next_poll(holding_before: bool) -> None:
+    """A hook that returns True (a fetch ahead would carry acks missing the records
+    the poll holds) ends the poll before that fetch; the next poll takes it. A
+    slice of a poll holding records of an earlier slice says so (``holding``)."""
+    h = Harness(max_poll_records=10)
+    h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
+    h.add(build_batch(values(4)), [(0, 3, 1)], tip=TIP1)
+    calls: list[tuple[TopicIdPartition, bool]] = []
+
+    def on_drained(
+        acquired: int, size: int, node_id: int, tip: TopicIdPartition, holding: bool
+    ) -> bool:
+        calls.append((tip, holding))
+        return holding
+
+    first = h.collector.collect(on_drained, holding=holding_before)
+    assert collected_offsets(first) == [0, 1, 2]
+    assert collected_offsets(first, TIP1) == []
+    assert calls == [(TIP1, True)]
+    assert h.collector.has_buffered()
+    assert h.collector.delivering_acquired() is None  # TIP1's fetch is queued, not taken
+    second = h.collector.collect(on_drained)
+    assert collected_offsets(second, TIP1) == [0, 1, 2, 3]
+    assert calls == [(TIP1, True), (TIP1, False)]
+    assert not h.collector.has_buffered()
+    # Holding records of an earlier slice, the first fetch taken is the last one too.
+    h.add(build_batch(values(2)), [(0, 1, 1)], tip=TIP)
+    third = h.collector.collect(on_drained, holding=holding_before)
+    assert collected_offsets(third) == ([] if holding_before else [0, 1])
+    assert calls[2:] == [(TIP, holding_before)]
 
 
 def test_on_drained_is_not_called_while_other_fetches_stay_queued() -> None:
@@ -169,9 +205,16 @@ def test_on_drained_is_not_called_while_other_fetches_stay_queued() -> None:
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP)
     h.add(build_batch(values(3)), [(0, 2, 1)], tip=TIP1)
     calls: list[int] = []
-    h.collector.collect(lambda acquired, size, node_id, tip: calls.append(acquired))
+
+    def on_drained(
+        acquired: int, size: int, node_id: int, tip: TopicIdPartition, holding: bool
+    ) -> bool:
+        calls.append(acquired)
+        return False
+
+    h.collector.collect(on_drained)
     assert calls == []  # took TIP's fetch; TIP1's is still queued
-    h.collector.collect(lambda acquired, size, node_id, tip: calls.append(acquired))
+    h.collector.collect(on_drained)
     assert calls == [3]
 
 

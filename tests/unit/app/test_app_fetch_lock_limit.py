@@ -187,3 +187,68 @@ def test_a_large_response_is_fetched_ahead_of_when_its_node_serves_another_parti
         assert fetches(recorder.take()) == []
         assert {r.partition for r in c.poll(0.05)} == {TIP.partition}  # takes TIP's response
         assert fetches(recorder.take()) == ([set()] if other_assigned else [])
+
+
+def _two_responses(c: Any, first: int) -> None:
+    """TIP's response of ``first`` records, then TIP1's of 700 (the last queued,
+    worth a fetch ahead when taken: more than a poll takes, at most
+    AHEAD_MAX_HELD), with both partitions assigned."""
+    c._core._shell._driver.assignment = frozenset({TIP.topic_partition, TIP1.topic_partition})
+    c._core._fetch_buffer.add_all([response(first), response(700, tip=TIP1)])
+
+
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+def test_a_fetch_ahead_carries_the_acks_of_every_record_of_the_response_before(
+    mode: str,
+) -> None:
+    """The poll holding the tail of a response does not take the last queued one
+    (whose taking fetches ahead with the acks made so far): the broker, had it
+    been acknowledged part of a record batch, would track the batch record by
+    record. The next poll takes it, and its fetch ahead carries the tail's acks."""
+    c: ShareConsumer[Any, Any] = ShareConsumer(
+        bootstrap_servers=_refusing_address(), group_id="g", max_poll_records=500,
+        share_acknowledgement_mode=mode,
+    )
+    with c:
+        c.subscribe(["jobs"])
+        recorder = Recorder(c)
+        _two_responses(c, 700)
+        ack = c.acknowledge if mode == "explicit" else (lambda r: None)
+        polls = []
+        for _ in range(3):
+            records = list(c.poll(0.05))
+            for r in records:
+                ack(r)
+            polls.append(({(r.partition, r.offset) for r in records}, recorder.take()))
+        (head, _), (tail, at_tail), (other, at_other) = polls
+        assert head == {(0, o) for o in range(500)}
+        assert tail == {(0, o) for o in range(500, 700)}  # not TIP1's: they wait
+        assert fetches(at_tail) == []
+        assert acked(at_tail) == set(range(500))  # lingering, to ride on the next fetch
+        assert other == {(1, o) for o in range(500)}
+        assert fetches(at_other) == [set(range(500, 700))]
+
+
+def test_the_async_consumer_s_later_slices_leave_the_last_response_too() -> None:
+    """The asyncio consumer collects a poll in slices: a slice after one that
+    handed out records holds them too (``holding``)."""
+
+    async def main() -> list[tuple[int, list[tuple[type, set[int]]]]]:
+        c: AsyncShareConsumer[Any, Any] = AsyncShareConsumer(
+            bootstrap_servers=_refusing_address(), group_id="g", max_poll_records=600
+        )
+        await c.subscribe(["jobs"])
+        recorder = Recorder(c)
+        # The second poll's first slice (500 records) ends TIP's response.
+        _two_responses(c, 1100)
+        polls = []
+        for _ in range(3):
+            records = await c.poll(0.05)
+            polls.append((records.count(), recorder.take()))
+        await c.close(timeout=0.5)
+        return polls
+
+    (head, _), (tail, at_tail), (other, at_other) = asyncio.run(main())
+    assert (head, tail, other) == (600, 500, 600)
+    assert fetches(at_tail) == []
+    assert fetches(at_other) == [set(range(600, 1100))]
