@@ -375,7 +375,9 @@ class ShareConsumer(Generic[K, V]):
                 # of µs: once per 500 small records it was a sixth of the CPU),
                 # unless the loop has not gone round for _ROUND_EVERY_MS (timers).
                 thread.drive(0)
-            return self._poll_loop(deadline)
+            records = self._poll_loop(deadline)
+            thread.run_owed_round()
+            return records
         finally:
             if runs_loop:
                 thread.leave_loop()

@@ -154,7 +154,8 @@ class PollRounds(Generic[K, V]):
         )
         if not batch.records and batch.error is None:
             if want_fetch or acks:
-                self._send_acks(acks, fetch=want_fetch)
+                # No records: the poll waits next, and that wait sends the fetch.
+                self._send_acks(acks, fetch=want_fetch, then_waits=True)
                 self.fetch_sent = self.fetch_sent or want_fetch
             return None
         if batch.error is None:
@@ -288,17 +289,21 @@ class PollRounds(Generic[K, V]):
         ``max_records`` (each facade hands it over to its I/O shell in its own way)."""
         self._waiting.send_fetch_ahead(acks, max_records, self._api_deadline())
 
-    def _send_acks(self, acks: AcksByPartition, *, fetch: bool, linger: bool = False) -> None:
+    def _send_acks(
+        self, acks: AcksByPartition, *, fetch: bool, linger: bool = False,
+        then_waits: bool = False,
+    ) -> None:
         """Ride on a fetch, or go out as a ShareAcknowledge.
 
         ``linger``: the buffer still holds records, so more acks follow within
         milliseconds; the network thread keeps these for up to ``ACK_LINGER_MS``
         and puts them on the next ShareFetch to their node if one goes out by then,
         instead of a ShareAcknowledge each that the fetch would queue behind.
+        ``then_waits``: the poll waits for I/O next (see ``FetchEvent.then_waits``).
         """
         if fetch:
             self._submit(FetchEvent(acks, max_records=self.fetch_cap(),
-                                    until_ms=self._fetch_until_ms()))
+                                    until_ms=self._fetch_until_ms(), then_waits=then_waits))
         elif acks:
             self._submit(AcknowledgeAsyncEvent(
                 acks, self._api_deadline(), linger_ms=ACK_LINGER_MS if linger else 0

@@ -111,6 +111,9 @@ class FetchEvent:
     max_records: int | None = None
     #: the round ends then (record_limit: the poll's deadline); None: when records come
     until_ms: int | None = None
+    #: the poll that sent it waits for I/O next, and that wait's first round sends
+    #: it: the application thread running the loop need not run a round for it now
+    then_waits: bool = False
 
 
 @attrs_repr

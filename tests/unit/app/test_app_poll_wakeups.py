@@ -21,6 +21,7 @@ import pytest
 from kafka_share import ShareConsumer
 from kafka_share._handoff.events import CompletedShareFetch, FetchEvent, PollEvent
 from kafka_share._net.loop_owner import AWAY_MS, INSIDE_CHECK_MS, LoopOwner
+from kafka_share.errors import WakeupError
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
 
@@ -130,3 +131,43 @@ def test_a_call_the_network_thread_completes_releases_the_loop_first(h: Harness)
     assert h.owner is LoopOwner.AWAY
     h.c.subscribe(["jobs", "more"])  # waits for the network thread's round
     assert h.owner is LoopOwner.NETWORK
+
+
+def test_a_poll_that_waits_sends_its_fetch_in_its_wait_s_first_round(h: Harness) -> None:
+    """A poll that found nothing runs no round of its own for its fetch (50-100 µs
+    of CPU): the wait that follows applies and sends it in its first round."""
+    h.c.poll(0)
+    thread = h.c._thread
+    real_drive = thread.drive
+
+    def drive(max_wait_ms: int) -> bool:
+        kind = "0" if max_wait_ms == 0 else "wait"
+        h.log.append(f"drive({kind}) events={thread._events.qsize()}")
+        return real_drive(max_wait_ms)
+
+    thread.drive = drive  # type: ignore[method-assign]
+    h.log.clear()
+    assert h.c.poll(0.05).count() == 0
+    at = h.log.index(FetchEvent.__name__)
+    # the next round is the wait's, and it finds the fetch (and the PollEvent) queued
+    assert h.log[at + 1] == "drive(wait) events=2", h.log
+
+
+def test_a_poll_that_raises_before_its_wait_hands_its_fetch_to_the_network_thread(
+    h: Harness,
+) -> None:
+    h.c.poll(0)
+    core = h.c._core
+    real_poll_once = core._rounds.poll_once
+
+    def poll_once(*args: Any, **kwargs: Any) -> Any:
+        got = real_poll_once(*args, **kwargs)
+        h.c.wakeup()  # the poll raises WakeupError before it waits
+        return got
+
+    core._rounds.poll_once = poll_once  # type: ignore[method-assign]
+    with pytest.raises(WakeupError):
+        h.c.poll(1.0)
+    # Released at once (not after AWAY_MS): the network thread sends the fetch.
+    assert h.owner is LoopOwner.NETWORK
+    assert wait_for(h.c._thread._events.empty)
