@@ -2,9 +2,10 @@
 
 One consumer, in a process of its own so that its resident set is its own, reads
 1,000,000 records with ``poll()`` and reports its RSS after the first 100,000 and
-at the end. A leak of a few bytes per record (a record kept by an acknowledgement
-table, a per-offset entry never pruned, a cache keyed by offset) shows up here as
-tens of MB.
+its lowest over the last 100,000 (after each poll: responses buffered at one
+instant come and go, and with them up to a few MB; a leak only grows). A leak of a
+few bytes per record (a record kept by an acknowledgement table, a per-offset entry
+never pruned, a cache keyed by offset) shows up here as tens of MB.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def rss():
 consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
 consumer.subscribe([topic])
 count = payload = 0
-at_first = None
+at_first = at_end = None
 deadline = time.monotonic() + 180
 while count < total and time.monotonic() < deadline:
     for record in consumer.poll(1.0):
@@ -47,7 +48,10 @@ while count < total and time.monotonic() < deadline:
         payload += len(record.value)
     if at_first is None and count >= total // 10:
         at_first = rss()
-at_end = rss()
+    if count >= total - total // 10:
+        # The lowest over the last tenth: what is buffered at one instant (a
+        # response or two, their frame buffers) comes and goes; a leak stays.
+        at_end = rss() if at_end is None else min(at_end, rss())
 consumer.close()
 print("RESULT " + json.dumps({"count": count, "payload": payload, "at_first": at_first,
                               "at_end": at_end}))
@@ -86,6 +90,6 @@ def test_consuming_a_million_records_leaves_rss_where_it_was_after_the_first_ten
     assert result["payload"] == RECORDS * 100
     growth_mb = (result["at_end"] - result["at_first"]) / 1e6
     assert growth_mb <= GROWTH_LIMIT_MB, (
-        f"RSS grew by {growth_mb:.1f} MB from 100,000 to 1,000,000 records "
-        f"({result['at_first'] / 1e6:.1f} -> {result['at_end'] / 1e6:.1f} MB)"
+        f"RSS grew by {growth_mb:.1f} MB from 100,000 records to the last 100,000 "
+        f"({result['at_first'] / 1e6:.1f} -> {result['at_end'] / 1e6:.1f} MB at least)"
     )
