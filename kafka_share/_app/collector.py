@@ -338,10 +338,11 @@ class FetchCollector(Generic[K, V]):
         moment to ask for the next response, so the broker works while this
         thread decodes and the application processes. ``acquired`` is the taken
         fetch's record count, ``size`` the bytes of its records section,
-        ``node_id`` and ``partition`` where it comes from; ``holding``: the poll
-        holds records already (of this call, or of an earlier call of the same
-        poll: ``holding``). The hook returns True to leave the fetch queued: the
-        poll ends with the records it holds, and the next poll takes it.
+        ``node_id`` and ``partition`` where it comes from; its last argument
+        says whether the poll holds records already (delivered by this call, or
+        by an earlier call of the same poll: this method's ``holding``). The hook
+        returns True to leave the fetch queued: the poll ends with the records it
+        holds, and the next poll takes it.
 
         The poll is atomic: if anything raises (a ``KeyboardInterrupt`` in a
         deserializer, ...), every fetch this call touched goes back to where it
