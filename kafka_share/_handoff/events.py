@@ -113,6 +113,7 @@ class FetchEvent:
     until_ms: int | None = None
     #: the poll that sent it waits for I/O next, and that wait's first round sends
     #: it: the application thread running the loop need not run a round for it now
+    #: (the asyncio shell's round for it covers the poll's PollEvent: it runs one)
     then_waits: bool = False
 
 
