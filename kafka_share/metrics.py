@@ -2,8 +2,9 @@
 
 Both threads record into one :class:`ShareConsumerMetrics` (a lock guards it;
 recording happens per request or per poll, never per record). Rates, averages
-and maxima are computed over a sliding window of ``metrics.num.samples`` times
-``metrics.sample.window.ms``, like Java's sampled stats; totals are cumulative.
+and maxima are computed over ``metrics.num.samples`` samples of
+``metrics.sample.window.ms`` each, like Java's sampled stats, so their memory is
+a few objects however often they record; totals are cumulative.
 
 ``ShareConsumer.metrics()`` returns a flat ``{name: value}`` snapshot. Names are
 Java's (groups ``consumer-share-metrics``, ``consumer-share-fetch-manager-metrics``
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import deque
 from typing import Final
 
 __all__ = ["METRIC_GROUPS", "WORKER_METRIC_GROUPS", "ShareConsumerMetrics", "WorkerMetrics"]
@@ -72,34 +72,75 @@ METRIC_GROUPS: Final[dict[str, str]] = {
 }
 
 
-class _Windowed:
-    """Samples within the window: (time_ms, value)."""
+class _Sample:
+    """One sub-window of a :class:`_Sampled`: its events from ``start_ms`` on."""
 
-    __slots__ = ("samples", "total")
+    __slots__ = ("count", "max", "start_ms", "sum")
 
-    def __init__(self) -> None:
-        self.samples: deque[tuple[int, float]] = deque()
+    def __init__(self, value: float, now_ms: int) -> None:
+        self.start_ms = now_ms
+        self.count = 1
+        self.sum = value
+        self.max = value
+
+
+class _Sampled:
+    """Java's ``SampledStat``: up to ``num_samples`` samples, each gathering the
+    events of ``sample_window_ms`` from its first one; a sample whose start is
+    ``num_samples`` windows old no longer counts. Memory stays a few objects
+    however many events are recorded (a consumer polling 10,000 times a second,
+    a worker timing each record); only the bounds of the window are coarse, as
+    in Java: it spans between ``num_samples - 1`` and ``num_samples`` windows."""
+
+    __slots__ = ("_current", "_num_samples", "_samples", "_window_ms", "total")
+
+    def __init__(self, sample_window_ms: int, num_samples: int) -> None:
+        self._window_ms = sample_window_ms
+        self._num_samples = num_samples
+        self._samples: list[_Sample] = []
+        self._current = 0
         self.total = 0.0
 
-    def record(self, value: float, now_ms: int, window_ms: int) -> None:
-        self.samples.append((now_ms, value))
+    def record(self, value: float, now_ms: int) -> None:
         self.total += value
-        self.expire(now_ms, window_ms)
+        samples = self._samples
+        if samples:
+            sample = samples[self._current]
+            if now_ms - sample.start_ms < self._window_ms:
+                sample.count += 1
+                sample.sum += value
+                sample.max = max(sample.max, value)
+                return
+            self._current = (self._current + 1) % self._num_samples
+        if self._current < len(samples):
+            samples[self._current] = _Sample(value, now_ms)
+        else:
+            samples.append(_Sample(value, now_ms))
 
-    def expire(self, now_ms: int, window_ms: int) -> None:
-        cutoff = now_ms - window_ms
-        samples = self.samples
-        while samples and samples[0][0] < cutoff:
-            samples.popleft()
+    def _live(self, now_ms: int) -> list[_Sample]:
+        cutoff = now_ms - self._window_ms * self._num_samples
+        return [sample for sample in self._samples if sample.start_ms > cutoff]
 
-    def sum(self) -> float:
-        return sum(v for _, v in self.samples)
+    def avg(self, now_ms: int) -> float:
+        live = self._live(now_ms)
+        count = sum(sample.count for sample in live)
+        return sum(sample.sum for sample in live) / count if count else math.nan
 
-    def avg(self) -> float:
-        return self.sum() / len(self.samples) if self.samples else math.nan
+    def max(self, now_ms: int) -> float:
+        return max((sample.max for sample in self._live(now_ms)), default=math.nan)
 
-    def max(self) -> float:
-        return max((v for _, v in self.samples), default=math.nan)
+    def rate_per_s(self, now_ms: int, created_ms: int) -> float:
+        """Events' values per second over the window. The divisor is the span the
+        live samples cover (at least ``num_samples - 1`` windows, Java's floor, so
+        a burst after an idle spell is not read as a spike), and no more than the
+        time since ``created_ms``."""
+        live = self._live(now_ms)
+        if not live:
+            return 0.0
+        covered_ms = max(now_ms - min(sample.start_ms for sample in live),
+                         self._window_ms * (self._num_samples - 1))
+        elapsed_ms = min(covered_ms, now_ms - created_ms)
+        return sum(sample.sum for sample in live) / max(1.0, elapsed_ms / 1000.0)
 
 
 class ShareConsumerMetrics:
@@ -107,11 +148,13 @@ class ShareConsumerMetrics:
 
     def __init__(self, *, sample_window_ms: int = 30_000, num_samples: int = 2,
                  created_ms: int = 0) -> None:
-        self._window_ms = max(1, sample_window_ms * num_samples)
+        self._sample_window_ms = max(1, sample_window_ms)
+        self._num_samples = num_samples
         self._lock = threading.Lock()
-        self._stats: dict[str, _Windowed] = {}
+        self._stats: dict[str, _Sampled] = {}
         self._created_ms = created_ms
         self._last_poll_ms: int | None = None
+        self._last_between_ms = 0
         self._last_heartbeat_ms: int | None = None
         self._poll_wait_started_ms: int | None = None
 
@@ -120,21 +163,19 @@ class ShareConsumerMetrics:
         """When the registry began (the start of every cumulative metric)."""
         return self._created_ms
 
-    def _stat(self, name: str) -> _Windowed:
+    def _record(self, name: str, value: float, now_ms: int) -> None:
         stat = self._stats.get(name)
         if stat is None:
-            stat = self._stats[name] = _Windowed()
-        return stat
-
-    def _record(self, name: str, value: float, now_ms: int) -> None:
-        self._stat(name).record(value, now_ms, self._window_ms)
+            stat = self._stats[name] = _Sampled(self._sample_window_ms, self._num_samples)
+        stat.record(value, now_ms)
 
     # -- recording (either thread) --------------------------------------------------
 
     def record_poll_start(self, now_ms: int) -> None:
         with self._lock:
             if self._last_poll_ms is not None:
-                self._record("time-between-poll", now_ms - self._last_poll_ms, now_ms)
+                self._last_between_ms = now_ms - self._last_poll_ms
+                self._record("time-between-poll", self._last_between_ms, now_ms)
             self._last_poll_ms = now_ms
             self._poll_wait_started_ms = now_ms
 
@@ -145,9 +186,7 @@ class ShareConsumerMetrics:
             if started is None:
                 return
             self._poll_wait_started_ms = None
-            previous = self._stats.get("time-between-poll")
-            between = previous.samples[-1][1] if previous and previous.samples else 0.0
-            total = max(1.0, between + (now_ms - started))
+            total = max(1.0, self._last_between_ms + (now_ms - started))
             self._record("poll-idle-ratio", min(1.0, waited_ms / total), now_ms)
 
     def record_consumed(self, records: int, size_bytes: int, now_ms: int) -> None:
@@ -205,34 +244,32 @@ class ShareConsumerMetrics:
     def snapshot(self, now_ms: int) -> dict[str, float]:
         """All metrics as ``{java-name: value}``; NaN where nothing was recorded yet."""
         with self._lock:
-            for windowed in self._stats.values():
-                windowed.expire(now_ms, self._window_ms)
-            elapsed_s = max(1.0, min(self._window_ms, now_ms - self._created_ms) / 1000.0)
+            empty = _Sampled(self._sample_window_ms, self._num_samples)
 
-            def stat(name: str) -> _Windowed:
-                return self._stats.get(name) or _Windowed()
+            def stat(name: str) -> _Sampled:
+                return self._stats.get(name) or empty
 
             def rate(name: str) -> float:
-                return stat(name).sum() / elapsed_s
+                return stat(name).rate_per_s(now_ms, self._created_ms)
 
             out: dict[str, float] = {
                 "last-poll-seconds-ago": _seconds_since(self._last_poll_ms, now_ms),
-                "time-between-poll-avg": stat("time-between-poll").avg(),
-                "time-between-poll-max": stat("time-between-poll").max(),
-                "poll-idle-ratio-avg": stat("poll-idle-ratio").avg(),
-                "fetch-size-avg": stat("fetch-size").avg(),
-                "fetch-size-max": stat("fetch-size").max(),
+                "time-between-poll-avg": stat("time-between-poll").avg(now_ms),
+                "time-between-poll-max": stat("time-between-poll").max(now_ms),
+                "poll-idle-ratio-avg": stat("poll-idle-ratio").avg(now_ms),
+                "fetch-size-avg": stat("fetch-size").avg(now_ms),
+                "fetch-size-max": stat("fetch-size").max(now_ms),
                 "bytes-consumed-rate": rate("bytes-consumed"),
                 "bytes-consumed-total": stat("bytes-consumed").total,
-                "records-per-request-avg": stat("records-per-request").avg(),
-                "records-per-request-max": stat("records-per-request").max(),
+                "records-per-request-avg": stat("records-per-request").avg(now_ms),
+                "records-per-request-max": stat("records-per-request").max(now_ms),
                 "records-consumed-rate": rate("records-consumed"),
                 "records-consumed-total": stat("records-consumed").total,
                 "acknowledgements-send-rate": rate("acknowledgements-send"),
                 "acknowledgements-send-total": stat("acknowledgements-send").total,
                 "acknowledgements-error-rate": rate("acknowledgements-error"),
                 "acknowledgements-error-total": stat("acknowledgements-error").total,
-                "fetch-latency-avg": stat("fetch-latency").avg(),
+                "fetch-latency-avg": stat("fetch-latency").avg(now_ms),
                 **{
                     f"{name}-{kind}": (rate(name) if kind == "rate" else stat(name).total)
                     for name in (
@@ -242,14 +279,14 @@ class ShareConsumerMetrics:
                     )
                     for kind in ("rate", "total")
                 },
-                "fetch-latency-max": stat("fetch-latency").max(),
+                "fetch-latency-max": stat("fetch-latency").max(now_ms),
                 "fetch-rate": rate("fetch"),
                 "fetch-total": stat("fetch").total,
-                "fetch-throttle-time-avg": stat("fetch-throttle-time").avg(),
-                "fetch-throttle-time-max": stat("fetch-throttle-time").max(),
+                "fetch-throttle-time-avg": stat("fetch-throttle-time").avg(now_ms),
+                "fetch-throttle-time-max": stat("fetch-throttle-time").max(now_ms),
                 "rebalance-total": stat("rebalance").total,
                 "rebalance-rate-per-hour": rate("rebalance") * 3600.0,
-                "heartbeat-response-time-max": stat("heartbeat-response-time").max(),
+                "heartbeat-response-time-max": stat("heartbeat-response-time").max(now_ms),
                 "heartbeat-rate": rate("heartbeat"),
                 "heartbeat-total": stat("heartbeat").total,
                 "last-heartbeat-seconds-ago": _seconds_since(self._last_heartbeat_ms, now_ms),
@@ -286,25 +323,27 @@ class WorkerMetrics:
 
     def __init__(self, *, sample_window_ms: int = 30_000, num_samples: int = 2,
                  created_ms: int = 0) -> None:
-        self._window_ms = max(1, sample_window_ms * num_samples)
+        window_ms = max(1, sample_window_ms)
         self._lock = threading.Lock()
-        self._stats: dict[str, _Windowed] = {name: _Windowed() for name in _WORKER_COUNTS}
-        self._handler_time = _Windowed()
+        self._stats: dict[str, _Sampled] = {
+            name: _Sampled(window_ms, num_samples) for name in _WORKER_COUNTS
+        }
+        self._handler_time = _Sampled(window_ms, num_samples)
         self._created_ms = created_ms
         self._running = 0
 
     def record_handled(self, outcome: str, handler_time_ms: float, now_ms: int) -> None:
         """A handler finished: ``outcome`` is ``accepted``, ``released`` or ``rejected``."""
         with self._lock:
-            self._stats[f"records-{outcome}"].record(1, now_ms, self._window_ms)
-            self._handler_time.record(handler_time_ms, now_ms, self._window_ms)
+            self._stats[f"records-{outcome}"].record(1, now_ms)
+            self._handler_time.record(handler_time_ms, now_ms)
 
     def record_released_on_stop(self, records: int, now_ms: int) -> None:
         """``records`` were released unhandled (not started, or still running at the
         stop's bound)."""
         if records:
             with self._lock:
-                self._stats["records-released-on-stop"].record(records, now_ms, self._window_ms)
+                self._stats["records-released-on-stop"].record(records, now_ms)
 
     def set_running(self, handlers: int) -> None:
         """How many handlers are running now."""
@@ -313,14 +352,11 @@ class WorkerMetrics:
     def snapshot(self, now_ms: int) -> dict[str, float]:
         """All worker metrics as ``{name: value}``; NaN where nothing was recorded yet."""
         with self._lock:
-            for windowed in (*self._stats.values(), self._handler_time):
-                windowed.expire(now_ms, self._window_ms)
-            elapsed_s = max(1.0, min(self._window_ms, now_ms - self._created_ms) / 1000.0)
             out: dict[str, float] = {}
             for name, stat in self._stats.items():
-                out[f"{name}-rate"] = stat.sum() / elapsed_s
+                out[f"{name}-rate"] = stat.rate_per_s(now_ms, self._created_ms)
                 out[f"{name}-total"] = stat.total
-            out["handler-time-avg"] = self._handler_time.avg()
-            out["handler-time-max"] = self._handler_time.max()
+            out["handler-time-avg"] = self._handler_time.avg(now_ms)
+            out["handler-time-max"] = self._handler_time.max(now_ms)
             out["handlers-running"] = float(self._running)
         return out
