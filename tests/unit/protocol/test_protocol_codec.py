@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import platform
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -383,3 +386,36 @@ def test_frame_buffers_above_the_reuse_limit_are_not_kept(
     del first
     second = _one_response(codec, b"b" * 150_000)
     assert records_of(second).obj is not first_buffer
+
+
+_ALLOCATOR_CHURN = r"""
+import resource, struct, sys
+from kafka_share.protocol import codec as codec_module
+from kafka_share.protocol.codec import KafkaCodec
+if sys.argv[1] == "unshown":
+    codec_module._show_allocator = lambda size: None
+codec = KafkaCodec("c")
+# A 6 MB response starts: its frame buffer is allocated (and kept for reuse).
+buf = codec.get_buffer()
+buf[:8] = struct.pack(">ii", 6 * 1024 * 1024, 1)
+codec.buffer_updated(8)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(40):  # the values of 40 polls of 500 x 10 KiB, made and dropped
+    values = [bytes(10240) + b"x" for _ in range(500)]
+    del values
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc thresholds")
+def test_a_large_frame_keeps_the_values_of_each_poll_from_being_trimmed_and_faulted_back() -> None:
+    # Without the freed block, glibc trims the ~5 MB the values of one poll
+    # leave free at the top of its heap, and the next poll faults them back in
+    # (~1,250 faults a poll); with it, the heap keeps them.
+    def faults(mode: str) -> int:
+        done = subprocess.run([sys.executable, "-c", _ALLOCATOR_CHURN, mode],
+                              capture_output=True, text=True, check=True, timeout=60)
+        return int(done.stdout)
+
+    assert faults("unshown") > 20_000
+    assert faults("shown") < 5_000
