@@ -118,6 +118,9 @@ def test_every_single_byte_mutation_is_decoded_or_rejected_as_the_careful_path_d
                 assert mixed == careful, (pos, value)
 
 
+_INITIAL_LAYOUT = row_decoder._last_layout
+
+
 @pytest.fixture
 def careful_records(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The positions of the records the careful path decodes."""
@@ -129,7 +132,64 @@ def careful_records(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return real(buf, pos, end)
 
     monkeypatch.setattr(row_decoder, "_careful_record", counted)
+    # Each test starts with no layout carried over from the one before.
+    monkeypatch.setattr(row_decoder, "_last_layout", _INITIAL_LAYOUT)
     return positions
+
+
+@pytest.fixture
+def layouts_worked_out(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The positions of the records whose head layout is worked out."""
+    positions: list[int] = []
+    real = row_decoder._head_layout
+
+    def counted(buf: Any, pos: int) -> Any:
+        positions.append(pos)
+        return real(buf, pos)
+
+    monkeypatch.setattr(row_decoder, "_head_layout", counted)
+    return positions
+
+
+def test_a_call_starts_with_the_layout_the_last_one_ended_with(
+    careful_records: list[int], layouts_worked_out: list[int],
+) -> None:
+    # Small producer batches (15 records of 1 KiB: Java's 16 KiB batches) share
+    # one layout: only the first batch's first record works it out.
+    batches = [
+        build_batch([NewRecord(value=bytes([i]) * 1024) for i in range(15)], base_offset=15 * n)
+        for n in range(20)
+    ]
+    decoded = [batch.records() for data in batches
+               for batch in iter_batches(data, check_crcs=True)]
+    assert [[r[3] for r in records] for records in decoded] == (
+        [[bytes([i]) * 1024 for i in range(15)]] * 20
+    )
+    assert [r[0] for r in decoded[-1]] == list(range(285, 300))
+    assert len(layouts_worked_out) == 1
+    assert careful_records == []
+
+
+def test_a_layout_carried_over_from_other_records_is_only_a_miss(
+    careful_records: list[int], layouts_worked_out: list[int],
+) -> None:
+    # Two-byte key lengths and values of 300 bytes, then no keys and 3-byte
+    # values: the second batch's first record misses the carried layout and
+    # works out its own; every record decodes as the careful path has it.
+    first = build_batch([NewRecord(key=b"k" * 100, value=b"v" * 300) for _ in range(5)])
+    second = build_batch(
+        [NewRecord(key=None, value=b"w" * 3, headers=[("h", b"x")], timestamp=7_000 + i)
+         for i in range(5)],
+        base_offset=5, base_timestamp=7_000,
+    )
+    [batch_1] = list(iter_batches(first, check_crcs=True))
+    [batch_2] = list(iter_batches(second, check_crcs=True))
+    assert [(r[2], r[3]) for r in batch_1.records()] == [(b"k" * 100, b"v" * 300)] * 5
+    assert batch_2.records() == [
+        (5 + i, 7_000 + i, None, b"w" * 3, (("h", b"x"),)) for i in range(5)
+    ]
+    assert len(layouts_worked_out) == 2
+    assert careful_records == []
 
 
 def test_the_templated_path_takes_records_whose_layout_changes(
@@ -178,6 +238,7 @@ def test_records_the_templated_path_cannot_take_go_through_the_careful_path(
     assert len(careful_records) == 1
     # ... and after _TEMPLATE_MISSES of them every record of the call takes it.
     careful_records.clear()
+    row_decoder._last_layout = _INITIAL_LAYOUT  # the first record works its layout out
     recs = [NewRecord(value=b"v", timestamp=5_000 + (2**40 * (i % 2))) for i in range(100)]
     [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
     assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
