@@ -94,10 +94,10 @@ def _show_allocator(size: int) -> None:
     buffers are seldom freed, so in some processes the threshold never rose,
     and the values of every poll (a few MB of ``bytes`` at 10 KiB a record,
     allocated and freed poll after poll) were trimmed away and faulted back in:
-    100,000 x 10 KiB took 79,000-106,000 page faults and 9.2-13.2 µs a record
-    in those processes, 10,000 and 7.7-8.6 µs in the others. Freeing a block of
-    the frame's size makes every process the second kind. ``bytes(size)`` is
-    calloc'd, so its pages are never touched; other allocators ignore it.
+    100,000 x 10 KiB over six partitions took 96,000-194,000 page faults and
+    10.2-13.2 µs a record in those processes, 4,800-7,700 and 7.1-9.5 µs with
+    this block freed (docs/performance.md). ``bytes(size)`` is calloc'd, so its
+    pages are never touched; other allocators ignore it.
     """
     global _allocator_shown_bytes
     size = min(size, _ALLOCATOR_SHOWN_MAX_BYTES)
