@@ -28,8 +28,9 @@ RECORDS = 1_000_000
 GROWTH_LIMIT_MB = 6.0
 
 _CONSUMER = r"""
-import json, os, sys, threading, time
+import json, os, sys, time
 from kafka_share import ShareConsumer
+from kafka_share._app import decoding
 
 bootstrap, group, topic, total = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 page = os.sysconf("SC_PAGE_SIZE")
@@ -51,9 +52,8 @@ while count < total and time.monotonic() < deadline:
         # numpy, for the vectorised decoder, loads on a thread of its own from
         # the first large batch (~5 MB, once): on a busy machine it may still be
         # loading at this point, so the baseline waits for it.
-        for thread in threading.enumerate():
-            if thread.name == "kafka-share-numpy-import":
-                thread.join()
+        if decoding._loading is not None:
+            decoding._loading.join(60)
         at_first = rss()
     if count >= total - total // 10:
         # The lowest over the last tenth: what is buffered at one instant (a
