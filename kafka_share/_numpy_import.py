@@ -7,8 +7,9 @@ linear-algebra work that a Kafka consumer never gives them. Measured on a
 ``OPENBLAS_THREAD_TIMEOUT=4`` (spin 2^4 cycles, then sleep); a consumer that
 loads numpy part way through reading 200,000 records of 1 KiB paid 0.1-1.1 µs a
 record for the spin (six interleaved pairs), which also took the core the
-broker and the network needed. Matrix products keep every thread (300 x 300: 20-23 ms for 20 either
-way); only the idle wait before a thread sleeps is shorter.
+broker and the network needed. Matrix products keep every thread (300 x 300:
+20-23 ms for 20 either way); only the idle wait before a thread sleeps is
+shorter.
 
 So when the package is the first to import numpy and the application has not
 set the variable, it is set for the import (OpenBLAS reads it when it loads)
