@@ -262,7 +262,8 @@ _NO_LAYOUT = struct.Struct("0s").unpack_from
 #: batch with small producer batches (15 records of 1 KiB in Java's 16 KiB).
 #: Shared by threads without a lock: a layout is only a guess, which the table
 #: lookups check (a wrong one is a miss), and the tuple is replaced whole.
-_last_layout: tuple[Any, int, int, Any, int] = (_NO_LAYOUT, 0, 0, _NO_LAYOUT, 0)
+_INITIAL_LAYOUT: tuple[Any, int, int, Any, int] = (_NO_LAYOUT, 0, 0, _NO_LAYOUT, 0)
+_last_layout = _INITIAL_LAYOUT
 
 
 def _three_byte_varint(raw: bytes) -> int:

@@ -118,9 +118,6 @@ def test_every_single_byte_mutation_is_decoded_or_rejected_as_the_careful_path_d
                 assert mixed == careful, (pos, value)
 
 
-_INITIAL_LAYOUT = row_decoder._last_layout
-
-
 @pytest.fixture
 def careful_records(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The positions of the records the careful path decodes."""
@@ -133,7 +130,7 @@ def careful_records(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(row_decoder, "_careful_record", counted)
     # Each test starts with no layout carried over from the one before.
-    monkeypatch.setattr(row_decoder, "_last_layout", _INITIAL_LAYOUT)
+    monkeypatch.setattr(row_decoder, "_last_layout", row_decoder._INITIAL_LAYOUT)
     return positions
 
 
@@ -238,7 +235,7 @@ def test_records_the_templated_path_cannot_take_go_through_the_careful_path(
     assert len(careful_records) == 1
     # ... and after _TEMPLATE_MISSES of them every record of the call takes it.
     careful_records.clear()
-    row_decoder._last_layout = _INITIAL_LAYOUT  # the first record works its layout out
+    row_decoder._last_layout = row_decoder._INITIAL_LAYOUT  # its first record works it out
     recs = [NewRecord(value=b"v", timestamp=5_000 + (2**40 * (i % 2))) for i in range(100)]
     [batch] = list(iter_batches(build_batch(recs, base_timestamp=5_000), check_crcs=True))
     assert [r[1] for r in batch.records()] == [r.timestamp for r in recs]
