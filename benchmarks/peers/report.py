@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from peers.layers import LAYER_NAMES
 from peers.pngchart import Panel, bar_chart
 
 __all__ = ["chart", "markdown", "ratios", "write_all"]
@@ -171,6 +172,7 @@ def markdown(results: dict[str, Any]) -> str:
         out += ["", f"RSS growth from 20 % to 100 % of the records: {_fmt(growth, 1)} MB.", ""]
     out += _startup_table(results)
     out += _stages_table(results.get("stages") or {})
+    out += _layers_table(results.get("layers") or {})
     if results["unavailable"] or results["failures"]:
         out += ["## Not measured", ""]
         for client, reason in results["unavailable"].items():
@@ -266,6 +268,42 @@ def _stages_table(stages: dict[str, Any]) -> list[str]:
         ]
         process = _fmt(entry["cpu_us_per_record"], 2)
         out.append(f"| {name} | {process} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
+def _layers_table(found: dict[str, Any]) -> list[str]:
+    """CPU µs per record by native layer (``--layers``), a row per data set and client."""
+    if not found:
+        return []
+    out = [
+        "## Where the CPU goes, by native layer (implicit, perf, one run per data set)",
+        "",
+    ]
+    if "unavailable" in found:
+        return [*out, f"Not measured: {found['unavailable']}.", ""]
+    out += [
+        "CPU µs per record from a tenth to nine tenths of a run (perf samples of",
+        "every thread's CPU time), by the library the sampled instruction was in,",
+        "then the costliest symbols.",
+        "",
+        "| data set | client | all | " + " | ".join(LAYER_NAMES) + " | costliest symbols |",
+        "|---|---|" + "---:|" * (len(LAYER_NAMES) + 1) + "---|",
+    ]
+    for name, clients in found.items():
+        for client, entry in clients.items():
+            label = LABELS.get(client, client)
+            if "error" in entry:
+                out.append(f"| {name} | {label} | n/a: {entry['error']} |")
+                continue
+            cells = [_fmt(entry["layers"][layer], 2) for layer in LAYER_NAMES]
+            top = ", ".join(
+                f"`{s['symbol']}` {s['us_per_record']:.2f}" for s in entry["top_symbols"][:4]
+            )
+            out.append(
+                f"| {name} | {label} | {_fmt(entry['us_per_record'], 2)} | "
+                + " | ".join(cells) + f" | {top} |"
+            )
     out.append("")
     return out
 

@@ -19,6 +19,7 @@ import queue
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from peers import report
+from peers import layers, report
 from peers.javatool import JavaTool, JavaToolUnavailableError, parse_output
 from peers.worker import CLIENTS as PY_CLIENTS
 from peers.worker import peak_rss_bytes
@@ -294,13 +295,16 @@ class Bench:
         return self.java
 
     def run_python(self, client: str, topic: str, data: DataSet,
-                   profile: str | None = None, stages: bool = False) -> dict[str, Any]:
+                   profile: str | None = None, stages: bool = False,
+                   perf: str | None = None) -> dict[str, Any]:
         group = self.fresh_group(client)
         extra = ["--timeout-s", str(self.args.run_timeout_s)]
         if profile:
             extra += ["--profile", profile]
         if stages:
             extra.append("--stages")
+        if perf:
+            extra += ["--perf-record", perf]
         broker0 = self.broker_cpu()
         child = Child(_worker_argv(client, self.bootstrap, topic, group, data.records, *extra))
         proc = child.reap(self.args.run_timeout_s + 60)
@@ -327,6 +331,8 @@ class Bench:
         }
         if "stages" in run:
             out["stages"] = run["stages"]
+        if "perf" in run:
+            out["perf"] = run["perf"]
         return out
 
     def java_overhead(self, topic: str) -> float | None:
@@ -503,6 +509,33 @@ def run_startup(bench: Bench, clients: Sequence[str], runs: int) -> dict[str, An
     return out
 
 
+#: the clients whose CPU ``--layers`` breaks down: the same work on both sides
+LAYER_CLIENTS = ("kafka-share-implicit", "confluent-share-implicit")
+
+
+def run_layers(
+    bench: Bench, sets: Sequence[DataSet], topics: dict[str, str], clients: Sequence[str]
+) -> dict[str, Any]:
+    """CPU per record by native layer (:mod:`peers.layers`) of each of
+    :data:`LAYER_CLIENTS` that runs, one run per data set; or why not."""
+    missing = layers.perf_missing()
+    if missing is not None:
+        return {"unavailable": missing}
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
+        for data in sets:
+            for client in [c for c in LAYER_CLIENTS if c in clients]:
+                path = str(Path(tmp) / f"{data.name}-{client}.data")
+                try:
+                    run = bench.run_python(client, topics[data.name], data, perf=path)
+                    found = layers.layers(run["perf"])
+                except Exception as exc:
+                    found = {"error": str(exc)}
+                out.setdefault(data.name, {})[client] = found
+                bench.log(f"layers {data.name} {client}: {found.get('layers', found)}")
+    return out
+
+
 def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
     bench = Bench(args, bootstrap)
     clients = [c for c in ALL_CLIENTS if c in args.clients]
@@ -600,6 +633,8 @@ def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
             }
             bench.log(f"stages {data.name}: {stages[data.name]}")
 
+    cpu_layers = run_layers(bench, sets, topics, clients) if args.layers else {}
+
     summary = {
         data.name: {
             client: summarise(runs, data.value_bytes)
@@ -645,6 +680,7 @@ def run_benchmark(args: argparse.Namespace, bootstrap: str) -> dict[str, Any]:
         "startup": startup,
         "profile": profile_text,
         "stages": stages,
+        "layers": cpu_layers,
         "raw": raw,
     }
 
@@ -673,6 +709,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="also profile kafka-share (implicit) on 1KiB-1p with cProfile")
     parser.add_argument("--stages", action="store_true",
                         help="also time kafka-share's stages (implicit, one run per data set)")
+    parser.add_argument("--layers", action="store_true",
+                        help="also break the CPU of kafka-share and confluent-kafka "
+                        "(implicit, one run per data set) down by native layer with perf")
     parser.add_argument("--run-timeout-s", type=float, default=180.0)
     parser.add_argument("--java-tools-version", default="4.3.1")
     parser.add_argument("--output-dir", default=str(RESULTS_DIR))

@@ -15,6 +15,8 @@ alone. The worker also measures itself:
 * ``rss_samples``: resident set size after 20/40/60/80/100 % of the records;
 * with ``--stages`` (kafka-share clients), CPU per record in a few of its
   stages over the same span (see :class:`StageTimers`);
+* with ``--perf-record PATH``, a ``perf record`` of the process over the
+  middle of the run and the records it covers (see :class:`PerfWindow`);
 * in ``latency`` mode, produce-to-consume latency of records whose value starts
   with the producer's ``time.time_ns()`` (8 bytes, big-endian).
 
@@ -37,7 +39,9 @@ import json
 import os
 import pstats
 import resource
+import signal
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -448,11 +452,91 @@ class StageTimers:
         }
 
 
+class PerfWindow:
+    """``perf record`` of this process over the steady part of a run: started
+    once a tenth of the records are in, stopped at nine tenths, sampling CPU
+    time (``cpu-clock``, so a sample is 1/``PERF_HZ`` s of one thread's CPU)
+    with ``CLOCK_MONOTONIC`` timestamps. ``trajectory`` pairs
+    ``time.monotonic()`` with the records counted so far at each batch while
+    perf runs, so that the parent can tell how many records the samples cover.
+
+    perf takes 0.1-0.15 s to attach, as long as a fast client takes for a
+    tenth of a short run: consuming waits until perf's events are open
+    (:meth:`_wait_attached`), so that the samples cover most of the window."""
+
+    def __init__(self, path: str, target: int) -> None:
+        self.path = path
+        self.start_at = max(1, target // 10)
+        self.stop_at = max(self.start_at + 1, target * 9 // 10)
+        self.trajectory: list[tuple[float, int]] = []
+        self.error: str | None = None
+        self._perf: subprocess.Popen[bytes] | None = None
+
+    def tick(self, count: int) -> None:
+        """Called after each batch with the records counted so far."""
+        if self._perf is None:
+            if count >= self.start_at and not self.trajectory and self.error is None:
+                self._start(count)
+            return
+        self.trajectory.append((time.monotonic(), count))
+        if count >= self.stop_at:
+            self.stop()
+
+    def _start(self, count: int) -> None:
+        try:
+            self._perf = subprocess.Popen(
+                ["perf", "record", "-q", "-e", "cpu-clock", "-F", str(PERF_HZ),
+                 "-k", "CLOCK_MONOTONIC", "-p", str(os.getpid()), "-o", self.path],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            )
+        except OSError as exc:
+            self.error = f"cannot run perf: {exc}"
+            return
+        self._wait_attached(self._perf.pid)
+        self.trajectory.append((time.monotonic(), count))
+
+    @staticmethod
+    def _wait_attached(perf_pid: int, timeout_s: float = 2.0) -> None:
+        """Until perf holds its events open (plus the moment it takes to enable
+        them), at most ``timeout_s``; the trajectory is right either way."""
+        deadline = time.monotonic() + timeout_s
+        fds = f"/proc/{perf_pid}/fd"
+        while time.monotonic() < deadline:
+            try:
+                links = [os.readlink(f"{fds}/{fd}") for fd in os.listdir(fds)]
+            except OSError:  # perf exited, or an fd closed while listing
+                links = []
+            if "anon_inode:[perf_event]" in links:
+                time.sleep(0.05)
+                return
+            time.sleep(0.002)
+
+    def stop(self) -> None:
+        """Stop perf (it writes its file on SIGINT); idempotent."""
+        perf, self._perf = self._perf, None
+        if perf is None:
+            return
+        perf.send_signal(signal.SIGINT)
+        try:
+            _, stderr = perf.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            perf.kill()
+            self.error = "perf did not stop within 60 s"
+            return
+        if perf.returncode not in (0, -signal.SIGINT):
+            self.error = f"perf exited {perf.returncode}: {stderr.decode(errors='replace')[-500:]}"
+
+
+#: perf's sampling rate (CPU-time samples per second of each thread)
+PERF_HZ = 3999
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     stages = StageTimers() if args.stages else None
     thread_profiles = _start_thread_profiles() if args.profile else []
     main_profile = cProfile.Profile() if args.profile else None
     close, batches = make_client(args)
+    window = PerfWindow(args.perf_record, args.records) if args.perf_record else None
     settle_s = settle()  # the client's start-up work is not consuming
     latency = args.mode == "latency"
     target = args.records
@@ -499,6 +583,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 while checkpoints and count >= checkpoints[0]:
                     rss_samples.append({"records": count, "rss_bytes": rss_bytes()})
                     checkpoints.pop(0)
+                if window is not None:
+                    window.tick(count)
         if count >= target:
             break
         if time.monotonic() > deadline:
@@ -523,6 +609,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     if stages is not None:
         result["stages"] = stages.per_record(count)
+    if window is not None:
+        window.stop()
+        result["perf"] = {"path": window.path, "hz": PERF_HZ,
+                          "trajectory": window.trajectory, "error": window.error}
     if latency:
         latencies_ms.sort()
         result["latency_ms"] = {
@@ -561,6 +651,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stages", action="store_true",
                         help="time kafka-share's stages (CPU per record: reads, "
                         "select, batch CRCs, record decoding, GC, poll)")
+    parser.add_argument("--perf-record", metavar="PATH",
+                        help="perf record this process over the middle three fifths "
+                        "of the records into PATH (see PerfWindow)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="extra client configuration (for experiments)")
     args = parser.parse_args(argv)
