@@ -163,20 +163,30 @@ class SelectorPoller:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         #: Whether the last :meth:`select` was ended by :meth:`wakeup`.
         self.woken = False
+        #: The events each connection's socket is registered for.
+        self._events: dict[socket.socket, int] = {}
 
     def register(self, conn: BrokerConnection) -> None:
-        self._selector.register(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        events = selectors.EVENT_READ | selectors.EVENT_WRITE
+        self._selector.register(conn.sock, events, conn)
+        self._events[conn.sock] = events
 
     def update(self, conn: BrokerConnection, write: bool) -> None:
         events = selectors.EVENT_READ | selectors.EVENT_WRITE if write else selectors.EVENT_READ
-        try:
-            key = self._selector.get_key(conn.sock)
-        except (KeyError, ValueError):
+        # Every round asks, for every connection: answered from this poller's own
+        # record of what it registered (the selector's get_key is five Python calls).
+        registered = self._events.get(conn.sock)
+        if registered is None or registered == events:
             return
-        if key.events != events:
+        try:
             self._selector.modify(conn.sock, events, conn)
+        except (KeyError, ValueError):  # closed meanwhile, as get_key would have said
+            self._events.pop(conn.sock, None)
+            return
+        self._events[conn.sock] = events
 
     def unregister(self, conn: BrokerConnection, sock: socket.socket) -> None:
+        self._events.pop(sock, None)
         try:
             self._selector.unregister(sock)
         except (KeyError, ValueError):
