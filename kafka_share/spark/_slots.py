@@ -59,6 +59,7 @@ from kafka_share.admin import Admin
 from kafka_share.consumer import ShareConsumer
 from kafka_share.models import AcknowledgeType
 from kafka_share.spark._arrow import poll_batch_to_table
+from kafka_share.spark._duplicates import RETAINED_BATCHES, StagedIndex
 from kafka_share.spark._options import SourceOptions
 from kafka_share.spark._replay import replay_spans
 from kafka_share.spark._staging import Chunk, Span, StagingStore, spans_of
@@ -127,6 +128,28 @@ def _admin(options: SourceOptions) -> Admin:
         return admin
 
 
+def _batch_spans(store: StagingStore, seq: int) -> list[Span]:
+    return [span for slot in store.slots(seq) for chunk in store.slot_chunks(seq, slot)
+            for span in chunk.spans]
+
+
+#: the spans of committed batches (they no longer change), by (store, batch)
+_committed: dict[tuple[str, int], list[Span]] = {}
+
+
+def _committed_spans(store: StagingStore, seq: int) -> list[Span]:
+    key = (store.location, seq)
+    with _lock:
+        spans = _committed.get(key)
+    if spans is None:
+        spans = _batch_spans(store, seq)
+        with _lock:
+            if len(_committed) >= 4 * RETAINED_BATCHES:
+                _committed.clear()
+            _committed[key] = spans
+    return spans
+
+
 @atexit.register
 def _close_all() -> None:
     # The worker exits (Spark stops it): leave the group at once, so the broker
@@ -151,7 +174,8 @@ def _close_all() -> None:
 class SlotResult:
     """What one attempt of a slot did (staged with the END marker it wrote)."""
 
-    __slots__ = ("accept_failed", "acquired", "lost_races", "redelivered", "replayed", "worker")
+    __slots__ = ("accept_failed", "acquired", "already_staged", "lost_races", "redelivered",
+                 "replayed", "worker")
 
     def __init__(self) -> None:
         #: which Python worker ran the slot (the driver counts them to learn how
@@ -162,6 +186,9 @@ class SlotResult:
         self.redelivered = 0
         self.accept_failed = 0
         self.lost_races = 0
+        #: records handed out again that a chunk of this run holds already
+        #: (:mod:`._duplicates`): accepted, not read twice
+        self.already_staged = 0
 
     def as_stats(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -195,8 +222,9 @@ class _Slot:
         #: records acquired for a chunk another attempt staged first, kept for
         #: the next chunk (see _acquire)
         self.held: Any = None
-        #: records were released since the last commit
-        self.released = False
+        #: records were released, or accepted without being staged, since the
+        #: last commit
+        self.acks_pending = False
 
     def run(self) -> Iterator[Any]:
         yield from self._chunks()
@@ -205,7 +233,7 @@ class _Slot:
             # lost race: they are in no chunk, so they go back to the group.
             self.consumer.acknowledge_arrow(self.held, AcknowledgeType.RELEASE)
             self.held = None
-            self.released = True
+            self.acks_pending = True
         self._commit()  # the slot may end on another attempt's chunk
 
     def _chunks(self) -> Iterator[Any]:
@@ -229,10 +257,7 @@ class _Slot:
         """Poll and stage chunk ``chunk``. Returns (None, table) when this attempt
         staged records, (None, None) when it staged the END marker, and (the
         chunk, None) when another attempt staged the chunk first."""
-        if self.held is not None:
-            batch, self.held = self.held, None
-        else:
-            batch = self._poll() if self._wants_more() else self._left_over()
+        batch = self._next_batch()
         if batch is None:
             return self._end(chunk)
         consumer = self.consumer
@@ -269,6 +294,70 @@ class _Slot:
         self.taken += n
         self.result.acquired += n
         return None, poll_batch_to_table(batch, self.options.include_headers)
+
+    def _next_batch(self) -> Any:
+        """The records for the next chunk (held from a lost race, else polled,
+        else left over past the budget), less those staged already; None when
+        there are none."""
+        while True:
+            if self.held is not None:
+                batch, self.held = self.held, None
+            else:
+                batch = self._poll() if self._wants_more() else self._left_over()
+            if batch is None:
+                return None
+            batch = self._without_staged(batch)
+            if batch is not None:
+                return batch
+
+    def _without_staged(self, batch: Any) -> Any:
+        """``batch`` less the records handed out again that a chunk of this run
+        holds already (:mod:`._duplicates`), which are ACCEPTed here; None if
+        none are left."""
+        import numpy as np  # noqa: PLC0415 (the executors' Arrow code: see spans_of)
+        import pyarrow as pa  # noqa: PLC0415
+
+        counts = np.asarray(batch.column("delivery_count").to_numpy(zero_copy_only=False))
+        again = np.flatnonzero(counts > 1)
+        if not len(again):
+            return batch  # the common case: nothing was handed out before
+        index = self._staged_index()
+        rows = pa.array(again)
+        found = [
+            i for i, topic, partition, offset, count in zip(
+                again.tolist(), batch.column("topic").take(rows).to_pylist(),
+                batch.column("partition").take(rows).to_pylist(),
+                batch.column("offset").take(rows).to_pylist(), counts[again].tolist(),
+                strict=True,
+            )
+            if index.staged_before(topic, partition, offset, count)
+        ]
+        if not found:
+            return batch
+        staged = np.zeros(batch.num_rows, dtype=bool)
+        staged[found] = True
+        assert self.consumer is not None
+        self.consumer.acknowledge_arrow(batch.filter(pa.array(staged)), AcknowledgeType.ACCEPT)
+        self.acks_pending = True
+        self.result.already_staged += len(found)
+        log.warning(
+            "batch %d slot %d: %d records handed out again were staged already in this query "
+            "run (an attempt died, or its locks ran out, between staging and accepting them): "
+            "accepted, not read twice", self.seq, self.slot, len(found),
+        )
+        rest = batch.filter(pa.array(~staged))
+        return rest if rest.num_rows else None
+
+    def _staged_index(self) -> StagedIndex:
+        """The spans staged in this batch so far (every slot's) and in the
+        committed batches the driver keeps."""
+        index = StagedIndex()
+        for seq in self.store.batches():
+            if seq < self.seq:
+                index.add(_committed_spans(self.store, seq))
+            elif seq == self.seq:
+                index.add(_batch_spans(self.store, seq))
+        return index
 
     def _wants_more(self) -> bool:
         return self.taken < self.budget and not self.caught_up
@@ -335,9 +424,9 @@ class _Slot:
     def _commit(self) -> None:
         """Send the last ACCEPTs and learn which failed (their locks had run out:
         the broker hands those records out again, to a later batch)."""
-        if self.consumer is None or not (self.unconfirmed or self.released):
+        if self.consumer is None or not (self.unconfirmed or self.acks_pending):
             return
-        self.released = False
+        self.acks_pending = False
         results = self.consumer.commit_sync(timeout=_COMMIT_TIMEOUT_S)
         for tip, error in results.items():
             if error is None:

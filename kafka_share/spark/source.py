@@ -70,6 +70,7 @@ from kafka_share.share.topic_pattern import TopicListing as PatternTopic
 from kafka_share.share.topic_pattern import match_topics
 from kafka_share.spark._arrow import column_names
 from kafka_share.spark._drain import DrainGoal
+from kafka_share.spark._duplicates import RETAINED_BATCHES
 from kafka_share.spark._options import SourceOptions, SparkOptionError, parse_source_options
 from kafka_share.spark._plan import BatchPlan, TriggerPolicy
 from kafka_share.spark._staging import StagingStore
@@ -328,7 +329,8 @@ class _GroupProbe:
 class _Progress:
     """What the slots of committed batches did, summed (for the query progress)."""
 
-    FIELDS = ("acquired", "replayed", "redelivered", "accept_failed", "lost_races")
+    FIELDS = ("acquired", "replayed", "redelivered", "accept_failed", "lost_races",
+              "already_staged")
 
     def __init__(self) -> None:
         self.totals = dict.fromkeys(self.FIELDS, 0)
@@ -379,9 +381,10 @@ class _Driver:
     # -- committed batches ---------------------------------------------------------
 
     def settle_through(self, run: str, seq: int) -> int | None:
-        """Count and forget the staged chunks of batches up to ``seq`` (Spark has
-        committed them). Returns the records the newest of them acquired (None
-        if no batch was new)."""
+        """Count the staged chunks of batches up to ``seq`` (Spark has committed
+        them), and forget those RETAINED_BATCHES older (the slots look records
+        handed out again up in them: ``_duplicates``). Returns the records the
+        newest of them acquired (None if no batch was new)."""
         store = self.store(run)
         acquired: int | None = None
         for b in store.batches():
@@ -390,7 +393,8 @@ class _Driver:
             if b > self.counted:
                 acquired = self._count_batch(store, b)
                 self.counted = b
-            store.delete_batch(b)
+            if b <= seq - RETAINED_BATCHES:
+                store.delete_batch(b)
         return acquired
 
     def _count_batch(self, store: StagingStore, seq: int) -> int:

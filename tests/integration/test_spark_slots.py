@@ -25,15 +25,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 WORKER = Path(__file__).with_name("slot_race_worker.py")
 
 
-def _rest_of_group(bootstrap: str, group: str, topic: str, expected: int) -> set[tuple[int, int]]:
+def _rest_of_group(bootstrap: str, group: str, topic: str, expected: int,
+                   timeout_s: float = 60.0) -> set[tuple[int, int]]:
     """(partition, offset) of what a new member of ``group`` gets: the records
-    still the group's, polled until ``expected`` of them came (60 s at most)."""
+    still the group's, polled until ``expected`` of them came (``timeout_s`` at most)."""
     consumer: ShareConsumer[bytes, bytes] = ShareConsumer(
         bootstrap_servers=bootstrap, group_id=group)
     try:
         consumer.subscribe([topic])
         rest: set[tuple[int, int]] = set()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + timeout_s
         while len(rest) < expected and time.monotonic() < deadline:
             rest.update((r.partition, r.offset) for r in consumer.poll(timeout=0.5))
     finally:
@@ -144,3 +145,56 @@ def test_a_slot_reads_up_to_the_planned_end_offsets_then_stops(
     rest = _rest_of_group(kafka_bootstrap, share_group, topic, 4600 - len(taken))
     assert not rest & taken
     assert len(rest) + len(taken) == 4600
+
+
+def test_records_a_dead_attempt_staged_but_never_accepted_are_read_once(
+    kafka_bootstrap: str, topic_factory: Callable[..., str], share_group: str,
+    kafka_produce: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An attempt stages what it polled and dies before its ACCEPT reaches the
+    # broker (here: its consumer closes without acknowledging, so the broker
+    # releases the records, as when an executor is killed). The retry replays
+    # the staged chunk, and the broker hands the same records out again: the
+    # slot must not read them twice.
+    from kafka_share.spark import _slots
+    from kafka_share.spark._options import parse_source_options
+    from kafka_share.spark._staging import Chunk, spans_of
+
+    topic = topic_factory(partitions=1)
+    for b in range(30):
+        kafka_produce(topic, [f"r{b}-{i}".encode() for i in range(10)], partition=0)
+    options = parse_source_options({
+        "kafka.bootstrap.servers": kafka_bootstrap, "kafka.group.id": share_group,
+        "subscribe": topic, "stagingLocation": str(tmp_path / "staging"),
+        "kafka.max.poll.records": "50", "pollTimeoutMs": "2000",
+    })
+    dead: ShareConsumer[bytes, bytes] = ShareConsumer(dict(options.consumer_config))
+    try:
+        dead.subscribe([topic])
+        deadline = time.monotonic() + 30
+        polled = dead.poll_arrow(timeout=1.0)
+        while not polled.num_rows and time.monotonic() < deadline:
+            polled = dead.poll_arrow(timeout=1.0)
+        assert polled.num_rows
+        spans = spans_of(polled.column("topic"), polled.column("partition"),
+                         polled.column("offset"), polled.column("delivery_count"))
+        assert StagingStore(options.staging_location).put_if_absent(1, 0, 0, Chunk(spans))
+    finally:
+        dead.close(timeout=5)  # not acknowledged: released
+    staged = polled.num_rows
+    monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
+    try:
+        rows: list[tuple[int, int]] = []
+        for batch in _slots.read_slot(options, 1, 0, 300, None):
+            rows.extend(zip(batch.column("offset").to_pylist(),
+                            batch.column("deliveryCount").to_pylist(), strict=True))
+    finally:
+        _slots._close_all()
+    offsets = [o for o, _ in rows]
+    assert sorted(offsets) == list(range(300)), Counter(offsets).most_common(3)
+    # The staged records come back as the dead attempt staged them (count 1).
+    assert {c for _, c in rows} == {1}
+    chunks = list(StagingStore(options.staging_location).slot_chunks(1, 0))
+    assert chunks[-1].stats["already_staged"] == staged
+    assert chunks[-1].stats["replayed"] == staged
+    assert _rest_of_group(kafka_bootstrap, share_group, topic, 1, timeout_s=4.0) == set()

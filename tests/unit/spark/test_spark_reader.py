@@ -14,6 +14,7 @@ from kafka_share import TopicPartition
 from kafka_share.admin import SharePartitionOffsetInfo
 from kafka_share.errors import KafkaTimeoutError
 from kafka_share.spark._drain import DrainGoal
+from kafka_share.spark._duplicates import RETAINED_BATCHES
 from kafka_share.spark._options import SparkOptionError, parse_source_options
 from kafka_share.spark._staging import Chunk, StagingStore
 from kafka_share.spark.source import (
@@ -136,25 +137,36 @@ def test_a_batch_planned_by_a_former_version_splits_its_budget(tmp_path: Path) -
     assert [(p.budget, p.ends) for p in parts] == [(5, None), (5, None)]
 
 
-def test_committed_batches_are_counted_then_forgotten(tmp_path: Path) -> None:
+def test_committed_batches_are_counted_then_forgotten_ten_batches_later(
+    tmp_path: Path,
+) -> None:
     probe = StandInProbe(backlog=5000)
     reader, _ = make(tmp_path, probe)
     start = reader.initialOffset()
     run = start["run"]
     end = reader.latestOffset(start, ReadAllAvailable())
     stage_slot(tmp_path, run, 1, 0, range(0, 300), redelivered=2, replayed=5)
-    stage_slot(tmp_path, run, 1, 1, range(300, 500), accept_failed=7)
+    stage_slot(tmp_path, run, 1, 1, range(300, 500), accept_failed=7, already_staged=3)
     nxt = reader.latestOffset(end, ReadAllAvailable())
     assert nxt["seq"] == 2
-    assert StagingStore(f"{tmp_path}/{run}").batches() == []
     progress = reader.reportLatestOffset()
     assert progress is not None
     assert progress["acquired"] == 500 and progress["redelivered"] == 2
     assert progress["replayed"] == 5 and progress["accept_failed"] == 7
+    assert progress["already_staged"] == 3
     assert progress["batches"] == 1 and progress["backlog"] == 5000
     # commit() of the same batch again (Spark calls it a batch late) is harmless.
     reader.commit(end)
     assert reader.reportLatestOffset()["acquired"] == 500  # type: ignore[index]
+    # The chunks stay for the slots' lookup of records handed out again
+    # (_duplicates) until RETAINED_BATCHES more batches are committed.
+    store = StagingStore(f"{tmp_path}/{run}")
+    assert store.batches() == [1]
+    reader.commit({**end, "seq": 1 + RETAINED_BATCHES - 1})
+    assert store.batches() == [1]
+    reader.commit({**end, "seq": 1 + RETAINED_BATCHES})
+    assert store.batches() == []
+    assert reader.reportLatestOffset()["batches"] == 1  # type: ignore[index]
 
 
 def test_available_now_ends_when_the_group_is_done(tmp_path: Path) -> None:

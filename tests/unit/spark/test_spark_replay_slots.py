@@ -102,9 +102,13 @@ class StandInConsumer:
     poll(0) hands out only what is buffered (fetch.ahead=manual). Acks,
     prefetches and the polls' caps are kept."""
 
-    def __init__(self, polls: list[list[int]], assigned: frozenset[TopicPartition] = frozenset({TP})
-                 ) -> None:
+    def __init__(
+        self, polls: list[list[int]], assigned: frozenset[TopicPartition] = frozenset({TP}),
+        counts: dict[int, int] | None = None,
+    ) -> None:
         self.polls = polls
+        #: delivery counts by offset (1 for the others)
+        self.counts = counts or {}
         self.assigned = assigned
         self.buffered: list[int] = []
         self.acks: list[tuple[list[int], AcknowledgeType]] = []
@@ -119,7 +123,8 @@ class StandInConsumer:
         cut = len(self.buffered) if max_records is None else max_records
         offsets, self.buffered = self.buffered[:cut], self.buffered[cut:]
         rows = [(o, 1_700_000_000_000, None, f"v{o}".encode(), ()) for o in offsets]
-        piece = Piece(columns_from_rows(rows), np.ones(len(rows), np.int32), 0)
+        counts = np.array([self.counts.get(o, 1) for o in offsets], np.int32)
+        piece = Piece(columns_from_rows(rows), counts, 0)
         return to_record_batch(ColumnarRecords({TIP: [piece]} if rows else {}), view_types=False)
 
     def assignment(self) -> frozenset[TopicPartition]:
@@ -266,6 +271,56 @@ def test_a_slot_whose_attempt_died_half_way_replays_then_goes_on(
     store.put_if_absent(1, 0, 0, Chunk([("t", 0, 0, 3, 1)]))  # the dead attempt's
     consumer = StandInConsumer([[4, 5], [6, 7]])
     assert _read(options, consumer, 6, monkeypatch) == [0, 1, 2, 3, 4, 5]
+
+
+def test_records_handed_out_again_after_a_dead_attempt_staged_them_are_not_read_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The dead attempt staged 0-3 and died before its ACCEPT reached the broker,
+    # which hands them out again (delivery count 2) once its connection closes.
+    options = _options(tmp_path)
+    store = StagingStore(str(tmp_path))
+    store.put_if_absent(1, 0, 0, Chunk([("t", 0, 0, 3, 1)]))
+    consumer = StandInConsumer([[0, 1, 2, 3, 4, 5]], counts={o: 2 for o in range(4)})
+    assert _read(options, consumer, 6, monkeypatch) == [0, 1, 2, 3, 4, 5]
+    # Accepted without being staged or read again (each poll asks for the two
+    # records the slot still wants); the new records are chunk 1.
+    assert consumer.acks == [([0, 1], AcknowledgeType.ACCEPT), ([2, 3], AcknowledgeType.ACCEPT),
+                             ([4, 5], AcknowledgeType.ACCEPT)]
+    chunks = list(store.slot_chunks(1, 0))
+    assert [c.spans for c in chunks[:-1]] == [[("t", 0, 0, 3, 1)], [("t", 0, 4, 5, 1)]]
+    assert chunks[-1].stats["already_staged"] == 4 and chunks[-1].stats["acquired"] == 2
+
+
+def test_records_another_slot_or_a_kept_committed_batch_staged_are_not_read_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = _options(tmp_path)
+    store = StagingStore(str(tmp_path))
+    store.put_if_absent(1, 1, 0, Chunk([("t", 0, 10, 11, 1)]))  # slot 1 of this batch
+    store.put_if_absent(0, 0, 0, Chunk([("t", 0, 20, 21, 2)]))  # a committed batch
+    store.put_if_absent(0, 0, 1, Chunk([], end=True))
+    # Every record of the first poll was staged before: the slot polls again.
+    consumer = StandInConsumer([[10, 11, 20, 21], [22]],
+                               counts={10: 2, 11: 2, 20: 3, 21: 3, 22: 2})
+    assert _read(options, consumer, 5, monkeypatch) == [22]
+    assert consumer.acks[0] == ([10, 11, 20, 21], AcknowledgeType.ACCEPT)
+    assert list(store.slot_chunks(1, 0))[-1].stats["already_staged"] == 4
+    assert consumer.commits == 1
+
+
+def test_records_handed_out_again_that_no_chunk_holds_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Released before staging (a lost race's records, a task that died before
+    # staging), or staged with the count they carry now: read as usual.
+    options = _options(tmp_path)
+    store = StagingStore(str(tmp_path))
+    store.put_if_absent(1, 1, 0, Chunk([("t", 0, 30, 30, 2)]))
+    consumer = StandInConsumer([[30, 31, 32]], counts={30: 2, 31: 2, 32: 4})
+    assert _read(options, consumer, 3, monkeypatch) == [30, 31, 32]
+    assert consumer.acks == [([30, 31, 32], AcknowledgeType.ACCEPT)]
+    assert list(store.slot_chunks(1, 0))[-1].stats["already_staged"] == 0
 
 
 def _racing(store: StagingStore, rival: list[Chunk], per_poll: int = 1
