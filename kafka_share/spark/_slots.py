@@ -59,7 +59,7 @@ from kafka_share.admin import Admin
 from kafka_share.consumer import ShareConsumer
 from kafka_share.models import AcknowledgeType
 from kafka_share.spark._arrow import poll_batch_to_table
-from kafka_share.spark._duplicates import RETAINED_BATCHES, StagedIndex
+from kafka_share.spark._duplicates import StagedIndex
 from kafka_share.spark._options import SourceOptions
 from kafka_share.spark._replay import replay_spans
 from kafka_share.spark._staging import Chunk, Span, StagingStore, spans_of
@@ -128,26 +128,66 @@ def _admin(options: SourceOptions) -> Admin:
         return admin
 
 
-def _batch_spans(store: StagingStore, seq: int) -> list[Span]:
-    return [span for slot in store.slots(seq) for chunk in store.slot_chunks(seq, slot)
-            for span in chunk.spans]
+class _StagedSpans:
+    """The spans staged under one run's store, for :class:`StagedIndex`, read
+    incrementally: a chunk never changes once written, so each is read once per
+    worker, and a committed batch's slots are not listed again."""
+
+    def __init__(self, store: StagingStore) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        #: (batch, slot) -> the next chunk to read (None: its END was read)
+        self._next: dict[tuple[int, int], int | None] = {}
+        #: batch -> the spans read so far
+        self._spans: dict[int, list[Span]] = {}
+        #: committed batches read to their slots' ENDs
+        self._final: set[int] = set()
+
+    def index(self, seq: int) -> StagedIndex:
+        """What batch ``seq`` (running) and the committed batches before it
+        that the driver keeps have staged so far."""
+        index = StagedIndex()
+        with self._lock:
+            present = [b for b in self._store.batches() if b <= seq]
+            for b in present:
+                if b not in self._final:
+                    for slot in self._store.slots(b):
+                        self._read_new(b, slot)
+                    if b < seq:  # committed: every slot has ended
+                        self._final.add(b)
+                index.add(self._spans.get(b, ()))
+            for b in set(self._spans) - set(present):  # deleted by the driver
+                del self._spans[b]
+                self._final.discard(b)
+        return index
+
+    def _read_new(self, seq: int, slot: int) -> None:
+        key = (seq, slot)
+        chunk = self._next.get(key, 0)
+        while chunk is not None:
+            value = self._store.get(seq, slot, chunk)
+            if value is None:
+                break
+            if value.end:
+                chunk = None
+                break
+            self._spans.setdefault(seq, []).extend(value.spans)
+            chunk += 1
+        self._next[key] = chunk
 
 
-#: the spans of committed batches (they no longer change), by (store, batch)
-_committed: dict[tuple[str, int], list[Span]] = {}
+#: one reader of staged spans per run's store (a worker serves one query at a time)
+_staged: dict[str, _StagedSpans] = {}
 
 
-def _committed_spans(store: StagingStore, seq: int) -> list[Span]:
-    key = (store.location, seq)
+def _staged_spans(store: StagingStore) -> _StagedSpans:
     with _lock:
-        spans = _committed.get(key)
-    if spans is None:
-        spans = _batch_spans(store, seq)
-        with _lock:
-            if len(_committed) >= 4 * RETAINED_BATCHES:
-                _committed.clear()
-            _committed[key] = spans
-    return spans
+        reader = _staged.get(store.location)
+        if reader is None:
+            if len(_staged) >= 16:
+                _staged.clear()
+            reader = _staged[store.location] = _StagedSpans(store)
+        return reader
 
 
 @atexit.register
@@ -351,13 +391,7 @@ class _Slot:
     def _staged_index(self) -> StagedIndex:
         """The spans staged in this batch so far (every slot's) and in the
         committed batches the driver keeps."""
-        index = StagedIndex()
-        for seq in self.store.batches():
-            if seq < self.seq:
-                index.add(_committed_spans(self.store, seq))
-            elif seq == self.seq:
-                index.add(_batch_spans(self.store, seq))
-        return index
+        return _staged_spans(self.store).index(self.seq)
 
     def _wants_more(self) -> bool:
         return self.taken < self.budget and not self.caught_up

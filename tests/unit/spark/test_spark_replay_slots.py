@@ -405,3 +405,28 @@ def test_a_worker_that_is_not_reused_closes_its_consumer_after_the_slot(
     monkeypatch.delenv("SPARK_REUSE_WORKER", raising=False)
     assert [b.num_rows for b in _slots.read_slot(options, 1, 0, 5)] == [2]
     assert dropped == [options]
+
+
+def test_staged_spans_are_read_once_and_new_chunks_as_they_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = StagingStore(str(tmp_path))
+    store.put_if_absent(0, 0, 0, Chunk([("t", 0, 0, 9, 1)]))
+    store.put_if_absent(0, 0, 1, Chunk([], end=True))
+    store.put_if_absent(1, 0, 0, Chunk([("t", 0, 10, 19, 1)]))
+    reads: list[tuple[int, int, int]] = []
+    get = store.get
+    monkeypatch.setattr(store, "get", lambda *a: reads.append(a) or get(*a))
+    staged = _slots._StagedSpans(store)
+    index = staged.index(1)
+    assert index.staged_before("t", 0, 5, 2) and index.staged_before("t", 0, 15, 2)
+    assert sorted(reads) == [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1)]
+    # Another slot of the running batch stages a chunk: only what is new is read.
+    store.put_if_absent(1, 1, 0, Chunk([("t", 0, 20, 29, 1)]))
+    reads.clear()
+    index = staged.index(1)
+    assert index.staged_before("t", 0, 25, 2) and index.staged_before("t", 0, 5, 2)
+    assert sorted(reads) == [(1, 0, 1), (1, 1, 0), (1, 1, 1)]
+    # A batch the driver deleted is forgotten.
+    store.delete_batch(0)
+    assert not staged.index(1).staged_before("t", 0, 5, 2)
