@@ -10,6 +10,10 @@ the staging store (:mod:`._staging`):
   if another attempt staged the chunk first, it replays the other's chunk and
   keeps what it acquired for its next chunk (RELEASEd only if the slot ends
   before, so racing attempts never pass records back and forth);
+* a record the group hands out again that a chunk of the query run holds
+  already (an attempt died, or its locks ran out, between staging and
+  accepting it) is ACCEPTed and neither staged nor yielded again
+  (:mod:`._duplicates`);
 * once the slot has its budget, or its consumer has caught up with the batch,
   or a poll comes back empty, it stages the END marker, which closes the slot
   for every attempt.
