@@ -168,10 +168,9 @@ class _StagedSpans:
     def _read_new(self, seq: int, slot: int) -> None:
         key = (seq, slot)
         chunk = self._next.get(key, 0)
-        while chunk is not None:
-            value = self._store.get(seq, slot, chunk)
-            if value is None:
-                break
+        if chunk is None:
+            return
+        for value in self._store.slot_chunks(seq, slot, first=chunk):
             if value.end:
                 chunk = None
                 break

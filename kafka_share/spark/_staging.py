@@ -214,9 +214,10 @@ class StagingStore:
                 )
             time.sleep(0.05)  # another attempt is still writing it (exclusive create)
 
-    def slot_chunks(self, seq: int, slot: int) -> Iterator[Chunk]:
-        """The slot's chunks in order, up to its END marker or the first gap."""
-        chunk = 0
+    def slot_chunks(self, seq: int, slot: int, first: int = 0) -> Iterator[Chunk]:
+        """The slot's chunks in order from chunk ``first``, up to its END marker
+        or the first gap."""
+        chunk = first
         while True:
             value = self.get(seq, slot, chunk)
             if value is None:
