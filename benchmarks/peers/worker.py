@@ -652,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="time kafka-share's stages (CPU per record: reads, "
                         "select, batch CRCs, record decoding, GC, poll)")
     parser.add_argument("--perf-record", metavar="PATH",
-                        help="perf record this process over the middle three fifths "
+                        help="perf record this process from a tenth to nine tenths "
                         "of the records into PATH (see PerfWindow)")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="extra client configuration (for experiments)")

@@ -44,7 +44,10 @@ _WORKER = textwrap.dedent("""
     count = 0
     cpu = []
     while count < 4000:
-        for _ in range(100):  # Python work, and copies in the C library
+        # Python work, and copies in the C library: ~0.1 ms of CPU a record, so
+        # that a slow start of perf's sampling on a loaded machine (tens of ms)
+        # costs the window few records.
+        for _ in range(400):
             payload[1:] + b"x"
         count += 1
         window.tick(count)
