@@ -43,6 +43,7 @@ from kafka_share._app.checks import (
 )
 from kafka_share._app.collector import FetchCollector
 from kafka_share._app.collector import columnar_helpers as _columnar
+from kafka_share._app.decoding import prepare_row_decoder
 from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._app.ownership import _OPEN, _State
 from kafka_share._app.polling import PollRounds
@@ -268,10 +269,11 @@ class ConsumerCore(Generic[K, V]):
         """The event of a ``subscribe`` call, its arguments checked; None for an
         empty collection of names (that is ``unsubscribe``)."""
         wanted = _check_subscription(topics, pattern)
-        if isinstance(wanted, re.Pattern):
-            return SubscriptionChangeEvent(deadline_ms=self._api_deadline(), pattern=wanted)
         if not wanted:
             return None
+        prepare_row_decoder()  # while the group join takes its second or more
+        if isinstance(wanted, re.Pattern):
+            return SubscriptionChangeEvent(deadline_ms=self._api_deadline(), pattern=wanted)
         return SubscriptionChangeEvent(deadline_ms=self._api_deadline(), topics=wanted)
 
     def _set_subscription(self, event: SubscriptionChangeEvent | None) -> None:

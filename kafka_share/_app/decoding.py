@@ -23,6 +23,7 @@ from kafka_share._handoff.events import CompletedShareFetch
 from kafka_share._numpy_import import import_numpy
 from kafka_share.errors import CorruptMessageError, CorruptRecordError, KafkaError
 from kafka_share.models import ConsumerRecord, TimestampType
+from kafka_share.records import row_decoder
 from kafka_share.records.batch import (
     CorruptBatchError,
     RecordBatch,
@@ -38,6 +39,8 @@ __all__ = [
     "acquired_count",
     "columnar_helpers",
     "drop_offsets",
+    "prepare_row_decoder",
+    "start_wanted_load",
     "vectorised_rows",
 ]
 
@@ -88,20 +91,28 @@ _VECTORISED_MAX_RECORD_BYTES = 4096
 
 def vectorised_rows() -> Any:
     """:mod:`kafka_share.records.vectorised` once numpy is loaded, else None. The
-    first call starts loading it on a daemon thread and returns None: that
-    batch, and those until the load is done, decode in pure Python, so neither
-    a poll nor the time to the first record waits for the import (about 0.15 s
-    of CPU), and a consumer that never gets a batch worth it (idle, small
-    batches, large records) never pays its 17 MB. pyarrow is not needed: only
-    ``poll_arrow`` loads it."""
-    if _VECTORISED is False and _loading is None:
-        _start_loading()
+    first call asks for it to be loaded (:func:`start_wanted_load`, at the end of
+    the poll) and returns None: that batch, and those until the load is done,
+    decode in pure Python, so neither a poll nor the time to the first record
+    waits for the import (about 0.05 s of CPU), and a consumer that never gets a
+    batch worth it (idle, small batches, large records) never pays its 17 MB.
+    pyarrow is not needed: only ``poll_arrow`` loads it."""
+    global _load_wanted
+    if _VECTORISED is False:
+        _load_wanted = True
     return _VECTORISED or None
 
 
-def _start_loading() -> None:
-    global _loading
+def start_wanted_load() -> None:
+    """Start loading numpy on a daemon thread if a decoder asked for it
+    (:func:`vectorised_rows`). Called as each poll ends: the import holds the
+    GIL for most of its ~50 ms, which, started while the poll still decoded,
+    delayed the records that poll returns (the first ones of a consumer)."""
+    global _load_wanted, _loading
+    if not _load_wanted:
+        return
     with _loading_lock:
+        _load_wanted = False
         if _loading is not None:
             return
         _loading = threading.Thread(target=_load_vectorised, name="kafka-share-numpy-import",
@@ -122,8 +133,29 @@ def _load_vectorised() -> None:
 
 #: False: not loaded (yet); None: numpy missing; else the module
 _VECTORISED: Any = False
+#: a decoder asked for numpy since the last poll ended
+_load_wanted = False
 _loading: threading.Thread | None = None
 _loading_lock = threading.Lock()
+
+
+def prepare_row_decoder() -> None:
+    """Build the row decoder's table of varints (:func:`row_decoder.prepare`,
+    6-12 ms of CPU, about 1.7 MB) on a daemon thread, once per process. Called
+    when a consumer subscribes: the group join that follows takes a second or
+    more, so the table is ready before the first response to decode, instead of
+    being built by the poll that brings the first records."""
+    global _preparing
+    if _preparing is not None or row_decoder.prepared():
+        return
+    with _loading_lock:
+        if _preparing is None:
+            _preparing = threading.Thread(target=row_decoder.prepare,
+                                          name="kafka-share-decoder-tables", daemon=True)
+            _preparing.start()
+
+
+_preparing: threading.Thread | None = None
 
 
 def acquired_count(fetch: CompletedShareFetch) -> int:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from kafka_share._app.acks import _merge_acks
 from kafka_share._app.checks import _now_ms
 from kafka_share._app.collector import CollectResult, DrainedHook, FetchCollector
+from kafka_share._app.decoding import start_wanted_load
 from kafka_share._app.in_flight import InFlightBatch
 from kafka_share._handoff.events import (
     AcknowledgeAsyncEvent,
@@ -96,6 +97,7 @@ class PollRounds(Generic[K, V]):
         self._poll_deadline_ms = None
         self._metrics.record_poll_end(_now_ms(), waited_ms=self.waited_ms)
         self._ahead.poll_returned(time.monotonic() * 1000.0, records.count())
+        start_wanted_load()  # numpy, if this poll's decoding asked for it
 
     def fetch_cap(self, limit: int | None = None) -> int | None:
         """The records the next fetch asks for at most: the application's pace

@@ -12,7 +12,12 @@ on only if the throughput is acceptable (see ``benchmarks/bench_records.py``).
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
+import sys
 from collections.abc import Callable
+from types import ModuleType
 
 __all__ = ["accelerated", "crc32c", "crc32c_pure"]
 
@@ -45,18 +50,51 @@ _impl: Callable[[bytes | bytearray | memoryview], int] | None = None
 
 
 def _resolve() -> Callable[[bytes | bytearray | memoryview], int]:
-    # The ``crc32c`` package is imported at the first checksum, not with this
-    # module: its import reads the package metadata (importlib.metadata, email,
-    # zipfile...: about 4 MB and 15 ms), which a consumer that has not fetched
-    # yet, or runs with check.crcs=false, need not pay.
+    # Resolved at the first checksum, not with this module, and without running
+    # the ``crc32c`` package's ``__init__`` (see :func:`_c_crc32c`).
     global _impl
     try:
-        from crc32c import crc32c as c_crc32c  # noqa: PLC0415
+        _impl = _c_crc32c()
     except ImportError:  # pragma: no cover - depends on the environment
         _impl = crc32c_pure
-    else:
-        _impl = c_crc32c
     return _impl
+
+
+def _c_crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
+    """The ``crc32c`` package's C function, from its extension module alone.
+
+    Importing the package runs its ``__init__``, which reads the package's own
+    version through ``importlib.metadata`` (with ``email``, ``zipfile``, ``csv``
+    ...): 20-30 ms and about 4 MB, paid by the first poll that brings records,
+    so by the time to the first record of every consumer with the default
+    ``check.crcs=true``. Loading the extension module (``crc32c._crc32c``)
+    from its file takes about 1 ms. If the package is imported already, or its
+    layout is not the one known (an extension module ``_crc32c`` in the
+    package's directory, as since 2.4), the package is imported as usual.
+    """
+    loaded = sys.modules.get("crc32c")
+    if loaded is None:
+        spec = importlib.util.find_spec("crc32c")
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(location, "_crc32c" + suffix)
+                if os.path.isfile(path):
+                    return _load_extension("crc32c._crc32c", path).crc32c  # type: ignore[no-any-return]
+    from crc32c import crc32c as c_crc32c  # noqa: PLC0415
+
+    return c_crc32c
+
+
+def _load_extension(name: str, path: str) -> ModuleType:
+    """The extension module ``name`` from the file ``path``, not entered in
+    ``sys.modules`` (an application's own ``import crc32c`` loads its own)."""
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_loader(name, loader)
+    if spec is None:  # pragma: no cover - a file loader always gives a spec
+        raise ImportError(f"cannot load {name} from {path}")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:

@@ -236,6 +236,19 @@ def _varint_table() -> dict[bytes, int]:
 
 
 _VARINTS: dict[bytes, int] | None = None
+
+
+def prepare() -> None:
+    """Build what the templated path looks fields up in now, rather than at the
+    first record decoded (the consumer does it on a thread of its own while it
+    joins its group)."""
+    _varint_table()
+
+
+def prepared() -> bool:
+    """Whether :func:`prepare` has nothing left to do."""
+    return _VARINTS is not None
+
 #: Three-byte varints (record and value lengths of 8 KiB to 1 MiB, timestamp
 #: deltas of 8 s to 17 min) the table holds at most, about 450 KB. When it is
 #: full they are all dropped and it fills again, so it never stays full of sizes

@@ -83,6 +83,44 @@ def test_default_decoder_loads_numpy_off_the_poll_then_decodes_large_batches_wit
     assert out == ["False", "[200]", "True", "False"]
 
 
+def test_the_numpy_load_starts_when_the_poll_that_asked_for_it_ends() -> None:
+    """Started while the poll still decoded, the import (holding the GIL for most
+    of ~50 ms) delayed the records that poll returns: a consumer's first ones."""
+    out = _run(
+        "from kafka_share._app import decoding\n"
+        "loading_while_decoding = []\n"
+        "original = decoding.FetchDecoder._chunks\n"
+        "def spy(self, batch, shape):\n"
+        "    pieces = original(self, batch, shape)\n"
+        "    loading_while_decoding.append(decoding._loading is not None)\n"
+        "    return pieces\n"
+        "decoding.FetchDecoder._chunks = spy\n"
+        "values = poll_200()\n"
+        "assert values == [b'v%d' % i for i in range(200)], values[:3]\n"
+        "print(loading_while_decoding, decoding._loading is not None)\n"
+        "decoding._loading.join(30)\n"
+        "print(decoding._VECTORISED is not None and decoding._VECTORISED is not False)\n"
+    )
+    assert out == ["[False]", "True", "True"]
+
+
+def test_subscribing_builds_the_row_decoders_table_on_a_thread_constructing_does_not() -> None:
+    """The varint table (6-12 ms, ~1.7 MB) is built while the consumer joins its
+    group, not by the poll that brings the first records; a consumer only
+    constructed does not pay for it."""
+    out = _run(
+        "from kafka_share._app import decoding\n"
+        "from kafka_share.records import row_decoder\n"
+        "c = ShareConsumer(bootstrap_servers=" + repr(NOWHERE) + ", group_id='g')\n"
+        "print(row_decoder.prepared(), decoding._preparing is None)\n"
+        "c.subscribe(['t'])\n"
+        "decoding._preparing.join(30)\n"
+        "print(row_decoder.prepared(), decoding._preparing.name)\n"
+        "c.close(timeout=1)\n"
+    )
+    assert out == ["False", "True", "True", "kafka-share-decoder-tables"]
+
+
 @pytest.mark.parametrize("value", ["numpy", "Python", "", 1, True])
 def test_a_bad_record_decoder_names_the_key_and_the_choices(value: object) -> None:
     with pytest.raises(ConfigError, match=r"record\.decoder.*'auto', 'python'"):
