@@ -98,7 +98,7 @@ def vectorised_rows() -> Any:
     batch worth it (idle, small batches, large records) never pays its 17 MB.
     pyarrow is not needed: only ``poll_arrow`` loads it."""
     global _load_wanted
-    if _VECTORISED is False:
+    if _VECTORISED is False and _loading is None:
         _load_wanted = True
     return _VECTORISED or None
 
