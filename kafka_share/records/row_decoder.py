@@ -13,6 +13,7 @@ and reject the same records, with the same errors.
 from __future__ import annotations
 
 import struct
+import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -218,36 +219,60 @@ class _TemplateMissError(Exception):
 
 def _varint_table() -> dict[bytes, int]:
     """Every zig-zag varint of one or two bytes, by its bytes, decoded: what the
-    templated path of :func:`_decode_v2_records` looks fields up in (built at
-    first use: 16,512 entries, about 1.7 MB, 7 ms). Three-byte varints are
-    added as records bring them (:func:`_three_byte_varint`), up to
-    :data:`_MAX_THREE_BYTE_VARINTS`."""
+    templated path of :func:`_decode_v2_records` looks fields up in (16,512
+    entries, about 1.7 MB, 6-12 ms; built by :func:`prepare`, else at first use).
+    Three-byte varints are added as records bring them
+    (:func:`_three_byte_varint`), up to :data:`_MAX_THREE_BYTE_VARINTS`."""
     global _VARINTS
     if _VARINTS is None:
-        table: dict[bytes, int] = {}
-        for b in range(0x80):
-            table[bytes((b,))] = (b >> 1) ^ -(b & 1)
-        for b2 in range(0x80):
-            for b1 in range(0x80, 0x100):
-                u = (b1 & 0x7F) | (b2 << 7)
-                table[bytes((b1, b2))] = (u >> 1) ^ -(u & 1)
+        table = _one_byte_varints()
+        _add_two_byte_varints(table, range(0x80))
         _VARINTS = table
     return _VARINTS
 
 
+def _one_byte_varints() -> dict[bytes, int]:
+    return {bytes((b,)): (b >> 1) ^ -(b & 1) for b in range(0x80)}
+
+
+def _add_two_byte_varints(table: dict[bytes, int], second_bytes: range) -> None:
+    """Add the two-byte varints whose second byte is in ``second_bytes``."""
+    for b2 in second_bytes:
+        for b1 in range(0x80, 0x100):
+            u = (b1 & 0x7F) | (b2 << 7)
+            table[bytes((b1, b2))] = (u >> 1) ^ -(u & 1)
+
+
 _VARINTS: dict[bytes, int] | None = None
+#: :func:`prepare` builds the table this many second bytes (1,024 entries,
+#: under a millisecond) at a time, then lets other threads run
+_PREPARE_SLICE = 8
+_PREPARE_PAUSE_S = 0.0002
 
 
 def prepare() -> None:
-    """Build what the templated path looks fields up in now, rather than at the
-    first record decoded (the consumer does it on a thread of its own while it
-    joins its group)."""
-    _varint_table()
+    """Build the varint table now rather than at the first record decoded.
+
+    The consumer calls this on a thread of its own while it joins its group.
+    Built in one go, the table held the GIL for 6-12 ms, and the join's first
+    requests (the network thread's, or the subscribing application's) waited
+    that long; built a slice at a time with a short sleep between slices, no
+    other thread waits more than a slice."""
+    global _VARINTS
+    if _VARINTS is not None:
+        return
+    table = _one_byte_varints()
+    for first in range(0, 0x80, _PREPARE_SLICE):
+        _add_two_byte_varints(table, range(first, first + _PREPARE_SLICE))
+        time.sleep(_PREPARE_PAUSE_S)  # releases the GIL to whichever thread waits
+    if _VARINTS is None:  # a decoder may have built its own meanwhile
+        _VARINTS = table
 
 
 def prepared() -> bool:
     """Whether :func:`prepare` has nothing left to do."""
     return _VARINTS is not None
+
 
 #: Three-byte varints (record and value lengths of 8 KiB to 1 MiB, timestamp
 #: deltas of 8 s to 17 min) the table holds at most, about 450 KB. When it is

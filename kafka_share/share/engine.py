@@ -183,6 +183,11 @@ class ConsumerEngine:
             if config.enable_metrics_push and metrics is not None else None
         )
         self._subscription: frozenset[str] = frozenset()
+        #: the group coordinator is looked up once from the first round, before any
+        #: subscription (as Java's network thread and librdkafka do), so that the
+        #: first heartbeat after ``subscribe`` goes out at once instead of behind a
+        #: FindCoordinator round trip; later lookups only while subscribed or leaving
+        self._early_lookup = True
         #: a pattern subscription (None: by names); ``_subscription`` is then
         #: what it matched, resolved from full Metadata answers
         self._pattern: re.Pattern[str] | None = None
@@ -331,10 +336,11 @@ class ConsumerEngine:
             and self._refresh.may_send(now_ms)
         ):
             out.append(self._metadata_request(now_ms))
-        wants_coordinator = bool(self._subscription) or (
+        wants_coordinator = self._early_lookup or bool(self._subscription) or (
             self.membership.state is MemberState.LEAVING
         )
         if wants_coordinator and self.coordinator.poll(now_ms):
+            self._early_lookup = False
             out.append(self._find_coordinator_request())
         plan = self.membership.poll(now_ms, self.coordinator.known)
         if plan is not None:
@@ -365,7 +371,7 @@ class ConsumerEngine:
                     waits.append(allowed)
             else:
                 waits.append(self.cluster.time_to_next_update_ms(now_ms))
-        if self._subscription:
+        if self._subscription or self._early_lookup:
             waits.append(self.coordinator.time_until_next_lookup_ms(now_ms))
         if self.telemetry is not None:
             telemetry_wait = self.telemetry.time_until_next_ms(now_ms)

@@ -216,3 +216,38 @@ def test_an_authentication_failure_reaches_the_application() -> None:
     failure = SaslAuthenticationError("SASL PLAIN authentication to broker b1:9092 failed")
     driver.engine.on_disconnect(1, Channel.CONTROL, failure)
     assert driver.sink.errors == [(failure, False)]
+
+
+def test_the_coordinator_is_looked_up_before_subscribing_so_the_first_heartbeat_goes_at_once(
+) -> None:
+    """Java's network thread and librdkafka look the group coordinator up from
+    the start; subscribing then heartbeats in its first round, not a
+    FindCoordinator round trip later."""
+    cluster = FakeCluster(records_per_partition=0)
+    driver = EngineDriver(cluster)
+    driver.run_for(1_000)
+    assert [api for _, api in cluster.received] == ["FindCoordinatorRequest"]
+    assert driver.engine.coordinator.known
+    driver.subscribe()
+    before = len(cluster.received)
+    driver.run_for(1, stop_at_end=True)  # one round, no answer yet
+    assert "ShareGroupHeartbeatRequest" in [api for _, api in cluster.received[before:]]
+    assert cluster.count("FindCoordinatorRequest") == 1
+
+
+def test_an_unsubscribed_consumer_tries_the_early_lookup_once() -> None:
+    """Before a subscription the lookup is an optimisation: it is not retried
+    (a consumer never subscribed stays quiet); subscribing looks up again."""
+    cluster = FakeCluster(records_per_partition=0)
+    cluster.down = {-1}  # the bootstrap server
+    driver = EngineDriver(cluster)
+    driver.run_for(30_000)
+    assert cluster.count("FindCoordinatorRequest") == 1  # failed, and not tried again
+    assert not driver.engine.coordinator.known
+    assert driver.loops <= 40, f"{driver.loops} engine loops in 30 s"
+    cluster.down = set()
+    driver.run_for(30_000)
+    assert cluster.count("FindCoordinatorRequest") == 1
+    driver.subscribe()
+    driver.run_for(2_000, until=lambda: driver.engine.coordinator.known)
+    assert driver.engine.coordinator.known
