@@ -72,8 +72,7 @@ def _c_crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
     layout is not the one known (an extension module ``_crc32c`` in the
     package's directory, as since 2.4), the package is imported as usual.
     """
-    loaded = sys.modules.get("crc32c")
-    if loaded is None:
+    if "crc32c" not in sys.modules:
         spec = importlib.util.find_spec("crc32c")
         for location in (spec.submodule_search_locations or []) if spec else []:
             for suffix in importlib.machinery.EXTENSION_SUFFIXES:
