@@ -1,4 +1,5 @@
-"""Operational behaviour on a real broker: metrics, logging, poll-interval liveness."""
+"""Operational behaviour on a real broker: metrics, logging, poll-interval liveness,
+the coordinator lookup before subscribe."""
 
 from __future__ import annotations
 
@@ -98,3 +99,46 @@ def test_consumer_that_stops_polling_leaves_and_rejoins(
                        on_batch=lambda b: [slow.acknowledge(r) for r in b])
     assert any(r.value == b"after" for r in later)
     time.sleep(0.1)
+
+
+def test_the_coordinator_is_found_before_subscribe_so_the_join_starts_with_a_heartbeat(
+    topic_factory: Any, share_group: str, kafka_produce: Any, consumer_factory: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As Java's network thread and librdkafka do: a constructed consumer looks
+    its group coordinator up at once, so that ``subscribe`` heartbeats in its
+    first round instead of after a FindCoordinator round trip."""
+    from kafka_share._net import connection
+    from kafka_share.protocol.api_keys import ApiKey
+
+    topic = topic_factory()
+    kafka_produce(topic, [b"v%d" % i for i in range(10)])
+    sent: list[ApiKey] = []
+    answered: list[ApiKey] = []
+    send = connection.BrokerConnection.send
+
+    def recording(self: Any, request: Any, handler: Any, *args: Any, **kwargs: Any) -> Any:
+        # A VersionedRequest (FindCoordinator) carries its key as api_key.
+        key = ApiKey(getattr(request, "api_key", None) or request.API_KEY)
+        sent.append(key)
+
+        def on_answer(response: Any, error: Any) -> Any:
+            answered.append(key)
+            return handler(response, error)
+
+        return send(self, request, on_answer, *args, **kwargs)
+
+    monkeypatch.setattr(connection.BrokerConnection, "send", recording)
+    c = consumer_factory(share_group)
+    deadline = time.monotonic() + 30
+    while ApiKey.FIND_COORDINATOR not in answered and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ApiKey.FIND_COORDINATOR in answered, sent
+    assert ApiKey.SHARE_GROUP_HEARTBEAT not in sent  # not in the group before subscribe
+    before = len(sent)
+    c.subscribe([topic])
+    seen = poll_until(c, lambda s: len(s) >= 10, timeout_s=30)
+    assert sorted(r.value for r in seen) == sorted(b"v%d" % i for i in range(10))
+    # The join needed no second lookup: the coordinator was known.
+    assert sent.count(ApiKey.FIND_COORDINATOR) == 1, sent
+    assert ApiKey.SHARE_GROUP_HEARTBEAT in sent[before:]
