@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import operator
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -144,18 +145,27 @@ def prepare_row_decoder() -> None:
     6-12 ms of CPU, about 1.7 MB) on a daemon thread, once per process. Called
     when a consumer subscribes: the group join that follows takes a second or
     more, so the table is ready before the first response to decode, instead of
-    being built by the poll that brings the first records."""
+    being built by the poll that brings the first records. Built in one go it
+    held the GIL for 6-12 ms, and the join's first requests (the network
+    thread's, or the subscribing application's) waited that long; the thread
+    sleeps between slices (:func:`_let_others_run`), so no other thread waits
+    more than a slice."""
     global _preparing
     if _preparing is not None or row_decoder.prepared():
         return
     with _loading_lock:
         if _preparing is None:
-            _preparing = threading.Thread(target=row_decoder.prepare,
+            _preparing = threading.Thread(target=row_decoder.prepare, args=(_let_others_run,),
                                           name="kafka-share-decoder-tables", daemon=True)
             _preparing.start()
 
 
+def _let_others_run() -> None:
+    time.sleep(_PREPARE_PAUSE_S)  # releases the GIL to whichever thread waits for it
+
+
 _preparing: threading.Thread | None = None
+_PREPARE_PAUSE_S = 0.0002
 
 
 def acquired_count(fetch: CompletedShareFetch) -> int:

@@ -13,10 +13,11 @@ and reject the same records, with the same errors.
 from __future__ import annotations
 
 import struct
-import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kafka_share.records.batch import Header, RecordShape
 
 _MIN_RECORD_BODY = 6  # attributes + 5 one-byte varints
@@ -245,26 +246,23 @@ def _add_two_byte_varints(table: dict[bytes, int], second_bytes: range) -> None:
 
 _VARINTS: dict[bytes, int] | None = None
 #: :func:`prepare` builds the table this many second bytes (1,024 entries,
-#: under a millisecond) at a time, then lets other threads run
+#: under a millisecond) at a time
 _PREPARE_SLICE = 8
-_PREPARE_PAUSE_S = 0.0002
 
 
-def prepare() -> None:
-    """Build the varint table now rather than at the first record decoded.
-
-    The consumer calls this on a thread of its own while it joins its group.
-    Built in one go, the table held the GIL for 6-12 ms, and the join's first
-    requests (the network thread's, or the subscribing application's) waited
-    that long; built a slice at a time with a short sleep between slices, no
-    other thread waits more than a slice."""
+def prepare(between_slices: Callable[[], None]) -> None:
+    """Build the varint table now rather than at the first record decoded, a
+    slice at a time, calling ``between_slices`` after each: the consumer builds
+    it on a thread of its own while it joins its group, and pauses there so that
+    no other thread waits for the GIL more than a slice
+    (:func:`kafka_share._app.decoding.prepare_row_decoder`)."""
     global _VARINTS
     if _VARINTS is not None:
         return
     table = _one_byte_varints()
     for first in range(0, 0x80, _PREPARE_SLICE):
         _add_two_byte_varints(table, range(first, first + _PREPARE_SLICE))
-        time.sleep(_PREPARE_PAUSE_S)  # releases the GIL to whichever thread waits
+        between_slices()
     if _VARINTS is None:  # a decoder may have built its own meanwhile
         _VARINTS = table
 

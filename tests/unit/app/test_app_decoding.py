@@ -3,6 +3,7 @@ broken batches, decoding a piece at a time, and a decoder that raises."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -405,3 +406,23 @@ def test_interrupts_in_a_hand_over_and_in_the_roll_back_lose_nothing(
     assert delivered == list(range(1500)) and errors == []
     h.in_flight.acknowledge_all(AcknowledgeType.ACCEPT)
     assert sorted(h.acks()) == list(range(1500))
+
+
+def test_the_varint_table_thread_sleeps_between_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is built on a thread of its own while the consumer joins; a
+    short sleep between slices releases the GIL, so that the join's first
+    requests do not wait for the whole build (6-12 ms)."""
+    from kafka_share._app import decoding
+    from kafka_share.records import row_decoder
+
+    pauses: list[float] = []
+    monkeypatch.setattr(row_decoder, "_VARINTS", None)
+    monkeypatch.setattr(decoding, "_preparing", None)
+    # The module's own view of time only: other threads keep the real sleep.
+    monkeypatch.setattr(decoding, "time", SimpleNamespace(sleep=pauses.append))
+    decoding.prepare_row_decoder()
+    thread = decoding._preparing
+    assert thread is not None
+    thread.join(30)
+    assert row_decoder.prepared()
+    assert pauses == [decoding._PREPARE_PAUSE_S] * (0x80 // row_decoder._PREPARE_SLICE)

@@ -272,7 +272,8 @@ def test_prepare_builds_the_same_table_a_slice_at_a_time(
 ) -> None:
     """A consumer builds the table on a thread of its own while it joins: built
     in one go it held the GIL for 6-12 ms, delaying the join's first requests;
-    between slices it sleeps, which lets a waiting thread run."""
+    between slices it calls its caller back (the consumer's thread sleeps there,
+    which lets a waiting thread run)."""
     # Without the three-byte varints other tests' records added.
     built_at_once = {raw: v for raw, v in row_decoder._varint_table().items() if len(raw) < 3}
     monkeypatch.setattr(row_decoder, "_VARINTS", None)
@@ -285,10 +286,8 @@ def test_prepare_builds_the_same_table_a_slice_at_a_time(
         original(table, second_bytes)
 
     monkeypatch.setattr(row_decoder, "_add_two_byte_varints", adding)
-    monkeypatch.setattr(row_decoder.time, "sleep",
-                        lambda seconds: sizes_at_pauses.append(len(building[0])))
     assert not row_decoder.prepared()
-    row_decoder.prepare()
+    row_decoder.prepare(lambda: sizes_at_pauses.append(len(building[0])))
     assert row_decoder.prepared()
     assert built_at_once == row_decoder._VARINTS
     assert sizes_at_pauses == [0x80 + 1024 * n for n in range(1, 17)]
