@@ -261,6 +261,9 @@ class NetworkThread:
                 self._stop.set()
                 self.release_loop()
             raise
+        # This thread goes on to decode or to the application, reading nothing
+        # until its next round: let the responses on their way arrive whole.
+        client.raise_low_water_away()
         return True
 
     @property

@@ -12,6 +12,7 @@ last tests check the mark that makes a large response arrive in big reads.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import random
 import select
@@ -19,6 +20,7 @@ import socket
 import ssl
 import struct
 import sys
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +32,7 @@ import pytest
 from kafka_share._net.client import NetworkClient, Purpose, monotonic_ms
 from kafka_share._net.connection import (
     _TLS_HELD_BYTES,
+    AWAY_RECEIVE_LOW_WATER_BYTES,
     RECEIVE_LOW_WATER_BYTES,
     TLS_RECEIVE_LOW_WATER_BYTES,
     BrokerConnection,
@@ -567,3 +570,158 @@ def test_a_mark_that_cannot_come_down_closes_the_connection(server: _Server) -> 
         assert conn.close_reason is outcome.error
     finally:
         conn.close()
+
+
+# -- the mark while the loop is away -------------------------------------------------
+
+
+def _unread_bytes(sock: socket.socket) -> int:
+    """What the kernel holds for ``sock`` that nobody has read (FIONREAD)."""
+    (n,) = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))
+    return int(n)
+
+
+def _kernel_mark_cap() -> int:
+    """Linux caps SO_RCVLOWAT at half the largest auto-tuned receive buffer."""
+    with open("/proc/sys/net/ipv4/tcp_rmem") as f:
+        return int(f.read().split()[2]) // 2
+
+
+@linux_only
+def test_the_mark_rises_only_while_a_response_is_awaited(server: _Server) -> None:
+    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
+    try:
+        assert not conn.raise_low_water_away()  # nothing in flight: nothing arrives
+        assert _low_water(conn) == 1 and not conn.low_water_raised
+        ex = _Exchange(conn, server, [1])
+        assert conn.raise_low_water_away()
+        assert _low_water(conn) == min(AWAY_RECEIVE_LOW_WATER_BYTES, _kernel_mark_cap())
+        assert not conn.raise_low_water_away()  # raised already
+        conn.restore_low_water()
+        assert _low_water(conn) == 1 and not conn.low_water_raised
+        conn.restore_low_water()  # nothing to restore: no change
+        assert _deliver(conn, server, ex, []) == 0
+    finally:
+        conn.close()
+
+
+@linux_only
+def test_without_marks_the_away_mark_is_not_raised_either(server: _Server) -> None:
+    conn = _ready_connection(server, low_water_bytes=0)
+    try:
+        _Exchange(conn, server, [1])
+        assert not conn.raise_low_water_away()
+        assert _low_water(conn) == 1
+    finally:
+        conn.close()
+
+
+@linux_only
+def test_while_the_mark_is_raised_the_whole_response_arrives_unread(server: _Server) -> None:
+    """What the raised mark is for: nobody reads the socket (the application
+    thread decodes), yet the kernel takes the whole response in, so the broker
+    is done sending when the next read comes. At the default mark it stops at
+    the receive window the kernel keeps while nobody reads."""
+    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
+    assert server.sock is not None
+    server.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 102_400)  # as the broker's
+    try:
+        for raised in (False, True):
+            ex = _Exchange(conn, server, [15_000])  # a ~2.9 MB response
+            frame = ex.stream
+            if raised:
+                assert conn.raise_low_water_away()
+            sender = _send_in_background(server.sock, frame)
+            deadline = time.monotonic() + (5 if raised else 0.3)
+            while _unread_bytes(conn.sock) < len(frame) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            unread = _unread_bytes(conn.sock)
+            if raised:
+                assert unread == len(frame)
+            else:
+                assert unread < len(frame) // 2, "the control: nobody reads, little arrives"
+            conn.restore_low_water()
+            while not ex.handled():
+                _wait_readable(conn.sock)
+                conn.on_readable(monotonic_ms())
+            sender.join()
+            ex.check_answers()
+    finally:
+        conn.close()
+
+
+@linux_only
+def test_a_raised_mark_that_cannot_come_down_closes_the_connection(server: _Server) -> None:
+    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
+    real = conn.sock
+    conn.sock = _NoLowWater(real, fail_from=2)  # type: ignore[assignment]  # raise: ok, lower: fails
+    try:
+        ex = _Exchange(conn, server, [1])
+        assert conn.raise_low_water_away()
+        conn.restore_low_water()
+        assert conn.state is ConnectionState.CLOSED and not conn.low_water_raised
+        [outcome] = ex.outcomes  # failed, not left waiting for a response
+        assert "cannot lower the socket's SO_RCVLOWAT back to 1 bytes" in str(outcome.error)
+    finally:
+        conn.close()
+
+
+@linux_only
+def test_a_refused_away_mark_changes_nothing(server: _Server) -> None:
+    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
+    real = conn.sock
+    conn.sock = _NoLowWater(real, fail_from=1)  # type: ignore[assignment]
+    try:
+        ex = _Exchange(conn, server, [1])
+        assert not conn.raise_low_water_away()
+        assert not conn.low_water_raised and conn.state is ConnectionState.READY
+        conn.sock = real
+        assert _deliver(conn, server, ex, []) == 0
+    finally:
+        conn.close()
+
+
+@linux_only
+def test_the_next_wait_lowers_the_mark_so_a_small_response_wakes_it(server: _Server) -> None:
+    """Whichever thread waits next, a response smaller than the raised mark must
+    wake it: the client lowers every raised mark before it selects."""
+    host, port = server.address
+    client = NetworkClient(
+        client_id="partial-reads", address_of=lambda node: (host, port),
+        connect_timeout_ms=5000, request_timeout_ms=30_000,
+        reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000,
+    )
+    try:
+        first = Outcome()
+        assert client.send(NODE, Purpose.CONTROL, MetadataRequest(topics=[]), first, monotonic_ms())
+        sock = server.accept()
+        deadline = time.monotonic() + 5
+        while not is_ready(client, NODE, Purpose.CONTROL):
+            assert time.monotonic() < deadline
+            client.poll(20)
+            if sock is not None and select.select([sock], [], [], 0)[0]:
+                server.answer_api_versions()
+                sock = None  # answered once
+        conn = client.connection(NODE, Purpose.CONTROL)
+        assert conn is not None
+        out = first
+        for tag in range(2):
+            api_key, version, cid = _read_request(server.sock)  # type: ignore[arg-type]
+            client.raise_low_water_away()
+            assert _low_water(conn) > 1
+            assert server.sock is not None
+            server.sock.sendall(_response_frame(api_key, version, cid, _metadata_response(1, tag)))
+            started = time.monotonic()
+            while not out.calls:
+                assert time.monotonic() - started < 1.0, "the small response woke nothing"
+                client.poll(2000)
+            assert _low_water(conn) == 1
+            assert out.response.controller_id == tag
+            out = Outcome()
+            client.send(NODE, Purpose.CONTROL, MetadataRequest(topics=[]), out, monotonic_ms())
+        _read_request(server.sock)  # type: ignore[arg-type]
+        conn.close()
+        client.raise_low_water_away()  # a closed connection is left alone
+        assert not conn.low_water_raised
+    finally:
+        client.close()
