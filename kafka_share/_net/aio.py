@@ -159,6 +159,8 @@ class AsyncEngineShell:
         #: loop was blocked
         self._timer_due_ms: int | None = None
         self._round_scheduled = False
+        #: a callback to lower raised receive marks is scheduled (see _leave_loop)
+        self._lowering_scheduled = False
         #: a PollEvent was applied without the round that follows events (see submit)
         self._round_owed = False
         #: the application's awaiting calls, woken after a round that gave them
@@ -213,16 +215,35 @@ class AsyncEngineShell:
             return
         self._round_owed = False
         self._guarded(self._run_round)
+        self._leave_loop()
 
     def flush(self) -> None:
         """Run the round owed to an event applied without one (a PollEvent)."""
         if self._round_owed:
             self._round_owed = False
             self._guarded(self._run_round)
+            self._leave_loop()
+
+    def _leave_loop(self) -> None:
+        """After a round the application asked for, it goes on decoding or
+        processing, and the loop reads nothing until it yields: let the responses
+        on their way arrive whole meanwhile (``NetworkClient.raise_low_water_away``).
+        The loop's next iteration lowers the marks again (a smaller response must
+        wake its selector), and so does :meth:`wait`, before that selector runs."""
+        client = self._client
+        client.raise_low_water_away()
+        if client.low_water_raised and not self._lowering_scheduled:
+            self._lowering_scheduled = True
+            self._loop.call_soon(self._lower_low_water)
+
+    def _lower_low_water(self) -> None:
+        self._lowering_scheduled = False
+        self._guarded(self._client.lower_low_water)
 
     async def wait(self, timeout_ms: int) -> None:
         """Wait up to ``timeout_ms`` for news from a round (or :meth:`wake`). Also
         once the shell has stopped: a caller waiting out a timeout must not spin."""
+        self._guarded(self._client.lower_low_water)
         waiter: asyncio.Future[None] = self._loop.create_future()
         self._waiters.append(waiter)
         timer = self._loop.call_later(max(0, timeout_ms) / 1000.0, _resolve, waiter)

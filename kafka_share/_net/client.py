@@ -291,7 +291,7 @@ class NetworkClient:
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_low_water_bytes = receive_low_water_bytes
         #: some connection's SO_RCVLOWAT is raised (see raise_low_water_away)
-        self._low_water_raised = False
+        self.low_water_raised = False
         self._log: Logger = logger or log
         self._address_of = address_of
         self._connect_timeout_ms = connect_timeout_ms
@@ -514,25 +514,28 @@ class NetworkClient:
         return self._wait(due_ms, due_ms - now_ms)
 
     def raise_low_water_away(self) -> None:
-        """The thread that runs the loop leaves it (the application thread, to
-        decode or hand records out): every connection awaiting a response lets
-        it arrive whole meanwhile (:meth:`BrokerConnection.raise_low_water_away`).
-        The next wait lowers the marks again before it selects."""
+        """The loop's thread leaves it (the application thread, to decode or hand
+        records out): every connection awaiting a response lets it arrive whole
+        meanwhile (:meth:`BrokerConnection.raise_low_water_away`). The next wait
+        lowers the marks again before it selects; a shell whose loop selects
+        elsewhere (asyncio's) calls :meth:`lower_low_water` before that."""
         for conn in self._connections.values():
             if conn.raise_low_water_away():
-                self._low_water_raised = True
+                self.low_water_raised = True
 
-    def _restore_low_water(self) -> None:
-        self._low_water_raised = False
+    def lower_low_water(self) -> None:
+        """Undo :meth:`raise_low_water_away` (nothing if nothing is raised)."""
+        if not self.low_water_raised:
+            return
+        self.low_water_raised = False
         for conn in list(self._connections.values()):
             conn.restore_low_water()
 
     def _wait(self, due_ms: int, timeout_ms: int) -> int | None:
         poller = self._poller
         assert isinstance(poller, SelectorPoller)
-        if self._low_water_raised:
-            # Whichever thread waits now, it must be woken by any response.
-            self._restore_low_water()
+        # Whichever thread waits now, it must be woken by any response.
+        self.lower_low_water()
         # Set while nothing is half done: an exception out of the wait (a
         # KeyboardInterrupt on the application thread) leaves the loop intact.
         self.waiting = True

@@ -23,6 +23,14 @@ the connection tries every address of it in order (``client.dns.lookup=
 use_all_dns_ips``): "localhost" is often ``::1`` first while a broker listens
 on ``127.0.0.1`` only.
 
+Receive low-water marks (Linux): a large response is read in reads of up to
+:data:`RECEIVE_LOW_WATER_BYTES` (``SO_RCVLOWAT`` follows what the frame
+misses), and while the thread that runs the loop is away from it the mark of a
+connection awaiting a response is raised, so the kernel acknowledges what
+arrives and the broker sends the whole response meanwhile
+(:meth:`BrokerConnection.raise_low_water_away`); whoever waits next lowers it
+first (``NetworkClient._wait``).
+
 Everything here runs on the network thread; nothing blocks. A request that
 gets no answer within ``request_timeout_ms`` closes the connection, as in
 Java's NetworkClient, because the broker answers in order and a missing

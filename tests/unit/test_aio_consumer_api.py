@@ -427,3 +427,45 @@ def test_subscribe_by_pattern_checks_its_arguments_and_counts_as_subscribed() ->
             await c.close(timeout=1.0)
 
     run(main())
+
+
+def test_receive_marks_are_raised_while_the_application_is_away_and_lowered_before_the_loop_selects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a round the application asked for (its poll's), it decodes and
+    processes while the loop reads nothing: the shell raises the sockets'
+    receive marks then, so the broker can send a whole response meanwhile, and
+    lowers them on the loop's next iteration, or when the application waits,
+    before its selector runs (a smaller response must wake it)."""
+
+    async def main() -> None:
+        c = await consumer(max_poll_records=100)
+        shell = c._shell
+        client = shell._client
+        seen: list[str] = []
+
+        def raising() -> None:
+            seen.append("raise")
+            client.low_water_raised = True
+
+        def lowering() -> None:
+            if client.low_water_raised:
+                seen.append("lower")
+            client.low_water_raised = False
+
+        monkeypatch.setattr(client, "raise_low_water_away", raising)
+        monkeypatch.setattr(client, "lower_low_water", lowering)
+        c._core._fetch_buffer.add_all([fetch(0, 300)])
+        assert (await c.poll(1.0)).count() == 100
+        assert seen[-1] == "raise" and client.low_water_raised  # the poll never yielded
+        await asyncio.sleep(0)  # the loop's next iteration
+        assert seen[-1] == "lower" and not client.low_water_raised
+        assert (await c.poll(1.0)).count() == 100
+        assert client.low_water_raised
+        waiting = shell.wait(1000)
+        waiting.send(None)  # up to the await of its future: the selector runs next
+        assert seen[-1] == "lower" and not client.low_water_raised
+        waiting.close()
+        await c.close(timeout=0.5)
+
+    run(main())
