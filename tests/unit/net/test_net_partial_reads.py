@@ -266,24 +266,32 @@ def test_random_chunkings_of_large_and_small_responses(server: _Server) -> None:
         conn.close()
 
 
-def test_client_poll_reports_quiet_waits_until_a_response_completes(server: _Server) -> None:
+def _ready_client(server: _Server, **config: Any) -> tuple[NetworkClient, Outcome]:
+    """A client whose connection to ``server`` is READY, with a Metadata request
+    sent (the server has not read it yet) and the outcome that waits for it."""
     host, port = server.address
     client = NetworkClient(
         client_id="partial-reads", address_of=lambda node: (host, port),
         connect_timeout_ms=5000, request_timeout_ms=30_000,
-        reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000, receive_low_water_bytes=0,
+        reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000, **config,
     )
+    out = Outcome()
+    assert client.send(NODE, Purpose.CONTROL, MetadataRequest(topics=[]), out, monotonic_ms())
+    sock: socket.socket | None = server.accept()
+    deadline = time.monotonic() + 5
+    while not is_ready(client, NODE, Purpose.CONTROL):
+        assert time.monotonic() < deadline
+        client.poll(20)
+        if sock is not None and select.select([sock], [], [], 0)[0]:
+            server.answer_api_versions()
+            sock = None  # answered once
+    return client, out
+
+
+def test_client_poll_reports_quiet_waits_until_a_response_completes(server: _Server) -> None:
+    client, out = _ready_client(server, receive_low_water_bytes=0)
+    deadline = time.monotonic() + 5
     try:
-        out = Outcome()
-        assert client.send(NODE, Purpose.CONTROL, MetadataRequest(topics=[]), out, monotonic_ms())
-        sock = server.accept()
-        deadline = time.monotonic() + 5
-        while not is_ready(client, NODE, Purpose.CONTROL):
-            assert time.monotonic() < deadline
-            client.poll(20)
-            if sock is not None and select.select([sock], [], [], 0)[0]:
-                server.answer_api_versions()
-                sock = None  # answered once
         api_key, version, cid = _read_request(server.sock)  # type: ignore[arg-type]
         stream = _response_frame(api_key, version, cid, _metadata_response(400, 7))
         assert server.sock is not None
@@ -519,11 +527,18 @@ class _NoLowWater:
         return getattr(self._sock, name)
 
 
-@linux_only
-def test_a_refused_mark_leaves_reads_as_bytes_come(server: _Server) -> None:
+def _refusing_marks(server: _Server, fail_from: int) -> tuple[BrokerConnection, socket.socket]:
+    """A READY connection whose socket refuses SO_RCVLOWAT from the
+    ``fail_from``-th setting on, and its real socket."""
     conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
     real = conn.sock
-    conn.sock = _NoLowWater(real, fail_from=1)  # type: ignore[assignment]
+    conn.sock = _NoLowWater(real, fail_from=fail_from)  # type: ignore[assignment]
+    return conn, real
+
+
+@linux_only
+def test_a_refused_mark_leaves_reads_as_bytes_come(server: _Server) -> None:
+    conn, real = _refusing_marks(server, fail_from=1)
     try:
         ex = _Exchange(conn, server, [40_000])
         assert server.sock is not None
@@ -543,9 +558,7 @@ def test_a_refused_mark_leaves_reads_as_bytes_come(server: _Server) -> None:
 
 @linux_only
 def test_a_mark_that_cannot_come_down_closes_the_connection(server: _Server) -> None:
-    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
-    real = conn.sock
-    conn.sock = _NoLowWater(real, fail_from=2)  # type: ignore[assignment]  # raise: ok, lower: fails
+    conn, real = _refusing_marks(server, fail_from=2)  # raise: ok, lower: fails
     try:
         ex = _Exchange(conn, server, [40_000])
         assert server.sock is not None
@@ -652,9 +665,7 @@ def test_while_the_mark_is_raised_the_whole_response_arrives_unread(server: _Ser
 
 @linux_only
 def test_a_raised_mark_that_cannot_come_down_closes_the_connection(server: _Server) -> None:
-    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
-    real = conn.sock
-    conn.sock = _NoLowWater(real, fail_from=2)  # type: ignore[assignment]  # raise: ok, lower: fails
+    conn, _ = _refusing_marks(server, fail_from=2)  # raise: ok, lower: fails
     try:
         ex = _Exchange(conn, server, [1])
         assert conn.raise_low_water_away()
@@ -668,9 +679,7 @@ def test_a_raised_mark_that_cannot_come_down_closes_the_connection(server: _Serv
 
 @linux_only
 def test_a_refused_away_mark_changes_nothing(server: _Server) -> None:
-    conn = _ready_connection(server, low_water_bytes=RECEIVE_LOW_WATER_BYTES)
-    real = conn.sock
-    conn.sock = _NoLowWater(real, fail_from=1)  # type: ignore[assignment]
+    conn, real = _refusing_marks(server, fail_from=1)
     try:
         ex = _Exchange(conn, server, [1])
         assert not conn.raise_low_water_away()
@@ -685,26 +694,10 @@ def test_a_refused_away_mark_changes_nothing(server: _Server) -> None:
 def test_the_next_wait_lowers_the_mark_so_a_small_response_wakes_it(server: _Server) -> None:
     """Whichever thread waits next, a response smaller than the raised mark must
     wake it: the client lowers every raised mark before it selects."""
-    host, port = server.address
-    client = NetworkClient(
-        client_id="partial-reads", address_of=lambda node: (host, port),
-        connect_timeout_ms=5000, request_timeout_ms=30_000,
-        reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000,
-    )
+    client, out = _ready_client(server)
     try:
-        first = Outcome()
-        assert client.send(NODE, Purpose.CONTROL, MetadataRequest(topics=[]), first, monotonic_ms())
-        sock = server.accept()
-        deadline = time.monotonic() + 5
-        while not is_ready(client, NODE, Purpose.CONTROL):
-            assert time.monotonic() < deadline
-            client.poll(20)
-            if sock is not None and select.select([sock], [], [], 0)[0]:
-                server.answer_api_versions()
-                sock = None  # answered once
         conn = client.connection(NODE, Purpose.CONTROL)
         assert conn is not None
-        out = first
         for tag in range(2):
             api_key, version, cid = _read_request(server.sock)  # type: ignore[arg-type]
             client.raise_low_water_away()
