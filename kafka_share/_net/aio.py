@@ -47,7 +47,6 @@ from kafka_share.share.capabilities import ShareFeature
 from .client import monotonic_ms
 from .connection import BrokerConnection
 from .driver import EngineDriver
-from .loop_owner import AWAY_MS
 
 __all__ = ["WATCHDOG_MS", "AsyncEngineShell", "LoopPoller"]
 
@@ -160,8 +159,8 @@ class AsyncEngineShell:
         #: loop was blocked
         self._timer_due_ms: int | None = None
         self._round_scheduled = False
-        #: the timer that lowers raised receive marks (see _leave_loop)
-        self._lowering: asyncio.TimerHandle | None = None
+        #: a callback to lower raised receive marks is scheduled (see _leave_loop)
+        self._lowering_scheduled = False
         #: a PollEvent was applied without the round that follows events (see submit)
         self._round_owed = False
         #: the application's awaiting calls, woken after a round that gave them
@@ -227,27 +226,24 @@ class AsyncEngineShell:
 
     def _leave_loop(self) -> None:
         """After a round the application asked for, it goes on decoding or
-        processing, and our sockets are read only when it waits: let the responses
+        processing, and the loop reads nothing until it yields: let the responses
         on their way arrive whole meanwhile (``NetworkClient.raise_low_water_away``).
-        :meth:`wait` lowers the marks again before the loop selects for it, and a
-        timer after :data:`AWAY_MS` (as the network thread takes the loop back
-        from a thread facade's application), so that while the application awaits
-        something else, a response smaller than the mark is read at most that late."""
+        The loop's next iteration lowers the marks again (a smaller response must
+        wake its selector), and so does :meth:`wait`, before that selector runs."""
         client = self._client
         client.raise_low_water_away()
-        if client.low_water_raised and self._lowering is None:
-            self._lowering = self._loop.call_later(AWAY_MS / 1000.0, self._lower_low_water)
+        if client.low_water_raised and not self._lowering_scheduled:
+            self._lowering_scheduled = True
+            self._loop.call_soon(self._lower_low_water)
 
     def _lower_low_water(self) -> None:
-        if self._lowering is not None:
-            self._lowering.cancel()
-            self._lowering = None
+        self._lowering_scheduled = False
         self._guarded(self._client.lower_low_water)
 
     async def wait(self, timeout_ms: int) -> None:
         """Wait up to ``timeout_ms`` for news from a round (or :meth:`wake`). Also
         once the shell has stopped: a caller waiting out a timeout must not spin."""
-        self._lower_low_water()
+        self._guarded(self._client.lower_low_water)
         waiter: asyncio.Future[None] = self._loop.create_future()
         self._waiters.append(waiter)
         timer = self._loop.call_later(max(0, timeout_ms) / 1000.0, _resolve, waiter)
@@ -281,9 +277,6 @@ class AsyncEngineShell:
         if driver.died is None:
             driver.died = KafkaError("the consumer is closed")
         self._cancel_timer()
-        if self._lowering is not None:
-            self._lowering.cancel()
-            self._lowering = None
         driver.fail_calls(driver.died)
         try:
             self._client.close()

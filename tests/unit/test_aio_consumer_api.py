@@ -21,7 +21,6 @@ import pytest
 from kafka_share import AcknowledgeType, IllegalStateError, WakeupError
 from kafka_share._handoff.events import AcknowledgeSyncEvent, CompletedShareFetch, FetchEvent
 from kafka_share._net import aio as aio_shell
-from kafka_share._net.loop_owner import AWAY_MS
 from kafka_share.aio import AsyncShareConsumer
 from kafka_share.models import TopicIdPartition
 from kafka_share.records.builder import NewRecord, build_batch
@@ -434,11 +433,10 @@ def test_receive_marks_are_raised_while_the_application_is_away_and_lowered_befo
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """After a round the application asked for (its poll's), it decodes and
-    processes while our sockets are not read: the shell raises their receive
-    marks then, so the broker can send a whole response meanwhile, and lowers
-    them when the application waits, before the loop's selector runs for it (a
-    smaller response must wake it), or after AWAY_MS while it awaits anything
-    else."""
+    processes while the loop reads nothing: the shell raises the sockets'
+    receive marks then, so the broker can send a whole response meanwhile, and
+    lowers them on the loop's next iteration, or when the application waits,
+    before its selector runs (a smaller response must wake it)."""
 
     async def main() -> None:
         c = await consumer(max_poll_records=100)
@@ -459,10 +457,8 @@ def test_receive_marks_are_raised_while_the_application_is_away_and_lowered_befo
         monkeypatch.setattr(client, "lower_low_water", lowering)
         c._core._fetch_buffer.add_all([fetch(0, 300)])
         assert (await c.poll(1.0)).count() == 100
-        assert seen[-1] == "raise" and client.low_water_raised
-        await asyncio.sleep(0)  # the application yields for a moment: still raised
-        assert client.low_water_raised
-        await asyncio.sleep(AWAY_MS / 1000 * 3)  # awaiting something else
+        assert seen[-1] == "raise" and client.low_water_raised  # the poll never yielded
+        await asyncio.sleep(0)  # the loop's next iteration
         assert seen[-1] == "lower" and not client.low_water_raised
         assert (await c.poll(1.0)).count() == 100
         assert client.low_water_raised
