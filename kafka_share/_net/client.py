@@ -534,8 +534,9 @@ class NetworkClient:
     def _wait(self, due_ms: int, timeout_ms: int) -> int | None:
         poller = self._poller
         assert isinstance(poller, SelectorPoller)
-        # Whichever thread waits now, it must be woken by any response.
-        self.lower_low_water()
+        if self.low_water_raised:
+            # Whichever thread waits now, it must be woken by any response.
+            self.lower_low_water()
         # Set while nothing is half done: an exception out of the wait (a
         # KeyboardInterrupt on the application thread) leaves the loop intact.
         self.waiting = True
