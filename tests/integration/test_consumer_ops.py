@@ -1,10 +1,12 @@
 """Operational behaviour on a real broker: metrics, logging, poll-interval liveness,
-the coordinator lookup before subscribe."""
+the coordinator lookup before subscribe, the receive marks between polls."""
 
 from __future__ import annotations
 
 import logging
 import math
+import socket
+import sys
 import time
 from typing import Any
 
@@ -142,3 +144,33 @@ def test_the_coordinator_is_found_before_subscribe_so_the_join_starts_with_a_hea
     # The join needed no second lookup: the coordinator was known.
     assert sent.count(ApiKey.FIND_COORDINATOR) == 1, sent
     assert ApiKey.SHARE_GROUP_HEARTBEAT in sent[before:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the marks are Linux's")
+def test_between_polls_the_connection_awaiting_a_response_has_its_receive_mark_raised(
+    topic_factory: Any, share_group: str, kafka_produce: Any, consumer_factory: Any,
+) -> None:
+    """A poll that hands out part of a response sends the fetch ahead; until the
+    next poll nothing reads the socket, and the raised SO_RCVLOWAT lets the
+    broker's answer arrive whole meanwhile. Every later wait lowers it again:
+    the consumer reads every record, through to the small responses at the end."""
+    topic = topic_factory()
+    values = [b"%05d" % i + b"x" * 1019 for i in range(3000)]
+    kafka_produce(topic, values)
+    c = consumer_factory(share_group, max_poll_records=200)
+    c.subscribe([topic])
+    seen = poll_until(c, lambda s: len(s) > 0, timeout_s=30)
+    raised = []
+    while len(seen) < len(values):
+        client = c._thread._client
+        if client.low_water_raised:
+            raised += [
+                conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+                for conn in client._connections.values() if conn.low_water_raised
+            ]
+        more = poll_until(c, lambda s: len(s) > 0, timeout_s=30)
+        if not more:
+            break  # records missing: the assertion below says so
+        seen += more
+    assert sorted(r.value for r in seen) == sorted(values)
+    assert raised and min(raised) > 256 * 1024, raised

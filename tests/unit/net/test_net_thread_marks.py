@@ -33,11 +33,10 @@ def test_only_the_application_threads_rounds_raise_the_marks(
 
         monkeypatch.setattr(client, "raise_low_water_away", recording)
         consumer.subscribe(["t"])
-        consumer._thread._client.wakeup()  # a round on the network thread first
+        client.wakeup()  # a round on the network thread first
         for _ in range(3):
             assert consumer.poll(timeout=0.05).count() == 0
         assert callers, "the polls ran the loop and raised nothing"
         assert set(callers) == {threading.current_thread().name}
     finally:
         consumer.close(timeout=1.0)
-
