@@ -69,8 +69,9 @@ __all__ = ["AsyncShareConsumer"]
 
 #: A poll collects at most this many records between two yields to the loop.
 SLICE_RECORDS = 500
-#: ... and yields only once it has run this long since the last yield, so a
-#: small batch costs no extra loop iteration.
+#: ... and yields only once this long has passed since the loop last had a turn
+#: (across polls: back-to-back polls that never wait must not starve the other
+#: tasks), so a small batch costs no extra loop iteration.
 SLICE_MS = 2
 
 
@@ -164,6 +165,7 @@ class AsyncShareConsumer(Generic[K, V]):
         self._iter_last: ConsumerRecord[K, V] | None = None
         #: the poll running is the one ``async for`` asked for
         self._iterating = False
+        self._turns = _LoopTurns(loop)
         self._shell.start()
         core._state = _State.OPEN
         core._log.debug("async share consumer created")
@@ -365,6 +367,13 @@ class AsyncShareConsumer(Generic[K, V]):
         self, timeout_ms: int | None, max_records: int | None
     ) -> ConsumerRecords[K, V]:
         core = self._core
+        if self._turns.due():
+            # Polls that find their records buffered never wait, so an
+            # application polling in a loop would starve the other tasks: they
+            # run first. Before this poll's rounds, not after: the receive marks
+            # those raise must stay raised while the application is away.
+            await asyncio.sleep(0)
+            self._turns.ran()
         if not self._iterating:
             # A poll of its own ends an ``async for``'s batch: the next
             # iteration starts with this poll's records.
@@ -386,6 +395,7 @@ class AsyncShareConsumer(Generic[K, V]):
         finally:
             core._rounds.end(records)
             self._shell.flush()
+            self._turns.watch()
         return records
 
     async def _wait_until(self, deadline_ms: int) -> None:
@@ -409,6 +419,7 @@ class AsyncShareConsumer(Generic[K, V]):
                 self._shell.flush()  # the engine must see this poll before it waits
                 waited_from = _now_ms()
                 await self._shell.wait(core._poll_wait_ms(remaining))
+                self._turns.ran()
                 core._rounds.waited_ms += _now_ms() - waited_from
                 core._poll_still_waiting()
             core._background.raise_error()
@@ -417,8 +428,9 @@ class AsyncShareConsumer(Generic[K, V]):
     async def _poll_sliced(self) -> ConsumerRecords[K, V] | None:
         """Collect this poll's records in slices of :data:`SLICE_RECORDS` (decoding
         one record batch, or a piece of a large one, per slice), yielding to the
-        loop between slices once :data:`SLICE_MS` have passed. If the poll is
-        cancelled at a yield, what it collected waits for the next poll."""
+        loop between slices once :data:`SLICE_MS` have passed since the loop last
+        had a turn. If the poll is cancelled at a yield, what it collected waits
+        for the next poll."""
         core = self._core
         first: ConsumerRecords[K, V] | None = None
         parts: dict[TopicIdPartition, list[ConsumerRecord[K, V]]] = {}
@@ -427,7 +439,7 @@ class AsyncShareConsumer(Generic[K, V]):
         rounds = core._rounds
         if rounds.limit is not None:
             max_records = min(max_records, rounds.limit)
-        slice_start = time.monotonic()  # not loop.time(): uvloop caches it per iteration
+        turns = self._turns
         collector = core._collector
         while True:
             steps = collector.decode_steps
@@ -450,13 +462,13 @@ class AsyncShareConsumer(Generic[K, V]):
                 or not core._collector.has_buffered()
             ):
                 break
-            if (time.monotonic() - slice_start) * 1000 >= SLICE_MS:
+            if turns.due():
                 try:
                     await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     self._carry = type(first)(parts) if parts and first is not None else first
                     raise
-                slice_start = time.monotonic()
+                turns.ran()
         return type(first)(parts) if parts and first is not None else first
 
     @_doc_of(ShareConsumer.metrics)
@@ -619,6 +631,39 @@ class AsyncShareConsumer(Generic[K, V]):
         """The longest the event loop was seen blocked (ms, 0 if never), as
         measured by the consumer's timer."""
         return self._shell.max_blocked_ms
+
+
+class _LoopTurns:
+    """When the consumer's task last let the event loop run other tasks, as far
+    as it knows: when one of its own awaits suspended it, or when the callback
+    :meth:`watch` schedules ran (the application yielded between two polls)."""
+
+    __slots__ = ("_loop", "_watching", "at")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._watching = False
+        #: ``time.monotonic()`` of the last turn known (not ``loop.time()``:
+        #: uvloop caches it per iteration)
+        self.at = time.monotonic()
+
+    def due(self) -> bool:
+        """The loop has had no turn for :data:`SLICE_MS`."""
+        return (time.monotonic() - self.at) * 1000 >= SLICE_MS
+
+    def ran(self) -> None:
+        """The task was just suspended: the loop had its turn."""
+        self.at = time.monotonic()
+
+    def watch(self) -> None:
+        """Note the loop's next turn, whoever yields to it (one callback at a time)."""
+        if not self._watching:
+            self._watching = True
+            self._loop.call_soon(self._turned)
+
+    def _turned(self) -> None:
+        self._watching = False
+        self.at = time.monotonic()
 
 
 def _merge_into(

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import pytest
 
 from kafka_share import AcknowledgeType, IllegalStateError, WakeupError
+from kafka_share import aio as aio_facade
 from kafka_share._handoff.events import AcknowledgeSyncEvent, CompletedShareFetch, FetchEvent
 from kafka_share._net import aio as aio_shell
 from kafka_share.aio import AsyncShareConsumer
@@ -112,20 +113,28 @@ def test_unreachable_brokers_do_not_busy_loop_the_event_loop(loop: str) -> None:
     assert ticks > 300, "the ticker was starved"
 
 
-def test_a_poll_cancelled_between_slices_loses_no_record(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    "turns_before_cancel", [2, 1], ids=["between-slices", "before-collecting"]
+)
+def test_a_cancelled_poll_loses_no_record(
+    monkeypatch: pytest.MonkeyPatch, turns_before_cancel: int
 ) -> None:
-    monkeypatch.setattr("kafka_share.aio.SLICE_MS", 0)  # yield after every slice
+    monkeypatch.setattr("kafka_share.aio.SLICE_MS", 0)  # yield at every chance
     monkeypatch.setattr("kafka_share.aio.SLICE_RECORDS", 100)
 
     async def main() -> list[int]:
         c = await consumer(max_poll_records=500)
         c._core._fetch_buffer.add_all([fetch(0, 1000)])
         task = asyncio.create_task(c.poll(1.0))
-        await asyncio.sleep(0)  # the poll collected its first slice and yielded
+        # The poll yields first (the loop's turn), then after each slice: one
+        # turn cancels it before it collected anything, two after its first slice.
+        for _ in range(turns_before_cancel):
+            await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        carried = c._carry.count() if c._carry is not None else 0
+        assert carried == (100 if turns_before_cancel == 2 else 0)
         offsets: list[int] = []
         for _ in range(4):
             offsets.extend(r.offset for r in await c.poll(0.2))
@@ -134,6 +143,53 @@ def test_a_poll_cancelled_between_slices_loses_no_record(
 
     offsets = run(main())
     assert offsets == list(range(1000)), "records lost or delivered twice"
+
+
+def test_back_to_back_polls_that_find_records_buffered_let_other_tasks_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each poll finds its records decoded or buffered and never waits: without a
+    # yield of its own, an application polling in a loop would starve every
+    # other task on the loop until the buffer ran dry.
+    monkeypatch.setattr("kafka_share.aio.SLICE_MS", 0)
+
+    async def main() -> int:
+        c = await consumer(max_poll_records=100)
+        c._core._fetch_buffer.add_all([fetch(0, 1000)])
+        turns = 0
+
+        async def other_task() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(other_task())
+        await asyncio.sleep(0)
+        turns = 0
+        for _ in range(5):
+            assert (await c.poll(1.0)).count() == 100
+        other.cancel()
+        await c.close(timeout=0.5)
+        return turns
+
+    assert run(main()) >= 4
+
+
+def test_loop_turns_notes_the_turn_the_application_gives_the_loop() -> None:
+    # A poll yields only when the loop has had no turn for SLICE_MS: a turn the
+    # application gave it between two polls counts, so that poll need not.
+    async def main() -> tuple[bool, bool, bool]:
+        turns = aio_facade._LoopTurns(asyncio.get_running_loop())
+        turns.at -= 1.0
+        stale = turns.due()
+        turns.watch()
+        turns.watch()  # one callback at a time
+        before_the_turn = turns.due()
+        await asyncio.sleep(0)
+        return stale, before_the_turn, turns.due()
+
+    assert run(main()) == (True, True, False)
 
 
 def test_a_cancelled_waiting_poll_leaves_the_consumer_usable() -> None:
